@@ -1,0 +1,98 @@
+//! The `Backend` trait: the few heavy operations every algorithm needs.
+//!
+//! Algorithms (FBP, iterative methods) are written once over this trait; the
+//! CPU backend in [`crate::cpu`] is the reference implementation of each
+//! operation, and other backends (CUDA) are tested against it.
+
+use ndarray::{ArrayView3, ArrayViewMut3};
+
+use crate::error::Result;
+use crate::filter::FilterSpec;
+use crate::geometry::{ParallelGeometry, SliceGrid};
+
+/// How a back projector reads a detector row at a non-integer position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Interpolation {
+    /// The nearest bin: bin `floor(u + 0.5)` (the texture unit's rule).
+    Nearest,
+    /// Linear interpolation between the two neighbouring bins.
+    #[default]
+    Linear,
+}
+
+impl std::str::FromStr for Interpolation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "nearest" | "nn" => Ok(Self::Nearest),
+            "linear" | "lin" => Ok(Self::Linear),
+            _ => Err(format!("unknown interpolation '{s}' (use nearest or linear)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Interpolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Nearest => "nearest",
+            Self::Linear => "linear",
+        })
+    }
+}
+
+/// A compute backend for parallel-beam reconstruction.
+///
+/// Arrays are C-ordered `ndarray`s: sinograms `[slice][angle][bin]`, slices
+/// `[slice][y][x]`. Detector values outside the detector are zero.
+pub trait Backend: Send + Sync {
+    /// Short name for logs and errors ("cpu", "cuda:0 NVIDIA H100", ...).
+    fn name(&self) -> String;
+
+    /// Filters every detector row of `sinograms` in place with the FBP
+    /// filter `filter` for detector bins of width `bin_width`
+    /// (see [`FilterSpec::frequency_response`]).
+    fn filter(
+        &self,
+        sinograms: ArrayViewMut3<'_, f32>,
+        filter: &FilterSpec,
+        bin_width: f32,
+    ) -> Result<()>;
+
+    /// Back projects `sinograms` (`[slice][angle][bin]`) into `out`
+    /// (`[slice][y][x]`), overwriting it with
+    /// `scale · Σ_θ p_θ(x cos θ + y sin θ)`.
+    fn backproject(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        interpolation: Interpolation,
+        scale: f32,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> Result<()>;
+
+    /// Filtered back projection of one slab: filters a copy of `sinograms`
+    /// and back projects it with the FBP weight
+    /// ([`ParallelGeometry::fbp_weight`]) into `out`. Backends that can keep
+    /// data resident or overlap transfers with compute override this.
+    fn fbp(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        filter: &FilterSpec,
+        interpolation: Interpolation,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> Result<()> {
+        let mut filtered = sinograms.to_owned();
+        self.filter(filtered.view_mut(), filter, geometry.bin_width())?;
+        self.backproject(
+            filtered.view(),
+            geometry,
+            grid,
+            interpolation,
+            geometry.fbp_weight(),
+            out,
+        )
+    }
+}
