@@ -1,1 +1,75 @@
-fn main(){}
+//! `tomors`: tomographic reconstruction from the command line.
+
+mod backend_select;
+mod cmd;
+mod cuda_cli;
+mod output;
+mod preview;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Fast tomographic reconstruction (FBP) on NVIDIA GPUs and multi-core CPUs.
+#[derive(Parser)]
+#[command(name = "tomors", version, about, propagate_version = true)]
+struct Cli {
+    /// Print only warnings and errors (no progress bars).
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// More log output (-v: debug, -vv: trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// 3D Shepp-Logan phantom → exact projections → FBP → PNG previews, quality and speed.
+    Demo(cmd::demo::DemoArgs),
+    /// Write exact projections of a Shepp-Logan phantom (and its angles) as .npy.
+    Phantom(cmd::phantom::PhantomArgs),
+    /// Reconstruct projections [angle][row][col] with filtered back projection.
+    Recon(cmd::recon::ReconArgs),
+    /// Back-projection speed (GU/s) on synthetic data, several sizes.
+    Bench(cmd::bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.quiet, cli.verbose);
+    progress::set_quiet(cli.quiet);
+    let result = match cli.command {
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Phantom(args) => cmd::phantom::run(args),
+        Command::Recon(args) => cmd::recon::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // One line: the context chain joined by ": ".
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(quiet: bool, verbose: u8) {
+    let default = match (quiet, verbose) {
+        (true, _) => "warn",
+        (false, 0) => "info",
+        (false, 1) => "debug",
+        (false, _) => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOMORS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .without_time()
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -39,7 +39,9 @@ pub fn fbp_sinograms(
     grid: &SliceGrid,
     options: &FbpOptions,
 ) -> Result<Array3<f32>> {
-    fbp_sinograms_with_progress(backend, sinograms, geometry, grid, options, &mut |_, _| true)
+    fbp_sinograms_with_progress(backend, sinograms, geometry, grid, options, &mut |_, _| {
+        true
+    })
 }
 
 /// As [`fbp_sinograms`], calling `progress(done, total)` (slices) after each

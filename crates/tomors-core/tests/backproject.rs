@@ -20,7 +20,12 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 
 /// Runs the fast path on `ns` slices and compares each with the reference.
 fn compare(ns: usize, geometry: &ParallelGeometry, grid: &SliceGrid, interp: Interpolation) -> f64 {
-    let sino = random_sinograms(ns, geometry.n_angles(), geometry.n_bins(), ns as u64 * 7 + 1);
+    let sino = random_sinograms(
+        ns,
+        geometry.n_angles(),
+        geometry.n_bins(),
+        ns as u64 * 7 + 1,
+    );
     let mut out = Array3::from_elem((ns, grid.ny, grid.nx), f32::NAN);
     CpuBackend::new()
         .backproject(sino.view(), geometry, grid, interp, 0.5, out.view_mut())
@@ -29,7 +34,10 @@ fn compare(ns: usize, geometry: &ParallelGeometry, grid: &SliceGrid, interp: Int
     for z in 0..ns {
         let reference = backproject_reference(sino.slice(s![z, .., ..]), geometry, grid, interp);
         let fast: Vec<f32> = out.slice(s![z, .., ..]).iter().map(|v| v * 2.0).collect();
-        assert!(fast.iter().all(|v| v.is_finite()), "slice {z} has unwritten pixels");
+        assert!(
+            fast.iter().all(|v| v.is_finite()),
+            "slice {z} has unwritten pixels"
+        );
         worst = worst.max(rel_l2(&fast, reference.as_slice().unwrap()));
     }
     worst
@@ -50,7 +58,10 @@ fn nearest_matches_reference() {
     // Angles and centre chosen off the half-bin ties, where f32 and f64 may
     // legitimately round to different bins.
     let angles: Vec<f32> = (0..37).map(|i| 0.013 + i as f32 * 0.0851).collect();
-    let geometry = ParallelGeometry::new(angles, 33).unwrap().with_center(16.137).unwrap();
+    let geometry = ParallelGeometry::new(angles, 33)
+        .unwrap()
+        .with_center(16.137)
+        .unwrap();
     let grid = SliceGrid::for_geometry(&geometry);
     for ns in [1, 5, 8] {
         let err = compare(ns, &geometry, &grid, Interpolation::Nearest);
@@ -82,7 +93,9 @@ fn non_square_grids_off_centre_axes_and_large_grids_are_exact_at_the_edges() {
 #[test]
 fn per_projection_centres_and_bin_width() {
     let n_angles = 50;
-    let centres: Vec<f32> = (0..n_angles).map(|i| 20.0 + (i as f32 * 0.37).sin() * 1.7).collect();
+    let centres: Vec<f32> = (0..n_angles)
+        .map(|i| 20.0 + (i as f32 * 0.37).sin() * 1.7)
+        .collect();
     let geometry = ParallelGeometry::new(uniform_angles(n_angles, 2.0 * std::f32::consts::PI), 41)
         .unwrap()
         .with_centers(centres)
@@ -110,7 +123,14 @@ fn a_point_lands_where_the_geometry_says() {
     }
     let mut out = Array3::<f32>::zeros((1, n, n));
     CpuBackend::new()
-        .backproject(sino.view(), &geometry, &grid, Interpolation::Linear, 1.0, out.view_mut())
+        .backproject(
+            sino.view(),
+            &geometry,
+            &grid,
+            Interpolation::Linear,
+            1.0,
+            out.view_mut(),
+        )
         .unwrap();
     let (mut best, mut at) = (f32::MIN, (0, 0));
     for ((_, iy, ix), &v) in out.indexed_iter() {

@@ -60,10 +60,26 @@ pub fn backproject_slices(
         let group = out.slice_mut(s![start..start + count, .., ..]);
         if count == 1 {
             let data = interleave::<1>(sino, pad, padded_bins);
-            run_group::<1>(&data, padded_bins, &projections, grid, interpolation, scale, group);
+            run_group::<1>(
+                &data,
+                padded_bins,
+                &projections,
+                grid,
+                interpolation,
+                scale,
+                group,
+            );
         } else {
             let data = interleave::<LANES>(sino, pad, padded_bins);
-            run_group::<LANES>(&data, padded_bins, &projections, grid, interpolation, scale, group);
+            run_group::<LANES>(
+                &data,
+                padded_bins,
+                &projections,
+                grid,
+                interpolation,
+                scale,
+                group,
+            );
         }
         start += count;
     }
@@ -93,7 +109,11 @@ fn plan(
         .iter()
         .map(|p| {
             let (c, s) = (p.cos as f64, p.sin as f64);
-            (p.center as f64 + (x0 * c + y0 * s) / bw + shift, h * c / bw, -h * s / bw)
+            (
+                p.center as f64 + (x0 * c + y0 * s) / bw + shift,
+                h * c / bw,
+                -h * s / bw,
+            )
         })
         .collect();
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -167,7 +187,14 @@ fn run_group<const L: usize>(
                     width,
                     height,
                 };
-                accumulate(data, padded_bins, projections, &tile, interpolation, &mut acc);
+                accumulate(
+                    data,
+                    padded_bins,
+                    projections,
+                    &tile,
+                    interpolation,
+                    &mut acc,
+                );
                 for lane in 0..rows.len_of(Axis(0)) {
                     for ty in 0..height {
                         let mut dst = rows.slice_mut(s![lane, ty, x_start..x_start + width]);
@@ -203,9 +230,7 @@ fn accumulate<const L: usize>(
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the processor supports the enabled features.
-            unsafe {
-                accumulate_avx2(data, padded_bins, projections, tile, interpolation, acc)
-            };
+            unsafe { accumulate_avx2(data, padded_bins, projections, tile, interpolation, acc) };
             return;
         }
     }

@@ -1,0 +1,53 @@
+//! Choosing the compute backend: `--backend auto|cpu|cuda`.
+
+use anyhow::Result;
+use clap::ValueEnum;
+use tomors_core::cpu::CpuBackend;
+use tomors_core::Backend;
+
+use crate::cuda_cli;
+
+/// Which backend computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Default)]
+pub enum BackendChoice {
+    /// The GPU if one is usable, else the CPU (with one log line saying why).
+    #[default]
+    Auto,
+    /// Every CPU core.
+    Cpu,
+    /// NVIDIA GPUs through CUDA; fails if none is usable.
+    Cuda,
+}
+
+/// Options shared by every command that computes.
+#[derive(clap::Args, Clone, Debug)]
+pub struct BackendArgs {
+    /// Compute backend.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// GPUs to use, e.g. "0,1" (default: all).
+    #[arg(long)]
+    pub devices: Option<String>,
+    /// GPU back-projection kernel (default: the fastest known).
+    #[arg(long)]
+    pub kernel: Option<String>,
+}
+
+/// Makes the backend the user asked for.
+pub fn make_backend(args: &BackendArgs) -> Result<Box<dyn Backend>> {
+    match args.backend {
+        BackendChoice::Cpu => Ok(Box::new(CpuBackend::new())),
+        BackendChoice::Cuda => {
+            cuda_cli::make_backend(args.devices.as_deref(), args.kernel.as_deref())
+        }
+        BackendChoice::Auto => {
+            match cuda_cli::make_backend(args.devices.as_deref(), args.kernel.as_deref()) {
+                Ok(backend) => Ok(backend),
+                Err(err) => {
+                    tracing::info!("no usable GPU ({err:#}); using the CPU");
+                    Ok(Box::new(CpuBackend::new()))
+                }
+            }
+        }
+    }
+}

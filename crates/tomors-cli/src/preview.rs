@@ -1,0 +1,131 @@
+//! PNG previews: grey-scale slices and line-profile plots.
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{anyhow, Context, Result};
+use ndarray::ArrayView2;
+use plotters::prelude::*;
+
+const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSansMono.ttf");
+static REGISTER_FONT: Once = Once::new();
+
+fn register_font() {
+    REGISTER_FONT.call_once(|| {
+        // The embedded font is valid; if it were not, text would be missing.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+/// Saves an image `[y][x]` as an 8-bit grey PNG, mapping `range` to 0..255.
+pub fn save_gray(path: &Path, image: ArrayView2<'_, f32>, range: (f32, f32)) -> Result<()> {
+    let (lo, hi) = range;
+    let span = if hi > lo { hi - lo } else { 1.0 };
+    let (h, w) = image.dim();
+    let pixels: Vec<u8> = image
+        .iter()
+        .map(|&v| (((v - lo) / span).clamp(0.0, 1.0) * 255.0).round() as u8)
+        .collect();
+    let img = image::GrayImage::from_raw(w as u32, h as u32, pixels)
+        .ok_or_else(|| anyhow!("image buffer size mismatch"))?;
+    img.save(path)
+        .with_context(|| format!("{}: cannot write PNG", path.display()))
+}
+
+/// Saves several images side by side (same range) as one PNG.
+pub fn save_gray_row(path: &Path, images: &[ArrayView2<'_, f32>], range: (f32, f32)) -> Result<()> {
+    let h = images.iter().map(|i| i.nrows()).max().unwrap_or(1);
+    let gap = 4;
+    let w: usize =
+        images.iter().map(|i| i.ncols()).sum::<usize>() + gap * images.len().saturating_sub(1);
+    let mut canvas = ndarray::Array2::<f32>::from_elem((h, w.max(1)), range.0);
+    let mut x = 0;
+    for img in images {
+        canvas
+            .slice_mut(ndarray::s![..img.nrows(), x..x + img.ncols()])
+            .assign(img);
+        x += img.ncols() + gap;
+    }
+    save_gray(path, canvas.view(), range)
+}
+
+/// One curve of a profile plot.
+pub struct Series<'a> {
+    /// Legend label.
+    pub label: &'a str,
+    /// Samples, plotted against their index.
+    pub values: &'a [f32],
+    /// Line colour.
+    pub color: RGBColor,
+}
+
+/// Plots line profiles into a PNG.
+pub fn save_profile(path: &Path, title: &str, x_label: &str, series: &[Series<'_>]) -> Result<()> {
+    register_font();
+    let (w, h) = (900u32, 450u32);
+    let mut buffer = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buffer, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let n = series
+            .iter()
+            .map(|s| s.values.len())
+            .max()
+            .unwrap_or(1)
+            .max(2);
+        let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+        for s in series {
+            for &v in s.values {
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        }
+        if !(hi > lo) {
+            hi = lo + 1.0;
+        }
+        let margin = 0.05 * (hi - lo);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f32..(n - 1) as f32, (lo - margin)..(hi + margin))
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc("value")
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(plot_err)?;
+        for s in series {
+            let color = s.color;
+            chart
+                .draw_series(LineSeries::new(
+                    s.values.iter().enumerate().map(|(i, &v)| (i as f32, v)),
+                    color.stroke_width(2),
+                ))
+                .map_err(plot_err)?
+                .label(s.label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 14))
+            .draw()
+            .map_err(plot_err)?;
+        root.present().map_err(plot_err)?;
+    }
+    let img = image::RgbImage::from_raw(w, h, buffer)
+        .ok_or_else(|| anyhow!("plot buffer size mismatch"))?;
+    img.save(path)
+        .with_context(|| format!("{}: cannot write PNG", path.display()))
+}
+
+fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("plotting failed: {e:?}")
+}

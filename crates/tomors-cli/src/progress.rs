@@ -1,0 +1,31 @@
+//! Progress bars (indicatif), silenced by `--quiet`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Silences every progress bar made afterwards.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// A bar counting `total` items of `unit`; hidden when quiet (and by
+/// indicatif itself when stderr is no terminal).
+pub fn bar(total: u64, message: &str, unit: &str) -> ProgressBar {
+    if QUIET.load(Ordering::Relaxed) {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    let template = format!(
+        "{{msg:>14}} [{{bar:40}}] {{pos}}/{{len}} {unit} {{elapsed_precise}} (ETA {{eta}})"
+    );
+    bar.set_style(
+        ProgressStyle::with_template(&template)
+            .expect("the template is valid")
+            .progress_chars("=> "),
+    );
+    bar.set_message(message.to_string());
+    bar
+}
