@@ -1,1 +1,38 @@
+//! # tomors-io
+//!
+//! Readers and writers of tomors, chunked: every reader reads a *slab of
+//! detector rows* without loading the whole file, and every writer takes the
+//! volume slab by slab.
+//!
+//! - [`source`]: the [`ProjectionSource`] abstraction and [`open`], which
+//!   picks the reader: [`hdf5io::DxSource`] (DXchange HDF5),
+//!   [`hdf5io::NxTomoSource`] (NeXus NXtomo HDF5, external links and
+//!   virtual datasets followed), [`tiffio::TiffSource`] (TIFF stacks and
+//!   multi-page TIFF), [`npy::NpySource`] (`.npy` and raw binary);
+//! - [`preprocess`]: flat/dark normalisation (flats before and after the
+//!   scan interpolated), −log, zinger removal, sorting-based stripe removal;
+//! - [`center`]: rotation-centre finding (Vo et al. 2014 Fourier metric);
+//! - [`writer`]: atomic `.npy`, HDF5 and TIFF-stack volume writers;
+//! - [`stream`]: rows per slab for a memory budget and the slab driver;
+//! - [`info`]: a printable description of a file;
+//! - [`preview`]: grey PNG previews.
+//!
+//! Errors are [`IoError`]s that print as one line naming the file.
 
+pub mod center;
+pub mod error;
+pub mod hdf5io;
+pub mod info;
+pub mod npy;
+pub mod preprocess;
+pub mod preview;
+pub mod source;
+pub mod stream;
+pub mod tiffio;
+pub mod writer;
+
+pub use center::{find_center, CenterOptions, CenterResult};
+pub use error::{IoError, Result};
+pub use preprocess::{remove_stripe_based_sorting, Average, LogMode, Preprocess};
+pub use source::{open, AngleUnit, FrameGroup, OpenOptions, ProjectionSource, RawSlab};
+pub use writer::{create_writer, VolumeFormat, VolumeMeta, VolumeWriter};

@@ -1,0 +1,403 @@
+//! Preprocessing of a slab of raw projections: flat/dark normalisation
+//! (mean or median of each group; groups taken before and after the scan are
+//! interpolated linearly over the projection index), clamping of
+//! non-positive transmissions to a small epsilon, −log, zinger (outlier)
+//! removal and ring/stripe removal with the sorting-based method of Vo,
+//! Atwood and Drakopoulos, Opt. Express 26, 28396 (2018), algorithm 3.
+//!
+//! Every step works on one detector row (one sinogram) at a time, so a slab
+//! gives the same values as the whole scan would.
+
+use std::path::Path;
+
+use ndarray::{Array2, Array3, ArrayView3, ArrayViewMut2, Axis, Zip};
+use rayon::prelude::*;
+
+use crate::error::{shape_err, IoError, Result};
+use crate::source::{FrameGroup, RawSlab};
+
+/// How the frames of a flat or dark group are combined.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Average {
+    /// Pixel-wise mean.
+    #[default]
+    Mean,
+    /// Pixel-wise median (robust to zingers in the flats).
+    Median,
+}
+
+impl std::str::FromStr for Average {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "mean" => Ok(Self::Mean),
+            "median" => Ok(Self::Median),
+            _ => Err(format!("unknown average '{s}' (use mean or median)")),
+        }
+    }
+}
+
+/// When to take −log of the (normalised) data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogMode {
+    /// −log when flats were applied (the data are transmissions).
+    #[default]
+    Auto,
+    /// Always −log.
+    Always,
+    /// Never (the data are line integrals already).
+    Never,
+}
+
+impl std::str::FromStr for LogMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "always" | "yes" | "on" | "true" => Ok(Self::Always),
+            "never" | "no" | "off" | "false" => Ok(Self::Never),
+            _ => Err(format!(
+                "unknown log mode '{s}' (use auto, always or never)"
+            )),
+        }
+    }
+}
+
+/// What to do to a raw slab (see the module documentation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Preprocess {
+    /// Apply flats and darks when the source has them.
+    pub flat_dark: bool,
+    /// How to combine the frames of a flat or dark group.
+    pub average: Average,
+    /// When to take −log.
+    pub log: LogMode,
+    /// Transmissions at or below this (and NaN) are set to it before −log.
+    pub epsilon: f32,
+    /// Zinger removal: a value is replaced by the median of its 3×3
+    /// neighbourhood in the sinogram (angle × bin) when it differs from that
+    /// median by more than this fraction of the median. `None`: off.
+    pub zinger_threshold: Option<f32>,
+    /// Stripe removal (sorting-based, Vo et al. 2018) with a median window of
+    /// this many bins (odd; Vo suggests 11–31). `None`: off.
+    pub stripe_size: Option<usize>,
+}
+
+impl Default for Preprocess {
+    fn default() -> Self {
+        Self {
+            flat_dark: true,
+            average: Average::Mean,
+            log: LogMode::Auto,
+            epsilon: 1e-6,
+            zinger_threshold: None,
+            stripe_size: None,
+        }
+    }
+}
+
+impl Preprocess {
+    /// No processing at all: the raw projections as they are.
+    pub fn raw() -> Self {
+        Self {
+            flat_dark: false,
+            log: LogMode::Never,
+            ..Self::default()
+        }
+    }
+
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.epsilon.is_finite() && self.epsilon > 0.0) {
+            return Err(IoError::Parameter(format!(
+                "epsilon {} must be positive",
+                self.epsilon
+            )));
+        }
+        if let Some(t) = self.zinger_threshold {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(IoError::Parameter(format!(
+                    "zinger threshold {t} must be positive"
+                )));
+            }
+        }
+        if let Some(s) = self.stripe_size {
+            if s < 3 {
+                return Err(IoError::Parameter(format!(
+                    "stripe window {s} must be at least 3"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Preprocesses a raw slab read from `path`: `[angle][row][col]`.
+    pub fn apply(&self, raw: RawSlab, path: &Path) -> Result<Array3<f32>> {
+        self.validate()?;
+        let RawSlab {
+            mut projections,
+            flats,
+            darks,
+            ..
+        } = raw;
+        let (_, nr, nc) = projections.dim();
+        for g in flats.iter().chain(darks.iter()) {
+            let (_, r, c) = g.frames.dim();
+            if (r, c) != (nr, nc) {
+                return Err(shape_err(
+                    path,
+                    format!("flat/dark frames of {r}×{c}, projections of {nr}×{nc}"),
+                ));
+            }
+        }
+        let mut normalised = false;
+        if self.flat_dark && (!flats.is_empty() || !darks.is_empty()) {
+            let f = average_groups(&flats, self.average);
+            let d = average_groups(&darks, self.average);
+            flat_dark_correct(&mut projections, &f, &d);
+            normalised = !f.is_empty();
+        }
+        if let Some(t) = self.zinger_threshold {
+            for_each_sinogram(&mut projections, |s| remove_zingers(s, t));
+        }
+        let log = match self.log {
+            LogMode::Auto => normalised,
+            LogMode::Always => true,
+            LogMode::Never => false,
+        };
+        if log {
+            let eps = self.epsilon;
+            projections.par_mapv_inplace(|v| {
+                // NaN and non-positive transmissions are clamped too.
+                let v = if v > eps { v } else { eps };
+                -v.ln()
+            });
+        }
+        if let Some(size) = self.stripe_size {
+            for_each_sinogram(&mut projections, |s| remove_stripe_based_sorting(s, size));
+        }
+        Ok(projections)
+    }
+}
+
+/// Runs `f` on every sinogram `[angle][col]` of a slab `[angle][row][col]`,
+/// rows in parallel.
+fn for_each_sinogram(p: &mut Array3<f32>, f: impl Fn(ArrayViewMut2<'_, f32>) + Sync) {
+    let mut sinos = p.view_mut().permuted_axes([1, 0, 2]);
+    sinos
+        .axis_iter_mut(Axis(0))
+        .into_par_iter()
+        .for_each(|s| f(s));
+}
+
+/// Combines each group's frames into one frame; groups at the same position
+/// are merged. Returns `(position, frame)` sorted by position.
+pub fn average_groups(groups: &[FrameGroup], average: Average) -> Vec<(f64, Array2<f32>)> {
+    let mut merged: Vec<(f64, Vec<ArrayView3<'_, f32>>)> = Vec::new();
+    let mut sorted: Vec<&FrameGroup> = groups
+        .iter()
+        .filter(|g| g.frames.len_of(Axis(0)) > 0)
+        .collect();
+    sorted.sort_by(|a, b| a.position.total_cmp(&b.position));
+    for g in sorted {
+        match merged.last_mut() {
+            Some((p, v)) if *p == g.position => v.push(g.frames.view()),
+            _ => merged.push((g.position, vec![g.frames.view()])),
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(p, views)| {
+            let refs: Vec<ArrayView3<'_, f32>> = views;
+            let stacked = ndarray::concatenate(Axis(0), &refs).expect("frames of equal size");
+            (p, average_frames(stacked.view(), average))
+        })
+        .collect()
+}
+
+/// Pixel-wise mean or median of `[frame][row][col]`.
+pub fn average_frames(frames: ArrayView3<'_, f32>, average: Average) -> Array2<f32> {
+    match average {
+        Average::Mean => frames
+            .mapv(f64::from)
+            .mean_axis(Axis(0))
+            .expect("at least one frame")
+            .mapv(|v| v as f32),
+        Average::Median => {
+            let (n, r, c) = frames.dim();
+            let mut out = Array2::<f32>::zeros((r, c));
+            let mut buf = vec![0f32; n];
+            for i in 0..r {
+                for j in 0..c {
+                    for (k, b) in buf.iter_mut().enumerate() {
+                        *b = frames[[k, i, j]];
+                    }
+                    out[[i, j]] = median(&mut buf);
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Median of a slice (mean of the two middle values for even lengths);
+/// reorders the slice. NaNs sort last.
+pub fn median(v: &mut [f32]) -> f32 {
+    let n = v.len();
+    if n == 0 {
+        return f32::NAN;
+    }
+    v.sort_unstable_by(|a, b| a.total_cmp(b));
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// Weights of the groups at projection index `i`: linear interpolation
+/// between the two groups around `i`, the nearest group outside them.
+fn interp_weights(positions: &[f64], i: f64) -> Vec<(usize, f32)> {
+    match positions.len() {
+        0 => Vec::new(),
+        1 => vec![(0, 1.0)],
+        n => {
+            if i <= positions[0] {
+                return vec![(0, 1.0)];
+            }
+            if i >= positions[n - 1] {
+                return vec![(n - 1, 1.0)];
+            }
+            let k = positions
+                .windows(2)
+                .position(|w| i >= w[0] && i <= w[1])
+                .unwrap_or(0);
+            let w = ((i - positions[k]) / (positions[k + 1] - positions[k])) as f32;
+            vec![(k, 1.0 - w), (k + 1, w)]
+        }
+    }
+}
+
+/// Flat/dark correction in place: `(p − d) / (f − d)` with the flat and
+/// dark of each projection interpolated over the projection index; a
+/// denominator at or below 1e-6 is taken as 1e-6. Without flats only the
+/// dark is subtracted.
+pub fn flat_dark_correct(
+    projections: &mut Array3<f32>,
+    flats: &[(f64, Array2<f32>)],
+    darks: &[(f64, Array2<f32>)],
+) {
+    let fpos: Vec<f64> = flats.iter().map(|g| g.0).collect();
+    let dpos: Vec<f64> = darks.iter().map(|g| g.0).collect();
+    let (_, nr, nc) = projections.dim();
+    projections
+        .axis_iter_mut(Axis(0))
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(i, mut p)| {
+            let blend = |groups: &[(f64, Array2<f32>)], pos: &[f64]| -> Option<Array2<f32>> {
+                let w = interp_weights(pos, i as f64);
+                if w.is_empty() {
+                    return None;
+                }
+                let mut out = Array2::<f32>::zeros((nr, nc));
+                for (k, wk) in w {
+                    out.scaled_add(wk, &groups[k].1);
+                }
+                Some(out)
+            };
+            let d = blend(darks, &dpos);
+            let f = blend(flats, &fpos);
+            match (f, d) {
+                (Some(f), Some(d)) => Zip::from(&mut p).and(&f).and(&d).for_each(|v, &f, &d| {
+                    *v = (*v - d) / (f - d).max(1e-6);
+                }),
+                (Some(f), None) => Zip::from(&mut p).and(&f).for_each(|v, &f| {
+                    *v /= f.max(1e-6);
+                }),
+                (None, Some(d)) => Zip::from(&mut p).and(&d).for_each(|v, &d| *v -= d),
+                (None, None) => {}
+            }
+        });
+}
+
+/// Zinger (outlier) removal on one sinogram `[angle][bin]`: a value that
+/// differs from the median of its 3×3 neighbourhood by more than
+/// `threshold · |median|` is replaced by that median.
+pub fn remove_zingers(mut sino: ArrayViewMut2<'_, f32>, threshold: f32) {
+    let (na, nb) = sino.dim();
+    if na < 3 || nb < 3 {
+        return;
+    }
+    let src = sino.to_owned();
+    let mut buf = [0f32; 9];
+    for a in 0..na {
+        for b in 0..nb {
+            let mut k = 0;
+            for da in [-1i64, 0, 1] {
+                for db in [-1i64, 0, 1] {
+                    let aa = (a as i64 + da).clamp(0, na as i64 - 1) as usize;
+                    let bb = (b as i64 + db).clamp(0, nb as i64 - 1) as usize;
+                    buf[k] = src[[aa, bb]];
+                    k += 1;
+                }
+            }
+            let m = median(&mut buf);
+            let v = src[[a, b]];
+            if !((v - m).abs() <= threshold * m.abs()) && m.is_finite() {
+                sino[[a, b]] = m;
+            }
+        }
+    }
+}
+
+/// Reflects an index into `0..n` as scipy's `mode='reflect'` (d c b a | a b c d | d c b a).
+fn reflect(i: i64, n: i64) -> usize {
+    let period = 2 * n;
+    let mut k = i.rem_euclid(period);
+    if k >= n {
+        k = period - 1 - k;
+    }
+    k as usize
+}
+
+/// Sorting-based stripe (ring artefact) removal of Vo et al. 2018
+/// (algorithm 3), in place on one sinogram `[angle][bin]`: each bin's column
+/// is sorted over the angles, the sorted image is median-filtered across
+/// bins with a window of `size` bins (made odd; reflecting edges), and the
+/// values are put back in their original order. Full stripes (a detector
+/// pixel that is off by a constant or a factor) become smooth across bins
+/// after sorting and are removed; the object's features, which move across
+/// bins with the angle, are kept.
+pub fn remove_stripe_based_sorting(mut sino: ArrayViewMut2<'_, f32>, size: usize) {
+    let (na, nb) = sino.dim();
+    if na == 0 || nb < 2 {
+        return;
+    }
+    let size = (size.max(1) | 1).min(2 * nb - 1);
+    let h = (size / 2) as i64;
+    // Sorted values T[rank][bin] and where each came from.
+    let mut sorted = Array2::<f32>::zeros((na, nb));
+    let mut index = Array2::<u32>::zeros((na, nb));
+    let mut col: Vec<(f32, u32)> = Vec::with_capacity(na);
+    for b in 0..nb {
+        col.clear();
+        col.extend((0..na).map(|a| (sino[[a, b]], a as u32)));
+        col.sort_by(|x, y| x.0.total_cmp(&y.0));
+        for (r, &(v, a)) in col.iter().enumerate() {
+            sorted[[r, b]] = v;
+            index[[r, b]] = a;
+        }
+    }
+    let mut win = vec![0f32; size];
+    for r in 0..na {
+        let row = sorted.row(r).to_owned();
+        for b in 0..nb {
+            for (k, w) in win.iter_mut().enumerate() {
+                *w = row[reflect(b as i64 + k as i64 - h, nb as i64)];
+            }
+            let m = median(&mut win);
+            sino[[index[[r, b]] as usize, b]] = m;
+        }
+    }
+}

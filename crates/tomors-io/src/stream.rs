@@ -1,0 +1,173 @@
+//! Streaming: how many detector rows fit a memory budget, and a driver that
+//! reads, processes and writes a scan slab by slab
+//! (read → preprocess → reconstruct → write), so a volume larger than the
+//! memory reconstructs with bounded peak memory.
+
+use std::ops::Range;
+
+use ndarray::Array3;
+
+use crate::error::{IoError, Result};
+use crate::preprocess::Preprocess;
+use crate::source::ProjectionSource;
+use crate::writer::VolumeWriter;
+
+/// What one detector row costs in memory while it is processed, and what
+/// the process needs besides.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryModel {
+    /// Projections per row.
+    pub n_angles: usize,
+    /// Detector columns.
+    pub n_cols: usize,
+    /// Flat + dark frames.
+    pub n_side_frames: usize,
+    /// Pixels of one reconstructed slice (nx · ny).
+    pub slice_pixels: usize,
+    /// Bytes the process needs besides the slab (code, libraries, thread
+    /// stacks, FFT plans); 48 MiB by default.
+    pub overhead: usize,
+}
+
+impl MemoryModel {
+    /// The model for reconstructing `source` onto slices of `slice_pixels`.
+    pub fn for_source(source: &dyn ProjectionSource, slice_pixels: usize) -> Self {
+        let [na, _, nc] = source.shape();
+        Self {
+            n_angles: na,
+            n_cols: nc,
+            n_side_frames: source.n_flats() + source.n_darks(),
+            slice_pixels,
+            overhead: 48 << 20,
+        }
+    }
+
+    /// Bytes per detector row of a slab: the raw/preprocessed projections,
+    /// the sinogram copy and the filtered copy (3 × angles × cols f32),
+    /// the flats and darks, and two copies of the reconstructed slice
+    /// (the result and the writer's buffer).
+    pub fn bytes_per_row(&self) -> usize {
+        4 * (3 * self.n_angles * self.n_cols
+            + 2 * self.n_side_frames * self.n_cols
+            + 2 * self.slice_pixels)
+    }
+
+    /// Rows per slab within `budget` bytes (at least 1), or an error when
+    /// not even one row fits.
+    pub fn rows_per_slab(&self, budget: usize) -> Result<usize> {
+        let per = self.bytes_per_row().max(1);
+        let avail = budget.saturating_sub(self.overhead);
+        let rows = avail / per;
+        if rows == 0 {
+            return Err(IoError::Parameter(format!(
+                "a memory budget of {} MiB is too small: one detector row needs {:.1} MiB plus {} MiB overhead",
+                budget >> 20,
+                per as f64 / (1 << 20) as f64,
+                self.overhead >> 20
+            )));
+        }
+        Ok(rows)
+    }
+}
+
+/// Splits `rows` into consecutive slabs of at most `per_slab` rows.
+pub fn slabs(rows: Range<usize>, per_slab: usize) -> impl Iterator<Item = Range<usize>> {
+    let per = per_slab.max(1);
+    let start = rows.start;
+    let end = rows.end;
+    (start..end)
+        .step_by(per)
+        .map(move |s| s..(s + per).min(end))
+}
+
+/// Parses a memory size: a number with an optional unit `K`, `M`, `G`, `T`
+/// (binary: KiB, MiB, ...; an optional trailing `B`/`iB`).
+pub fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let stripped = lower.trim_end_matches("ib").trim_end_matches('b');
+    let (num, mult) = match stripped.chars().last() {
+        Some('k') => (&stripped[..stripped.len() - 1], 1u64 << 10),
+        Some('m') => (&stripped[..stripped.len() - 1], 1 << 20),
+        Some('g') => (&stripped[..stripped.len() - 1], 1 << 30),
+        Some('t') => (&stripped[..stripped.len() - 1], 1 << 40),
+        _ => (stripped, 1),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a memory size (e.g. 512M, 4G)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("memory size '{s}' must be positive"));
+    }
+    Ok((v * mult as f64) as usize)
+}
+
+/// Reads, processes and writes a scan slab by slab: for each slab of
+/// detector rows (`rows` split into slabs of `per_slab`), reads and
+/// preprocesses the projections `[angle][row][col]`, passes them to
+/// `process`, which returns the slab's slices `[z][y][x]`, writes those
+/// with `writer` (slice z of the output = detector row `rows.start + z`),
+/// and reports `(slabs done, slabs in all)` to `progress`. Finishes the
+/// writer at the end; on an error the writer is dropped, which removes its
+/// partial output.
+pub fn stream_slabs(
+    source: &dyn ProjectionSource,
+    pre: &Preprocess,
+    rows: Range<usize>,
+    per_slab: usize,
+    mut writer: Box<dyn VolumeWriter>,
+    mut process: impl FnMut(Range<usize>, Array3<f32>) -> Result<Array3<f32>>,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<()> {
+    let all: Vec<Range<usize>> = slabs(rows.clone(), per_slab).collect();
+    for (i, r) in all.iter().enumerate() {
+        let proj = source.read_rows(r.clone(), pre)?;
+        let vol = process(r.clone(), proj)?;
+        if vol.len_of(ndarray::Axis(0)) != r.len() {
+            return Err(IoError::Parameter(format!(
+                "slab of {} detector rows gave {} slices",
+                r.len(),
+                vol.len_of(ndarray::Axis(0))
+            )));
+        }
+        writer.write_slab(r.start - rows.start, vol.view())?;
+        progress(i + 1, all.len());
+    }
+    writer.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slabs_cover_rows_once() {
+        let v: Vec<_> = slabs(3..13, 4).collect();
+        assert_eq!(v, vec![3..7, 7..11, 11..13]);
+    }
+
+    #[test]
+    fn parse_sizes() {
+        assert_eq!(parse_bytes("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_bytes("1.5GiB").unwrap(), 3 << 29);
+        assert_eq!(parse_bytes("1000").unwrap(), 1000);
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("-1G").is_err());
+    }
+
+    #[test]
+    fn budget_bounds_rows() {
+        let m = MemoryModel {
+            n_angles: 100,
+            n_cols: 100,
+            n_side_frames: 0,
+            slice_pixels: 10_000,
+            overhead: 1 << 20,
+        };
+        // 4·(30000 + 20000) = 200000 bytes per row.
+        assert_eq!(m.bytes_per_row(), 200_000);
+        assert_eq!(m.rows_per_slab((1 << 20) + 1_000_000).unwrap(), 5);
+        assert!(m.rows_per_slab(1 << 20).is_err());
+    }
+}
