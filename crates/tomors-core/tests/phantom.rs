@@ -383,13 +383,15 @@ fn ellipsoid_projection_matches_brute_force_integration() {
         angle_rad: -0.6,
         value: 0.7,
     };
-    let (scale, n, center, bw, n_rows, h) = (12.0, 40usize, 18.7, 0.8, 30usize, 0.9);
+    let (scale, n, bw, n_rows, h) = (12.0, 40usize, 0.8, 30usize, 0.9);
     let angles = vec![0.3f32, 1.9, 3.7];
+    // One axis position per projection.
+    let centres = [18.7f32, 19.4, 17.9];
     let geom = ParallelGeometry::new(angles.clone(), n)
         .unwrap()
         .with_bin_width(bw as f32)
         .unwrap()
-        .with_center(center as f32)
+        .with_centers(centres.to_vec())
         .unwrap();
     let proj = Phantom3d::new(vec![e]).project(&geom, n_rows, h, scale);
     let mut exact = Vec::new();
@@ -399,7 +401,16 @@ fn ellipsoid_projection_matches_brute_force_integration() {
             for k in 0..n {
                 exact.push(proj[(i, row, k)] as f64);
                 brute.push(brute_force_pixel(
-                    &e, scale, a as f64, center, bw, n_rows, h, row, k, 48,
+                    &e,
+                    scale,
+                    a as f64,
+                    centres[i] as f64,
+                    bw,
+                    n_rows,
+                    h,
+                    row,
+                    k,
+                    48,
                 ));
             }
         }
