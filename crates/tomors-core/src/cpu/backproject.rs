@@ -52,34 +52,25 @@ pub fn backproject_slices(
 ) -> Result<()> {
     check_shapes(&sinograms, geometry, grid, &out)?;
     let (pad, padded_bins, projections) = plan(geometry, grid, interpolation);
+    let simd = Simd::detect();
     let ns = sinograms.len_of(Axis(0));
     let mut start = 0;
     while start < ns {
         let count = (ns - start).min(LANES);
         let sino = sinograms.slice(s![start..start + count, .., ..]);
         let group = out.slice_mut(s![start..start + count, .., ..]);
+        let job = Job {
+            padded_bins,
+            projections: &projections,
+            grid,
+            interpolation,
+            scale,
+            simd,
+        };
         if count == 1 {
-            let data = interleave::<1>(sino, pad, padded_bins);
-            run_group::<1>(
-                &data,
-                padded_bins,
-                &projections,
-                grid,
-                interpolation,
-                scale,
-                group,
-            );
+            job.run(&interleave::<f32>(sino, pad, padded_bins), group);
         } else {
-            let data = interleave::<LANES>(sino, pad, padded_bins);
-            run_group::<LANES>(
-                &data,
-                padded_bins,
-                &projections,
-                grid,
-                interpolation,
-                scale,
-                group,
-            );
+            job.run(&interleave::<Lane8>(sino, pad, padded_bins), group);
         }
         start += count;
     }
@@ -96,30 +87,29 @@ fn plan(
     let h = grid.pixel_size as f64;
     let x0 = grid.x(0) as f64;
     let y0 = grid.y(0) as f64;
-    let x1 = grid.x(grid.nx - 1) as f64;
-    let y1 = grid.y(grid.ny - 1) as f64;
     // Nearest reads bin floor(u + 0.5): shift by one half so that truncation
     // of the shifted coordinate is the nearest rule.
     let shift = match interpolation {
         Interpolation::Nearest => 0.5,
         Interpolation::Linear => 0.0,
     };
-    let raw: Vec<(f64, f64, f64)> = geometry
+    let raw: Vec<Projection> = geometry
         .projection_constants()
         .iter()
         .map(|p| {
             let (c, s) = (p.cos as f64, p.sin as f64);
-            (
-                p.center as f64 + (x0 * c + y0 * s) / bw + shift,
-                h * c / bw,
-                -h * s / bw,
-            )
+            Projection {
+                u00: p.center as f64 + (x0 * c + y0 * s) / bw + shift,
+                du_dx: h * c / bw,
+                du_dy: -h * s / bw,
+            }
         })
         .collect();
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for &(u00, dx, dy) in &raw {
-        for (cx, cy) in [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0)] {
-            let u = u00 + cx * (x1 - x0) / h * dx + cy * (y0 - y1) / h * dy;
+    let (wx, wy) = ((grid.nx - 1) as f64, (grid.ny - 1) as f64);
+    for p in &raw {
+        for (cx, cy) in [(0.0, 0.0), (wx, 0.0), (0.0, wy), (wx, wy)] {
+            let u = p.u00 + cx * p.du_dx + cy * p.du_dy;
             lo = lo.min(u);
             hi = hi.max(u);
         }
@@ -130,163 +120,345 @@ fn plan(
     let right = ((hi - (n as f64 - 1.0)).max(0.0).ceil() as usize) + 3;
     let projections = raw
         .into_iter()
-        .map(|(u00, du_dx, du_dy)| Projection {
-            u00: u00 + pad as f64,
-            du_dx,
-            du_dy,
+        .map(|p| Projection {
+            u00: p.u00 + pad as f64,
+            ..p
         })
         .collect();
     (pad, pad + n + right, projections)
 }
 
-/// Interleaves up to `L` sinograms into `[angle][padded bin][lane]`.
-fn interleave<const L: usize>(
-    sino: ArrayView3<'_, f32>,
-    pad: usize,
-    padded_bins: usize,
-) -> Vec<[f32; L]> {
-    let (count, na, nb) = sino.dim();
-    let mut data = vec![[0.0f32; L]; na * padded_bins];
+/// The values of one detector bin for the slices of a lane group.
+trait Lanes: Copy + Default + Send + Sync {
+    /// Value of slice `lane`.
+    fn lane(&self, lane: usize) -> f32;
+    /// Sets the value of slice `lane`.
+    fn set_lane(&mut self, lane: usize, value: f32);
+    /// Adds `other` lane by lane.
+    fn add(&mut self, other: &Self);
+    /// Adds `v0 + w·(v1 − v0)` lane by lane.
+    fn add_lerp(&mut self, v0: &Self, v1: &Self, w: f32);
+    /// One row of one projection, the widest SIMD available.
+    fn row(
+        simd: Simd,
+        interpolation: Interpolation,
+        row: &[Self],
+        acc: &mut [Self],
+        base: f32,
+        du: f32,
+    );
+}
+
+/// Eight slices, one AVX register, aligned so loads never split cache lines.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(32))]
+struct Lane8([f32; 8]);
+
+impl Lanes for f32 {
+    fn lane(&self, _: usize) -> f32 {
+        *self
+    }
+    fn set_lane(&mut self, _: usize, value: f32) {
+        *self = value;
+    }
+    fn add(&mut self, other: &Self) {
+        *self += other;
+    }
+    fn add_lerp(&mut self, v0: &Self, v1: &Self, w: f32) {
+        *self += v0 + w * (v1 - v0);
+    }
+    fn row(
+        simd: Simd,
+        interpolation: Interpolation,
+        row: &[Self],
+        acc: &mut [Self],
+        base: f32,
+        du: f32,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if simd == Simd::Avx2 {
+            // SAFETY: Simd::Avx2 is only detected on processors with AVX2 and FMA.
+            unsafe { avx2::row_single(interpolation, row, acc, base, du) };
+            return;
+        }
+        let _ = simd;
+        row_scalar(interpolation, row, acc, base, du);
+    }
+}
+
+impl Lanes for Lane8 {
+    fn lane(&self, lane: usize) -> f32 {
+        self.0[lane]
+    }
+    fn set_lane(&mut self, lane: usize, value: f32) {
+        self.0[lane] = value;
+    }
+    fn add(&mut self, other: &Self) {
+        for l in 0..8 {
+            self.0[l] += other.0[l];
+        }
+    }
+    fn add_lerp(&mut self, v0: &Self, v1: &Self, w: f32) {
+        for l in 0..8 {
+            self.0[l] += v0.0[l] + w * (v1.0[l] - v0.0[l]);
+        }
+    }
+    fn row(
+        simd: Simd,
+        interpolation: Interpolation,
+        row: &[Self],
+        acc: &mut [Self],
+        base: f32,
+        du: f32,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if simd == Simd::Avx2 {
+            // SAFETY: Simd::Avx2 is only detected on processors with AVX2 and FMA.
+            unsafe { avx2::row_lane8(interpolation, row, acc, base, du) };
+            return;
+        }
+        let _ = simd;
+        row_scalar(interpolation, row, acc, base, du);
+    }
+}
+
+/// The instruction set the kernels use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Simd {
+    /// Portable code (auto-vectorised where the compiler can).
+    Scalar,
+    /// AVX2 + FMA intrinsics.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx2,
+}
+
+impl Simd {
+    /// The best the processor offers, unless the environment variable
+    /// `TOMORS_SIMD=scalar` asks for the portable code.
+    fn detect() -> Self {
+        if std::env::var("TOMORS_SIMD").is_ok_and(|v| v.eq_ignore_ascii_case("scalar")) {
+            return Self::Scalar;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Self::Avx2;
+        }
+        Self::Scalar
+    }
+}
+
+/// Truncates a padded bin coordinate to its bin, clamped to `[0, last]`.
+/// The padding planned in [`plan`] keeps `u` inside the row for every pixel
+/// (spare bins absorb the f32 rounding), so the clamp never changes a value;
+/// it guarantees that the unchecked reads stay in bounds whatever happens.
+#[inline(always)]
+fn bin_index(u: f32, last: usize) -> usize {
+    // `as i32` saturates (NaN → 0), so the clamp bounds every input.
+    (u as i32).clamp(0, last as i32) as usize
+}
+
+/// Portable row kernel: `acc[k] += p(base + k·du)`.
+#[inline(always)]
+fn row_scalar<T: Lanes>(
+    interpolation: Interpolation,
+    row: &[T],
+    acc: &mut [T],
+    base: f32,
+    du: f32,
+) {
+    match interpolation {
+        Interpolation::Linear => {
+            let last = row.len() - 2;
+            for (k, a) in acc.iter_mut().enumerate() {
+                let u = base + k as i32 as f32 * du;
+                let i = bin_index(u, last);
+                a.add_lerp(&row[i], &row[i + 1], u - i as f32);
+            }
+        }
+        Interpolation::Nearest => {
+            let last = row.len() - 1;
+            for (k, a) in acc.iter_mut().enumerate() {
+                let u = base + k as i32 as f32 * du;
+                a.add(&row[bin_index(u, last)]);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! AVX2 + FMA row kernels.
+    use std::arch::x86_64::*;
+
+    use super::{bin_index, Lane8};
+    use crate::backend::Interpolation;
+
+    /// Eight slices per pixel: one broadcast weight, two aligned loads.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn row_lane8(
+        interpolation: Interpolation,
+        row: &[Lane8],
+        acc: &mut [Lane8],
+        base: f32,
+        du: f32,
+    ) {
+        let data = row.as_ptr() as *const f32;
+        match interpolation {
+            Interpolation::Linear => {
+                let last = row.len() - 2;
+                for (k, a) in acc.iter_mut().enumerate() {
+                    let u = base + k as i32 as f32 * du;
+                    let i = bin_index(u, last);
+                    let w = _mm256_set1_ps(u - i as f32);
+                    // SAFETY: i + 1 ≤ row.len() − 1; Lane8 is 32-byte aligned.
+                    let v0 = _mm256_load_ps(data.add(8 * i));
+                    let v1 = _mm256_load_ps(data.add(8 * i + 8));
+                    let dst = a.0.as_mut_ptr();
+                    let sum = _mm256_add_ps(_mm256_load_ps(dst), v0);
+                    _mm256_store_ps(dst, _mm256_fmadd_ps(w, _mm256_sub_ps(v1, v0), sum));
+                }
+            }
+            Interpolation::Nearest => {
+                let last = row.len() - 1;
+                for (k, a) in acc.iter_mut().enumerate() {
+                    let u = base + k as i32 as f32 * du;
+                    let i = bin_index(u, last);
+                    let dst = a.0.as_mut_ptr();
+                    // SAFETY: i ≤ row.len() − 1; Lane8 is 32-byte aligned.
+                    let v = _mm256_load_ps(data.add(8 * i));
+                    _mm256_store_ps(dst, _mm256_add_ps(_mm256_load_ps(dst), v));
+                }
+            }
+        }
+    }
+
+    /// One slice: eight neighbouring pixels at once, bins gathered.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn row_single(
+        interpolation: Interpolation,
+        row: &[f32],
+        acc: &mut [f32],
+        base: f32,
+        du: f32,
+    ) {
+        let n = acc.len();
+        let step = _mm256_setr_ps(0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0);
+        let (basev, duv) = (_mm256_set1_ps(base), _mm256_set1_ps(du));
+        let zero = _mm256_setzero_si256();
+        let (linear, last) = match interpolation {
+            Interpolation::Linear => (true, row.len() - 2),
+            Interpolation::Nearest => (false, row.len() - 1),
+        };
+        let lastv = _mm256_set1_epi32(last as i32);
+        let data = row.as_ptr();
+        let mut k = 0;
+        while k + 8 <= n {
+            let kv = _mm256_add_ps(_mm256_set1_ps(k as i32 as f32), step);
+            // Same rounding as the scalar path: a product, then a sum.
+            let u = _mm256_add_ps(basev, _mm256_mul_ps(kv, duv));
+            let i = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(u), zero), lastv);
+            // SAFETY: every index is clamped into the row (i + 1 too, for linear).
+            let v0 = _mm256_i32gather_ps::<4>(data, i);
+            let value = if linear {
+                let w = _mm256_sub_ps(u, _mm256_cvtepi32_ps(i));
+                let v1 = _mm256_i32gather_ps::<4>(data.add(1), i);
+                _mm256_fmadd_ps(w, _mm256_sub_ps(v1, v0), v0)
+            } else {
+                v0
+            };
+            let dst = acc.as_mut_ptr().add(k);
+            _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_loadu_ps(dst), value));
+            k += 8;
+        }
+        for (j, a) in acc.iter_mut().enumerate().skip(k) {
+            let u = base + j as i32 as f32 * du;
+            let i = bin_index(u, last);
+            *a += if linear {
+                row[i] + (u - i as f32) * (row[i + 1] - row[i])
+            } else {
+                row[i]
+            };
+        }
+    }
+}
+
+/// Interleaves up to 8 sinograms into `[angle][padded bin]` of lane groups.
+fn interleave<T: Lanes>(sino: ArrayView3<'_, f32>, pad: usize, padded_bins: usize) -> Vec<T> {
+    let (count, na, _) = sino.dim();
+    let mut data = vec![T::default(); na * padded_bins];
     data.par_chunks_mut(padded_bins)
         .enumerate()
         .for_each(|(a, row)| {
             for lane in 0..count {
                 for (b, &v) in sino.slice(s![lane, a, ..]).iter().enumerate() {
-                    row[pad + b][lane] = v;
+                    row[pad + b].set_lane(lane, v);
                 }
             }
-            debug_assert!(nb + pad <= row.len());
         });
     data
 }
 
-/// Back projects one lane group into `out` (`[lane][y][x]`).
-fn run_group<const L: usize>(
-    data: &[[f32; L]],
+/// Everything one lane group's back projection needs.
+struct Job<'a> {
     padded_bins: usize,
-    projections: &[Projection],
-    grid: &SliceGrid,
+    projections: &'a [Projection],
+    grid: &'a SliceGrid,
     interpolation: Interpolation,
     scale: f32,
-    mut out: ArrayViewMut3<'_, f32>,
-) {
-    let nx = grid.nx;
-    out.axis_chunks_iter_mut(Axis(1), TILE_Y)
-        .into_par_iter()
-        .enumerate()
-        .for_each(|(band, mut rows)| {
-            let y_start = band * TILE_Y;
-            let height = rows.len_of(Axis(1));
-            let mut acc = vec![[0.0f32; L]; TILE_X * TILE_Y];
-            for x_start in (0..nx).step_by(TILE_X) {
-                let width = (nx - x_start).min(TILE_X);
-                acc.iter_mut().for_each(|a| *a = [0.0; L]);
-                let tile = Tile {
-                    x_start,
-                    y_start,
-                    width,
-                    height,
-                };
-                accumulate(
-                    data,
-                    padded_bins,
-                    projections,
-                    &tile,
-                    interpolation,
-                    &mut acc,
-                );
-                for lane in 0..rows.len_of(Axis(0)) {
-                    for ty in 0..height {
-                        let mut dst = rows.slice_mut(s![lane, ty, x_start..x_start + width]);
-                        for (tx, d) in dst.iter_mut().enumerate() {
-                            *d = acc[ty * TILE_X + tx][lane] * scale;
+    simd: Simd,
+}
+
+impl Job<'_> {
+    /// Back projects one lane group into `out` (`[lane][y][x]`), bands of
+    /// tiles in parallel.
+    fn run<T: Lanes>(&self, data: &[T], mut out: ArrayViewMut3<'_, f32>) {
+        let nx = self.grid.nx;
+        out.axis_chunks_iter_mut(Axis(1), TILE_Y)
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(band, mut rows)| {
+                let y_start = band * TILE_Y;
+                let height = rows.len_of(Axis(1));
+                let mut acc = vec![T::default(); TILE_X * TILE_Y];
+                for x_start in (0..nx).step_by(TILE_X) {
+                    let width = (nx - x_start).min(TILE_X);
+                    acc.fill(T::default());
+                    self.accumulate(data, x_start, y_start, width, height, &mut acc);
+                    for lane in 0..rows.len_of(Axis(0)) {
+                        for ty in 0..height {
+                            let mut dst = rows.slice_mut(s![lane, ty, x_start..x_start + width]);
+                            for (tx, d) in dst.iter_mut().enumerate() {
+                                *d = acc[ty * TILE_X + tx].lane(lane) * self.scale;
+                            }
                         }
                     }
                 }
-            }
-        });
-}
-
-/// Pixel range of one tile.
-struct Tile {
-    x_start: usize,
-    y_start: usize,
-    width: usize,
-    height: usize,
-}
-
-/// Adds every projection's contribution to the tile's accumulators, with the
-/// widest SIMD the processor offers.
-fn accumulate<const L: usize>(
-    data: &[[f32; L]],
-    padded_bins: usize,
-    projections: &[Projection],
-    tile: &Tile,
-    interpolation: Interpolation,
-    acc: &mut [[f32; L]],
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the processor supports the enabled features.
-            unsafe { accumulate_avx2(data, padded_bins, projections, tile, interpolation, acc) };
-            return;
-        }
+            });
     }
-    accumulate_generic(data, padded_bins, projections, tile, interpolation, acc);
-}
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn accumulate_avx2<const L: usize>(
-    data: &[[f32; L]],
-    padded_bins: usize,
-    projections: &[Projection],
-    tile: &Tile,
-    interpolation: Interpolation,
-    acc: &mut [[f32; L]],
-) {
-    accumulate_generic(data, padded_bins, projections, tile, interpolation, acc);
-}
-
-#[inline(always)]
-fn accumulate_generic<const L: usize>(
-    data: &[[f32; L]],
-    padded_bins: usize,
-    projections: &[Projection],
-    tile: &Tile,
-    interpolation: Interpolation,
-    acc: &mut [[f32; L]],
-) {
-    for (p, row) in projections.iter().zip(data.chunks_exact(padded_bins)) {
-        let du_dx = p.du_dx as f32;
-        let u_tile = p.u00 + tile.x_start as f64 * p.du_dx + tile.y_start as f64 * p.du_dy;
-        for ty in 0..tile.height {
-            // Row origin in f64, steps along the row in f32.
-            let base = (u_tile + ty as f64 * p.du_dy) as f32;
-            let acc_row = &mut acc[ty * TILE_X..ty * TILE_X + tile.width];
-            match interpolation {
-                Interpolation::Linear => {
-                    for (k, a) in acc_row.iter_mut().enumerate() {
-                        let u = base + k as f32 * du_dx;
-                        let i = u as usize;
-                        let w = u - i as f32;
-                        let (v0, v1) = (&row[i], &row[i + 1]);
-                        for l in 0..L {
-                            a[l] += v0[l] + w * (v1[l] - v0[l]);
-                        }
-                    }
-                }
-                Interpolation::Nearest => {
-                    for (k, a) in acc_row.iter_mut().enumerate() {
-                        let u = base + k as f32 * du_dx;
-                        let v = &row[u as usize];
-                        for l in 0..L {
-                            a[l] += v[l];
-                        }
-                    }
-                }
+    /// Adds every projection's contribution to one tile's accumulators.
+    fn accumulate<T: Lanes>(
+        &self,
+        data: &[T],
+        x_start: usize,
+        y_start: usize,
+        width: usize,
+        height: usize,
+        acc: &mut [T],
+    ) {
+        for (p, row) in self
+            .projections
+            .iter()
+            .zip(data.chunks_exact(self.padded_bins))
+        {
+            let du = p.du_dx as f32;
+            let u_tile = p.u00 + x_start as f64 * p.du_dx + y_start as f64 * p.du_dy;
+            for ty in 0..height {
+                // Row origin in f64, steps along the row in f32.
+                let base = (u_tile + ty as f64 * p.du_dy) as f32;
+                let acc_row = &mut acc[ty * TILE_X..ty * TILE_X + width];
+                T::row(self.simd, self.interpolation, row, acc_row, base, du);
             }
         }
     }
