@@ -146,7 +146,7 @@ fn a_point_lands_where_the_geometry_says() {
 
 #[test]
 fn shape_mismatches_are_errors() {
-    let geometry = ParallelGeometry::new(uniform_angles(10, 3.14), 16).unwrap();
+    let geometry = ParallelGeometry::new(uniform_angles(10, 3.0), 16).unwrap();
     let grid = SliceGrid::for_geometry(&geometry);
     let sino = Array3::<f32>::zeros((2, 9, 16));
     let mut out = Array3::<f32>::zeros((2, 16, 16));

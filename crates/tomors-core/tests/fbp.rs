@@ -191,7 +191,7 @@ fn projections_become_sinograms() {
 #[test]
 fn the_ramp_is_a_ramp_and_windows_lower_it() {
     let p = padded_len(300);
-    assert!(p >= 600 && p % 2 == 0);
+    assert!(p >= 600 && p.is_multiple_of(2));
     let ramp = FilterSpec::new(FilterKind::RamLak).frequency_response(p, 1.0);
     // Mid frequencies: |f| / P in cycles per bin, times 1/P of the inverse FFT.
     for f in [p / 8, p / 4, 3 * p / 8] {

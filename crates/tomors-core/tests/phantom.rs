@@ -19,6 +19,7 @@ fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
 /// sub-strips of the bin, each integrated by `n` midpoint steps of the
 /// inside/outside indicator along the ray over the ellipse's bounding
 /// circle.
+#[allow(clippy::too_many_arguments)]
 fn brute_force_bin(
     e: &Ellipse,
     scale: f64,
