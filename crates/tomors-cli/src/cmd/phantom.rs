@@ -62,7 +62,7 @@ pub fn make_phantom(size: usize, n_angles: usize, range: f32, rows: usize) -> Re
     let (projections, volume) = if rows == 1 {
         let p = Phantom2d::shepp_logan();
         let sino = p.project(&geometry, scale).insert_axis(Axis(1));
-        let image = p.rasterize(&grid, scale, 4).insert_axis(Axis(0));
+        let image = p.rasterize(&grid, scale, 8).insert_axis(Axis(0));
         (sino, image)
     } else {
         let p = Phantom3d::shepp_logan();
