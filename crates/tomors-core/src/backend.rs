@@ -26,7 +26,9 @@ impl std::str::FromStr for Interpolation {
         match s.to_ascii_lowercase().as_str() {
             "nearest" | "nn" => Ok(Self::Nearest),
             "linear" | "lin" => Ok(Self::Linear),
-            _ => Err(format!("unknown interpolation '{s}' (use nearest or linear)")),
+            _ => Err(format!(
+                "unknown interpolation '{s}' (use nearest or linear)"
+            )),
         }
     }
 }

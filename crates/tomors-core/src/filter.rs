@@ -83,7 +83,13 @@ impl std::str::FromStr for FilterKind {
         let k = s.to_ascii_lowercase().replace(['_', ' '], "-");
         Self::ALL
             .into_iter()
-            .find(|f| f.name() == k || (k == "ramlak" && *f == Self::RamLak) || (k == "ramp" && *f == Self::RamLak) || (k == "shepplogan" && *f == Self::SheppLogan) || (k == "hanning" && *f == Self::Hann))
+            .find(|f| {
+                f.name() == k
+                    || (k == "ramlak" && *f == Self::RamLak)
+                    || (k == "ramp" && *f == Self::RamLak)
+                    || (k == "shepplogan" && *f == Self::SheppLogan)
+                    || (k == "hanning" && *f == Self::Hann)
+            })
             .ok_or_else(|| {
                 format!(
                     "unknown filter '{s}' (use one of {})",
@@ -172,7 +178,11 @@ impl FilterSpec {
         let fft = planner.plan_fft_forward(p);
         let mut kernel = fft.make_input_vec();
         for (j, v) in kernel.iter_mut().enumerate() {
-            let k = if j <= p / 2 { j as i64 } else { j as i64 - p as i64 };
+            let k = if j <= p / 2 {
+                j as i64
+            } else {
+                j as i64 - p as i64
+            };
             *v = if k == 0 {
                 0.25
             } else if k % 2 != 0 {
@@ -268,32 +278,30 @@ impl RowFilter {
                 self.n
             )));
         }
-        rows.axis_iter_mut(Axis(0))
-            .into_par_iter()
-            .for_each_init(
-                || Scratch::new(self),
-                |scratch, mut row| {
-                    let s = scratch;
-                    self.fill_padded(&mut s.real, row.iter().copied());
-                    self.forward
-                        .process_with_scratch(&mut s.real, &mut s.spectrum, &mut s.fwd)
-                        .expect("buffers come from the plan");
-                    for (c, &h) in s.spectrum.iter_mut().zip(&self.response) {
-                        *c *= h;
-                    }
-                    // realfft requires purely real DC and Nyquist terms.
-                    s.spectrum[0].im = 0.0;
-                    if let Some(last) = s.spectrum.last_mut() {
-                        last.im = 0.0;
-                    }
-                    self.inverse
-                        .process_with_scratch(&mut s.spectrum, &mut s.real, &mut s.inv)
-                        .expect("buffers come from the plan");
-                    for (dst, &src) in row.iter_mut().zip(&s.real) {
-                        *dst = src;
-                    }
-                },
-            );
+        rows.axis_iter_mut(Axis(0)).into_par_iter().for_each_init(
+            || Scratch::new(self),
+            |scratch, mut row| {
+                let s = scratch;
+                self.fill_padded(&mut s.real, row.iter().copied());
+                self.forward
+                    .process_with_scratch(&mut s.real, &mut s.spectrum, &mut s.fwd)
+                    .expect("buffers come from the plan");
+                for (c, &h) in s.spectrum.iter_mut().zip(&self.response) {
+                    *c *= h;
+                }
+                // realfft requires purely real DC and Nyquist terms.
+                s.spectrum[0].im = 0.0;
+                if let Some(last) = s.spectrum.last_mut() {
+                    last.im = 0.0;
+                }
+                self.inverse
+                    .process_with_scratch(&mut s.spectrum, &mut s.real, &mut s.inv)
+                    .expect("buffers come from the plan");
+                for (dst, &src) in row.iter_mut().zip(&s.real) {
+                    *dst = src;
+                }
+            },
+        );
         Ok(())
     }
 

@@ -93,7 +93,9 @@ impl ParallelGeometry {
     /// Sets the detector bin width in world units.
     pub fn with_bin_width(mut self, width: f32) -> Result<Self> {
         if !(width.is_finite() && width > 0.0) {
-            return Err(CoreError::Geometry(format!("bin width {width} must be positive")));
+            return Err(CoreError::Geometry(format!(
+                "bin width {width} must be positive"
+            )));
         }
         self.bin_width = width;
         Ok(self)
@@ -164,7 +166,9 @@ impl ParallelGeometry {
         let (lo, hi) = self
             .angles
             .iter()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &a| (l.min(a), h.max(a)));
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &a| {
+                (l.min(a), h.max(a))
+            });
         let step = (hi - lo) / (self.angles.len() - 1) as f32;
         hi - lo > std::f32::consts::PI + 0.5 * step
     }
