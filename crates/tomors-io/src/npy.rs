@@ -166,12 +166,14 @@ impl BinArray {
         let shape = match h.shape.as_slice() {
             [a, r, c] => [*a, *r, *c],
             [a, c] => [*a, 1, *c],
-            s => return Err(shape_err(
-                path,
-                format!(
+            s => {
+                return Err(shape_err(
+                    path,
+                    format!(
                     "expected a 3-D [angle][row][col] or 2-D [angle][col] array, got shape {s:?}"
                 ),
-            )),
+                ))
+            }
         };
         // A 2-D Fortran array [a][c] is the 3-D Fortran array [a][1][c].
         Self::new(path, shape, dtype, endian, h.data_offset, h.fortran_order)
@@ -197,7 +199,7 @@ impl BinArray {
         offset: u64,
         fortran: bool,
     ) -> Result<Self> {
-        if shape.iter().any(|&n| n == 0) {
+        if shape.contains(&0) {
             return Err(shape_err(path, format!("empty array of shape {shape:?}")));
         }
         let len = std::fs::metadata(path).map_err(|e| os_err(path, e))?.len();

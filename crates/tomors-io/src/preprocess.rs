@@ -184,10 +184,7 @@ impl Preprocess {
 /// rows in parallel.
 fn for_each_sinogram(p: &mut Array3<f32>, f: impl Fn(ArrayViewMut2<'_, f32>) + Sync) {
     let mut sinos = p.view_mut().permuted_axes([1, 0, 2]);
-    sinos
-        .axis_iter_mut(Axis(0))
-        .into_par_iter()
-        .for_each(|s| f(s));
+    sinos.axis_iter_mut(Axis(0)).into_par_iter().for_each(&f);
 }
 
 /// Combines each group's frames into one frame; groups at the same position
@@ -344,7 +341,8 @@ pub fn remove_zingers(mut sino: ArrayViewMut2<'_, f32>, threshold: f32) {
             }
             let m = median(&mut buf);
             let v = src[[a, b]];
-            if !((v - m).abs() <= threshold * m.abs()) && m.is_finite() {
+            let within = (v - m).abs() <= threshold * m.abs();
+            if !within && m.is_finite() {
                 sino[[a, b]] = m;
             }
         }

@@ -131,7 +131,7 @@ pub fn create_writer(
     shape: [usize; 3],
     meta: &VolumeMeta,
 ) -> Result<Box<dyn VolumeWriter>> {
-    if shape.iter().any(|&n| n == 0) {
+    if shape.contains(&0) {
         return Err(IoError::Parameter(format!("empty volume {shape:?}")));
     }
     Ok(match format {
