@@ -35,6 +35,10 @@ enum Command {
     Recon(cmd::recon::ReconArgs),
     /// Back-projection speed (GU/s) on synthetic data, several sizes.
     Bench(cmd::bench::BenchArgs),
+    /// What is in a data file (datasets, shapes, angles, flats/darks) and how tomors reads it.
+    Info(cmd::info::InfoArgs),
+    /// Find the rotation centre; print it with a quality figure and write a PNG strip of trials.
+    Center(cmd::center::CenterArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +50,8 @@ fn main() -> ExitCode {
         Command::Phantom(args) => cmd::phantom::run(args),
         Command::Recon(args) => cmd::recon::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Info(args) => cmd::info::run(args),
+        Command::Center(args) => cmd::center::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -30,8 +30,8 @@ pub enum AttrValue {
     Text(String),
 }
 
-/// Metadata stored with a volume (HDF5 attributes; a `.json`-like sidecar
-/// text for TIFF stacks and `.npy`).
+/// Metadata stored with a volume: attributes of the HDF5 dataset, lines of
+/// `tomors.txt` in a TIFF stack (a `.npy` file has no place for it).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct VolumeMeta {
     /// `(name, value)` pairs, in order.
@@ -131,15 +131,34 @@ pub fn create_writer(
     shape: [usize; 3],
     meta: &VolumeMeta,
 ) -> Result<Box<dyn VolumeWriter>> {
+    create_writer_with(path, format, shape, meta, false)
+}
+
+/// As [`create_writer`]; with `overwrite`, an existing output (file or TIFF
+/// directory) is replaced — only by [`VolumeWriter::finish`], so a failed run
+/// keeps the old output.
+pub fn create_writer_with(
+    path: &Path,
+    format: VolumeFormat,
+    shape: [usize; 3],
+    meta: &VolumeMeta,
+    overwrite: bool,
+) -> Result<Box<dyn VolumeWriter>> {
+    if !overwrite && path.exists() && !matches!(format, VolumeFormat::TiffStack(_)) {
+        return Err(format_err(
+            path,
+            "exists already; remove it or choose another output",
+        ));
+    }
     if shape.contains(&0) {
         return Err(IoError::Parameter(format!("empty volume {shape:?}")));
     }
     Ok(match format {
         VolumeFormat::Npy => Box::new(NpyWriter::create(path, shape, meta)?),
         VolumeFormat::Hdf5 => Box::new(Hdf5Writer::create(path, shape, meta)?),
-        VolumeFormat::TiffStack(depth) => {
-            Box::new(TiffStackWriter::create(path, shape, depth, meta)?)
-        }
+        VolumeFormat::TiffStack(depth) => Box::new(TiffStackWriter::create_with(
+            path, shape, depth, meta, overwrite,
+        )?),
     })
 }
 
@@ -436,6 +455,7 @@ pub struct TiffStackWriter {
     depth: TiffDepth,
     cursor: SlabCursor,
     digits: usize,
+    replace: bool,
 }
 
 impl TiffStackWriter {
@@ -446,6 +466,18 @@ impl TiffStackWriter {
         depth: TiffDepth,
         meta: &VolumeMeta,
     ) -> Result<Self> {
+        Self::create_with(path, shape, depth, meta, false)
+    }
+
+    /// As [`TiffStackWriter::create`]; with `overwrite` an existing
+    /// directory is replaced when the stack is complete.
+    pub fn create_with(
+        path: &Path,
+        shape: [usize; 3],
+        depth: TiffDepth,
+        meta: &VolumeMeta,
+        overwrite: bool,
+    ) -> Result<Self> {
         depth.validate()?;
         if path.file_name().is_none() {
             return Err(IoError::Parameter(format!(
@@ -453,7 +485,7 @@ impl TiffStackWriter {
                 path.display()
             )));
         }
-        if path.exists() {
+        if path.exists() && !(overwrite && path.is_dir()) {
             let empty = path.is_dir()
                 && std::fs::read_dir(path)
                     .map(|mut d| d.next().is_none())
@@ -489,6 +521,7 @@ impl TiffStackWriter {
             depth,
             cursor: SlabCursor { shape, next: 0 },
             digits: shape[0].saturating_sub(1).to_string().len().max(5),
+            replace: overwrite,
         };
         let text = format!(
             "# tomors volume as a TIFF stack: one image per z slice, [y][x]\nshape = [{}, {}, {}]\nscaling = {:?}\n{}",
@@ -527,8 +560,12 @@ impl VolumeWriter for TiffStackWriter {
     fn finish(mut self: Box<Self>) -> Result<()> {
         self.cursor.complete(&self.path)?;
         if self.path.is_dir() {
-            // Checked empty at creation; remove the empty directory.
-            std::fs::remove_dir(&self.path).map_err(|e| os_err(&self.path, e))?;
+            // Checked empty at creation (or to be replaced).
+            if self.replace {
+                std::fs::remove_dir_all(&self.path).map_err(|e| os_err(&self.path, e))?;
+            } else {
+                std::fs::remove_dir(&self.path).map_err(|e| os_err(&self.path, e))?;
+            }
         }
         std::fs::rename(&self.tmp, &self.path).map_err(|e| os_err(&self.path, e))?;
         self.tmp = PathBuf::new();

@@ -1,7 +1,9 @@
 //! The subcommands of `tomors`.
 
 pub mod bench;
+pub mod center;
 pub mod demo;
+pub mod info;
 pub mod phantom;
 pub mod recon;
 

@@ -67,24 +67,34 @@ pub enum Endian {
 /// Arguments of `tomors recon`.
 #[derive(clap::Args, Debug)]
 pub struct ReconArgs {
-    /// Projections [angle][row][col] (or [angle][col]) as .npy, or raw with --raw-shape.
+    /// Projections: an HDF5 file (DXchange or NeXus NXtomo, with flats and
+    /// darks), a TIFF stack (directory, glob such as 'proj_*.tif', or
+    /// multi-page file), an .npy file [angle][row][col] (or [angle][col]),
+    /// or raw with --raw-shape.
     pub input: PathBuf,
-    /// Output: a .npy file, or a directory that receives a float32 TIFF per slice.
+    /// Output: a .npy file, an .h5 file (dataset /volume with the geometry as
+    /// attributes), or a directory that receives a TIFF per slice.
     #[arg(long)]
     pub out: PathBuf,
     /// Projection angles as a 1-D .npy file (radians unless --angles-unit deg).
     #[arg(long, conflicts_with = "angle_range")]
     pub angles: Option<PathBuf>,
-    /// Unit of the values in --angles.
-    #[arg(long, value_enum, default_value_t = AngleUnit::Rad)]
-    pub angles_unit: AngleUnit,
+    /// Unit of the values in --angles (default rad), or of the angles stored
+    /// in an HDF5 input (default: its `units` attribute, else degrees).
+    #[arg(long, value_enum)]
+    pub angles_unit: Option<AngleUnit>,
     /// Without --angles: angles evenly spaced over this range in degrees, end excluded.
     #[arg(long)]
     pub angle_range: Option<f32>,
     /// Rotation-axis position in detector pixels from the left edge of a row
-    /// (bin k centred at k; default: the detector centre (n−1)/2).
+    /// (bin k centred at k; default: the detector centre (n−1)/2), or
+    /// `auto` to find it (Vo et al. 2014 Fourier metric on a few rows).
+    #[arg(long, allow_hyphen_values = true)]
+    pub center: Option<CenterArg>,
+    /// With --center auto: the detector row to search on (default: up to 3
+    /// rows spread over the reconstructed ones, median taken).
     #[arg(long)]
-    pub center: Option<f32>,
+    pub center_row: Option<usize>,
     /// Detector rows (slices) to reconstruct, as a:b (end excluded).
     #[arg(long)]
     pub slices: Option<String>,
@@ -109,11 +119,31 @@ pub struct ReconArgs {
     #[arg(long)]
     pub overwrite: bool,
     #[command(flatten)]
+    pub io: super::info::InputArgs,
+    #[command(flatten)]
+    pub pre: super::info::PreprocessArgs,
+    /// Memory budget for streaming slab by slab (read → reconstruct →
+    /// write), e.g. 512M or 4G (default 2G). Real-data inputs (HDF5, TIFF)
+    /// always stream; .npy/raw stream when this is given.
+    #[arg(long)]
+    pub memory: Option<String>,
+    /// Sample type of a TIFF-stack output: 32 (float), 16 or 8 (unsigned,
+    /// scaled linearly from --tiff-range).
+    #[arg(long, default_value_t = 32)]
+    pub tiff_bits: u32,
+    /// Values mapped to 0 and to the largest integer of a 16/8-bit TIFF
+    /// output, as lo:hi.
+    #[arg(long, allow_hyphen_values = true)]
+    pub tiff_range: Option<String>,
+    #[command(flatten)]
     pub backend: BackendArgs,
 }
 
 /// Runs `tomors recon`.
 pub fn run(args: ReconArgs) -> Result<()> {
+    if needs_streaming(&args) {
+        return run_streaming(args);
+    }
     let input = &args.input;
     // Everything is checked before any work, and before anything is written.
     check_target(&args.out, args.overwrite)?;
@@ -124,7 +154,7 @@ pub fn run(args: ReconArgs) -> Result<()> {
     let angles = load_angles(&args, n_angles)?;
     let mut geometry =
         ParallelGeometry::new(angles, n_bins).with_context(|| input.display().to_string())?;
-    if let Some(c) = args.center {
+    if let Some(CenterArg::At(c)) = args.center {
         geometry = geometry
             .with_center(c)
             .with_context(|| input.display().to_string())?;
@@ -336,8 +366,291 @@ fn load_angles(args: &ReconArgs, n_angles: usize) -> Result<Vec<f32>> {
     if let Some(v) = values.iter().find(|v| !v.is_finite()) {
         bail!("{}: angle {v} is not finite", path.display());
     }
-    Ok(match args.angles_unit {
+    Ok(match args.angles_unit.unwrap_or(AngleUnit::Rad) {
         AngleUnit::Rad => values.to_vec(),
         AngleUnit::Deg => values.iter().map(|d| d.to_radians()).collect(),
     })
+}
+
+/// `--center`: a position in detector pixels, or `auto`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CenterArg {
+    /// Find the centre (see [`super::center::auto_center`]).
+    Auto,
+    /// The rotation-axis position in bin-index units.
+    At(f32),
+}
+
+impl std::str::FromStr for CenterArg {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(Self::Auto);
+        }
+        s.trim()
+            .parse::<f32>()
+            .ok()
+            .filter(|c| c.is_finite())
+            .map(Self::At)
+            .ok_or_else(|| format!("'{s}' is neither a position in pixels nor 'auto'"))
+    }
+}
+
+/// Default memory budget of the streaming pipeline.
+const DEFAULT_MEMORY: &str = "2G";
+
+/// Whether this run goes through the streaming real-data pipeline
+/// (tomors-io readers, preprocessing, centre finding, slab writers) rather
+/// than the in-memory `.npy`/raw path.
+fn needs_streaming(args: &ReconArgs) -> bool {
+    let is_npy = args
+        .input
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npy"));
+    let out_h5 = args
+        .out
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| ["h5", "hdf5", "nxs"].contains(&e.to_ascii_lowercase().as_str()));
+    let plain = (is_npy || args.raw_shape.is_some())
+        && args.memory.is_none()
+        && args.center != Some(CenterArg::Auto)
+        && args.io.flats.is_none()
+        && args.io.darks.is_none()
+        && args.pre.is_default()
+        && !out_h5
+        && args.tiff_bits == 32;
+    !plain
+}
+
+fn raw_spec(args: &ReconArgs) -> Result<Option<tomors_io::source::RawSpec>> {
+    use tomors_io::source::{Endian as E, RawDtype as D, RawSpec};
+    let Some(shape) = &args.raw_shape else {
+        return Ok(None);
+    };
+    let dims: Vec<usize> = shape
+        .split(',')
+        .map(|s| s.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("--raw-shape '{shape}': expected angles,rows,cols"))?;
+    let [a, r, c] = dims[..] else {
+        bail!("--raw-shape '{shape}': expected three sizes angles,rows,cols");
+    };
+    Ok(Some(RawSpec {
+        shape: [a, r, c],
+        dtype: match args.raw_dtype {
+            RawDtype::U8 => D::U8,
+            RawDtype::U16 => D::U16,
+            RawDtype::U32 => D::U32,
+            RawDtype::I16 => D::I16,
+            RawDtype::I32 => D::I32,
+            RawDtype::F32 => D::F32,
+            RawDtype::F64 => D::F64,
+        },
+        endian: match args.raw_endian {
+            Endian::Little => E::Little,
+            Endian::Big => E::Big,
+        },
+        offset: args.raw_offset,
+    }))
+}
+
+fn output_format(args: &ReconArgs) -> Result<tomors_io::VolumeFormat> {
+    use tomors_io::tiffio::TiffDepth;
+    use tomors_io::VolumeFormat;
+    let format = VolumeFormat::from_path(&args.out)?;
+    let range = || -> Result<(f32, f32)> {
+        let spec = args
+            .tiff_range
+            .as_deref()
+            .with_context(|| format!("--tiff-bits {} needs --tiff-range lo:hi", args.tiff_bits))?;
+        let (a, b) = spec
+            .split_once(':')
+            .with_context(|| format!("--tiff-range '{spec}': expected lo:hi"))?;
+        let lo: f32 = a
+            .trim()
+            .parse()
+            .with_context(|| format!("--tiff-range '{spec}'"))?;
+        let hi: f32 = b
+            .trim()
+            .parse()
+            .with_context(|| format!("--tiff-range '{spec}'"))?;
+        Ok((lo, hi))
+    };
+    Ok(match (format, args.tiff_bits) {
+        (VolumeFormat::TiffStack(_), 32) => VolumeFormat::TiffStack(TiffDepth::F32),
+        (VolumeFormat::TiffStack(_), 16) => {
+            let (lo, hi) = range()?;
+            VolumeFormat::TiffStack(TiffDepth::U16 { lo, hi })
+        }
+        (VolumeFormat::TiffStack(_), 8) => {
+            let (lo, hi) = range()?;
+            VolumeFormat::TiffStack(TiffDepth::U8 { lo, hi })
+        }
+        (VolumeFormat::TiffStack(_), b) => bail!("--tiff-bits {b}: use 32, 16 or 8"),
+        (f, 32) => f,
+        (_, b) => bail!("--tiff-bits {b} applies to TIFF-stack outputs only"),
+    })
+}
+
+/// The streaming pipeline: open with the right reader, preprocess, find the
+/// centre if asked, and reconstruct slab by slab within the memory budget.
+fn run_streaming(args: ReconArgs) -> Result<()> {
+    use tomors_io::stream::{parse_bytes, stream_slabs, MemoryModel};
+    use tomors_io::writer::create_writer_with;
+    use tomors_io::{CenterOptions, VolumeMeta};
+
+    let input = &args.input;
+    check_target(&args.out, args.overwrite)?;
+    let format = output_format(&args)?;
+    let budget = parse_bytes(args.memory.as_deref().unwrap_or(DEFAULT_MEMORY))
+        .map_err(|e| anyhow::anyhow!("--memory: {e}"))?;
+    let pre = args.pre.preprocess()?;
+    let mut opts = args.io.open_options();
+    opts.raw = raw_spec(&args)?;
+    opts.angles_unit = args
+        .angles
+        .is_none()
+        .then_some(args.angles_unit)
+        .flatten()
+        .map(|u| match u {
+            AngleUnit::Rad => tomors_io::AngleUnit::Radians,
+            AngleUnit::Deg => tomors_io::AngleUnit::Degrees,
+        });
+    if let Some(r) = args.angle_range {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--angle-range {r} must be positive");
+        }
+        opts.angle_range = Some((r as f64).to_radians());
+    }
+    let source = tomors_io::open(input, &opts)?;
+    let [n_angles, n_rows, n_bins] = source.shape();
+    let angles = if args.angles.is_some() {
+        load_angles(&args, n_angles)?
+    } else {
+        source.angles().to_vec()
+    };
+    let rows = parse_rows(args.slices.as_deref(), n_rows)?;
+    let center = match args.center {
+        None => None,
+        Some(CenterArg::At(c)) => Some(c),
+        Some(CenterArg::Auto) => {
+            let search = super::center::search_rows(&rows, args.center_row);
+            let found = super::center::auto_center(
+                source.as_ref(),
+                &angles,
+                &pre,
+                &search,
+                &CenterOptions::default(),
+            )?;
+            tracing::info!(
+                "rotation centre {:.2} (quality {:.3})",
+                found.center,
+                found.quality
+            );
+            Some(found.center)
+        }
+    };
+    let mut geometry =
+        ParallelGeometry::new(angles, n_bins).with_context(|| input.display().to_string())?;
+    if let Some(c) = center {
+        geometry = geometry
+            .with_center(c)
+            .with_context(|| input.display().to_string())?;
+    }
+    let grid = SliceGrid::for_geometry(&geometry);
+    let options = args.filter.fbp_options(args.slab);
+    options.filter.validate()?;
+    let per_slab = MemoryModel::for_source(source.as_ref(), grid.len())
+        .rows_per_slab(budget)?
+        .min(rows.len());
+    let backend = make_backend(&args.backend)?;
+    let (lo, hi) = geometry
+        .angles()
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &a| {
+            (l.min(a), h.max(a))
+        });
+    let meta = VolumeMeta::default()
+        .text("software", concat!("tomors ", env!("CARGO_PKG_VERSION")))
+        .text("input", &input.display().to_string())
+        .text("reader", source.format())
+        .int("first_detector_row", rows.start as i64)
+        .int("n_angles", n_angles as i64)
+        .float("angle_min_deg", f64::from(lo).to_degrees())
+        .float("angle_max_deg", f64::from(hi).to_degrees())
+        .float("center", f64::from(geometry.center(0)))
+        .float("bin_width", f64::from(geometry.bin_width()))
+        .float("pixel_size", f64::from(grid.pixel_size))
+        .text("filter", &format!("{:?}", options.filter))
+        .text("interpolation", &options.interpolation.to_string())
+        .text("preprocess", &format!("{pre:?}"))
+        .text("layout", "[z][y][x], z = detector row - first_detector_row");
+    let writer = create_writer_with(
+        &args.out,
+        format,
+        [rows.len(), grid.ny, grid.nx],
+        &meta,
+        args.overwrite,
+    )?;
+    let n_slabs = rows.len().div_ceil(per_slab);
+    tracing::info!(
+        "reconstructing rows {}..{} of {} ({}: {} angles × {} bins, centre {:.2}) on {} in {} slab(s) of ≤ {} rows (memory budget {} MiB)",
+        rows.start,
+        rows.end,
+        input.display(),
+        source.format(),
+        n_angles,
+        n_bins,
+        geometry.center(0),
+        backend.name(),
+        n_slabs,
+        per_slab,
+        budget >> 20
+    );
+    let bar = progress::bar(n_slabs as u64, "reconstructing", "slabs");
+    let t = Instant::now();
+    stream_slabs(
+        source.as_ref(),
+        &pre,
+        rows.clone(),
+        per_slab,
+        writer,
+        |_, projections| {
+            check_finite(projections.view(), "the preprocessed projections").map_err(|e| {
+                tomors_io::IoError::Format {
+                    path: input.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+            let n = projections.len_of(Axis(1));
+            let sinograms = projections_to_sinograms(projections.view(), 0..n)?;
+            drop(projections);
+            Ok(tomors_core::fbp::fbp_sinograms(
+                backend.as_ref(),
+                sinograms.view(),
+                &geometry,
+                &grid,
+                &options,
+            )?)
+        },
+        |done, _| bar.set_position(done as u64),
+    )?;
+    bar.finish_and_clear();
+    let seconds = t.elapsed().as_secs_f64();
+    let updates = (grid.len() * rows.len() * n_angles) as f64;
+    tracing::info!(
+        "reconstructed {} slices in {seconds:.2} s ({:.3} GU/s including reading and writing)",
+        rows.len(),
+        updates / seconds / 1e9
+    );
+    println!(
+        "wrote {} ([z][y][x] = [{}, {}, {}], centre {:.2})",
+        args.out.display(),
+        rows.len(),
+        grid.ny,
+        grid.nx,
+        geometry.center(0)
+    );
+    Ok(())
 }
