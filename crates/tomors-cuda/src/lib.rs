@@ -1,1 +1,79 @@
+//! # tomors-cuda
+//!
+//! The CUDA backend of tomors: parallel-beam filtered back projection on
+//! NVIDIA GPUs, built as the published work builds it.
+//!
+//! - CUDA libraries are loaded at run time (`cudarc` with dynamic loading):
+//!   the crate builds and its CPU tests run on machines without CUDA;
+//!   [`device_count`] says why no GPU can be used.
+//! - Kernels (`kernels/*.cu`) are compiled at run time by NVRTC for the
+//!   device's own architecture with their parameters baked in as `#define`s,
+//!   and the cubins are cached on disk ([`compile`]).
+//! - Filtering: batched cuFFT of padded rows, either real-to-complex or two
+//!   real rows packed in one complex transform ([`FftVariant`]).
+//! - Back projection through texture objects with hardware interpolation:
+//!   `standard` (one thread per pixel) and `tex-opt` (Z-order 4×4 squares,
+//!   4 projections in parallel, shuffle reduction), each with one slice per
+//!   texel (`f32`), two (`float2`) or four (`half`, nearest only) — see
+//!   [`kernels::BpConfig`].
+//! - [`CudaBackend::fbp`](tomors_core::Backend::fbp) streams slabs through
+//!   upload → filter → back projection → download on three streams with
+//!   double buffering and pinned host memory; [`MultiCudaBackend`] hands
+//!   slabs round-robin to several GPUs.
+//! - [`bench`] measures GU/s (voxels × projections / s) and end-to-end FBP.
 
+pub mod backend;
+pub mod bench;
+pub mod compile;
+pub mod driver;
+mod engine;
+pub mod error;
+pub mod fft;
+pub mod kernels;
+pub mod model;
+
+pub use backend::{CudaBackend, CudaOptions, MultiCudaBackend};
+pub use engine::PipelineStats;
+pub use error::{CudaError, Result};
+pub use fft::FftVariant;
+pub use kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
+
+/// Number of usable CUDA devices. Errors (one line, with the reason) when
+/// the driver library is missing, fails to initialise, or finds no device.
+pub fn device_count() -> Result<usize> {
+    let n = driver::raw_device_count()?;
+    if n == 0 {
+        return Err(CudaError::Unavailable(
+            "the CUDA driver found no GPU".into(),
+        ));
+    }
+    Ok(n)
+}
+
+/// Parses a device list such as `"0,1"` (None or `"all"` = every device).
+pub fn parse_devices(spec: Option<&str>, available: usize) -> Result<Vec<usize>> {
+    let s = match spec.map(str::trim) {
+        None | Some("") | Some("all") => return Ok((0..available).collect()),
+        Some(s) => s,
+    };
+    let mut v = Vec::new();
+    for part in s.split(',') {
+        let p = part.trim();
+        let d: usize = p.parse().map_err(|_| {
+            CudaError::Parameter(format!("'{p}' is not a device number (use e.g. 0,1)"))
+        })?;
+        if d >= available {
+            return Err(CudaError::Parameter(format!(
+                "device {d} requested but {available} CUDA device(s) found"
+            )));
+        }
+        if v.contains(&d) {
+            return Err(CudaError::Parameter(format!("device {d} listed twice")));
+        }
+        v.push(d);
+    }
+    if v.is_empty() {
+        return Err(CudaError::Parameter("empty device list".into()));
+    }
+    Ok(v)
+}

@@ -1,0 +1,376 @@
+//! The CUDA implementations of [`tomors_core::Backend`]: one device, or
+//! several devices sharing the slabs round-robin.
+
+use std::sync::Mutex;
+
+use ndarray::{ArrayView3, ArrayViewMut3, Axis};
+use tomors_core::{Backend, CoreError, FilterSpec, Interpolation, ParallelGeometry, SliceGrid};
+
+use crate::engine::{BpJob, Engine, FilterJob, PipelineStats};
+use crate::error::{CudaError, Result};
+use crate::fft::FftVariant;
+use crate::kernels::{check_shapes, KernelChoice};
+
+/// Options of a CUDA backend.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CudaOptions {
+    /// Back-projection kernel.
+    pub kernel: KernelChoice,
+    /// FFT variant used for filtering.
+    pub fft: FftVariant,
+    /// Slices per pipeline slab (0 = automatic, about 1.5 GB of device memory).
+    pub slab: usize,
+}
+
+/// The CUDA backend on one device.
+pub struct CudaBackend {
+    engine: Mutex<Engine>,
+    name: String,
+    options: CudaOptions,
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal` with the default options: compiles (or loads
+    /// from the cache) the filtering kernels and checks cuFFT.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        Self::with_options(ordinal, CudaOptions::default())
+    }
+
+    /// Opens device `ordinal` with `options`.
+    pub fn with_options(ordinal: usize, options: CudaOptions) -> Result<Self> {
+        let mut engine = Engine::new(ordinal)?;
+        engine.fft_variant = options.fft;
+        engine.slab_override = options.slab;
+        let name = format!("cuda:{} {}", ordinal, engine.ctx.name);
+        Ok(Self {
+            engine: Mutex::new(engine),
+            name,
+            options,
+        })
+    }
+
+    /// The options in use.
+    pub fn options(&self) -> CudaOptions {
+        self.options
+    }
+
+    /// Changes the kernel.
+    pub fn set_kernel(&mut self, kernel: KernelChoice) {
+        self.options.kernel = kernel;
+    }
+
+    /// Changes the FFT variant.
+    pub fn set_fft(&mut self, fft: FftVariant) {
+        self.options.fft = fft;
+        if let Ok(mut e) = self.engine.lock() {
+            e.fft_variant = fft;
+        }
+    }
+
+    /// Whether filtering runs on the GPU (cuFFT was found); otherwise on the CPU.
+    pub fn gpu_filtering(&self) -> bool {
+        self.engine.lock().map(|e| e.gpu_fft).unwrap_or(false)
+    }
+
+    /// Stage times of the last `fbp` / `backproject` call.
+    pub fn last_stats(&self) -> PipelineStats {
+        self.engine
+            .lock()
+            .map(|e| e.stats.clone())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Engine>> {
+        self.engine
+            .lock()
+            .map_err(|_| CudaError::Parameter("a previous call on this device panicked".into()))
+    }
+
+    /// Runs the pipeline over `chunks` on this device.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_chunks(
+        &self,
+        chunks: Vec<(ArrayView3<'_, f32>, ArrayViewMut3<'_, f32>)>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        filter: Option<FilterJob>,
+        interpolation: Interpolation,
+        scale: f32,
+        slices_hint: usize,
+    ) -> Result<()> {
+        let cfg = self.options.kernel.resolve(slices_hint);
+        cfg.check(interpolation)?;
+        let job = BpJob {
+            geom: geometry,
+            grid,
+            interp: interpolation,
+            scale,
+            cfg,
+        };
+        self.lock()?.run_pipeline(chunks, filter, &job)
+    }
+}
+
+fn validate(
+    sinograms: &ArrayView3<'_, f32>,
+    out: &ArrayViewMut3<'_, f32>,
+    geometry: &ParallelGeometry,
+    grid: &SliceGrid,
+) -> Result<()> {
+    let s = sinograms.dim();
+    let o = out.dim();
+    check_shapes(s, o, geometry, grid)
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn filter(
+        &self,
+        mut sinograms: ArrayViewMut3<'_, f32>,
+        filter: &FilterSpec,
+        bin_width: f32,
+    ) -> tomors_core::Result<()> {
+        filter.validate()?;
+        let (s, a, n) = sinograms.dim();
+        if s * a == 0 || n == 0 {
+            return Ok(());
+        }
+        let job = FilterJob {
+            spec: *filter,
+            bin_width,
+        };
+        let mut e = self.lock()?;
+        for mut slice in sinograms.axis_iter_mut(Axis(0)) {
+            e.filter_host(slice.view_mut(), &job)?;
+        }
+        Ok(())
+    }
+
+    fn backproject(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        interpolation: Interpolation,
+        scale: f32,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<()> {
+        validate(&sinograms, &out, geometry, grid)?;
+        let k = sinograms.shape()[0];
+        if k == 0 {
+            return Ok(());
+        }
+        self.run_chunks(
+            vec![(sinograms, out)],
+            geometry,
+            grid,
+            None,
+            interpolation,
+            scale,
+            k,
+        )
+        .map_err(CoreError::from)
+    }
+
+    fn fbp(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        filter: &FilterSpec,
+        interpolation: Interpolation,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<()> {
+        filter.validate()?;
+        validate(&sinograms, &out, geometry, grid)?;
+        let k = sinograms.shape()[0];
+        if k == 0 {
+            return Ok(());
+        }
+        let f = FilterJob {
+            spec: *filter,
+            bin_width: geometry.bin_width(),
+        };
+        self.run_chunks(
+            vec![(sinograms, out)],
+            geometry,
+            grid,
+            Some(f),
+            interpolation,
+            geometry.fbp_weight(),
+            k,
+        )
+        .map_err(CoreError::from)
+    }
+}
+
+/// Several devices: slabs of [`MultiCudaBackend::chunk`] slices are handed
+/// out round-robin, each device runs its own overlapped pipeline in its own
+/// thread.
+pub struct MultiCudaBackend {
+    devices: Vec<CudaBackend>,
+    /// Slices per chunk handed to one device.
+    pub chunk: usize,
+}
+
+impl MultiCudaBackend {
+    /// Opens the given device ordinals (at least one).
+    pub fn new(ordinals: &[usize], options: CudaOptions) -> Result<Self> {
+        if ordinals.is_empty() {
+            return Err(CudaError::Parameter("no CUDA device selected".into()));
+        }
+        let devices = ordinals
+            .iter()
+            .map(|&o| CudaBackend::with_options(o, options))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { devices, chunk: 64 })
+    }
+
+    /// The devices.
+    pub fn devices(&self) -> &[CudaBackend] {
+        &self.devices
+    }
+
+    /// Stage times of the last call on each device.
+    pub fn last_stats(&self) -> Vec<PipelineStats> {
+        self.devices.iter().map(|d| d.last_stats()).collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        filter: Option<FilterJob>,
+        interpolation: Interpolation,
+        scale: f32,
+        mut out: ArrayViewMut3<'_, f32>,
+    ) -> Result<()> {
+        validate(&sinograms, &out, geometry, grid)?;
+        let k = sinograms.shape()[0];
+        if k == 0 {
+            return Ok(());
+        }
+        let d = self.devices.len();
+        let chunk = self.chunk.max(1).min(k.div_ceil(d)).max(1);
+        let mut per_dev: Vec<Vec<(ArrayView3<'_, f32>, ArrayViewMut3<'_, f32>)>> =
+            (0..d).map(|_| Vec::new()).collect();
+        for (i, (a, b)) in sinograms
+            .axis_chunks_iter(Axis(0), chunk)
+            .zip(out.axis_chunks_iter_mut(Axis(0), chunk))
+            .enumerate()
+        {
+            per_dev[i % d].push((a, b));
+        }
+        let results: Vec<Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .devices
+                .iter()
+                .zip(per_dev)
+                .map(|(dev, chunks)| {
+                    s.spawn(move || {
+                        if chunks.is_empty() {
+                            return Ok(());
+                        }
+                        dev.run_chunks(chunks, geometry, grid, filter, interpolation, scale, chunk)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(CudaError::Parameter("a device thread panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
+    }
+}
+
+impl Backend for MultiCudaBackend {
+    fn name(&self) -> String {
+        let names: Vec<String> = self.devices.iter().map(|d| d.name()).collect();
+        names.join(" + ")
+    }
+
+    fn filter(
+        &self,
+        mut sinograms: ArrayViewMut3<'_, f32>,
+        filter: &FilterSpec,
+        bin_width: f32,
+    ) -> tomors_core::Result<()> {
+        let d = self.devices.len();
+        let k = sinograms.shape()[0];
+        if k == 0 {
+            return Ok(());
+        }
+        let chunk = k.div_ceil(d);
+        let results: Vec<tomors_core::Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .devices
+                .iter()
+                .zip(sinograms.axis_chunks_iter_mut(Axis(0), chunk))
+                .map(|(dev, part)| s.spawn(move || dev.filter(part, filter, bin_width)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(CoreError::from(CudaError::Parameter(
+                            "a device thread panicked".into(),
+                        )))
+                    })
+                })
+                .collect()
+        });
+        results
+            .into_iter()
+            .collect::<tomors_core::Result<Vec<()>>>()
+            .map(|_| ())
+    }
+
+    fn backproject(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        interpolation: Interpolation,
+        scale: f32,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<()> {
+        self.run(sinograms, geometry, grid, None, interpolation, scale, out)
+            .map_err(CoreError::from)
+    }
+
+    fn fbp(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        filter: &FilterSpec,
+        interpolation: Interpolation,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<()> {
+        filter.validate()?;
+        let f = FilterJob {
+            spec: *filter,
+            bin_width: geometry.bin_width(),
+        };
+        self.run(
+            sinograms,
+            geometry,
+            grid,
+            Some(f),
+            interpolation,
+            geometry.fbp_weight(),
+            out,
+        )
+        .map_err(CoreError::from)
+    }
+}

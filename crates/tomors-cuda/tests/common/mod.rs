@@ -1,0 +1,93 @@
+//! Test helpers: a plain f64 reference back projector (the documented
+//! convention of tomors-core), the analytic modified Shepp–Logan phantom,
+//! random data, and the GPU-or-skip rule.
+#![allow(dead_code)]
+
+use ndarray::{Array2, Array3, ArrayView2};
+use tomors_core::{Interpolation, ParallelGeometry, SliceGrid};
+
+/// The CUDA backend on device 0, or `None` (with a printed reason) when no
+/// GPU is usable. Panics instead when `TOMORS_REQUIRE_GPU=1`.
+pub fn gpu_or_skip(test: &str) -> Option<tomors_cuda::CudaBackend> {
+    let required = std::env::var("TOMORS_REQUIRE_GPU")
+        .map(|v| v == "1")
+        .unwrap_or(false);
+    match tomors_cuda::device_count().and_then(|_| tomors_cuda::CudaBackend::new(0)) {
+        Ok(b) => Some(b),
+        Err(e) if required => panic!("{test}: TOMORS_REQUIRE_GPU=1 but no GPU is usable: {e}"),
+        Err(e) => {
+            eprintln!("skipping {test}: {e}");
+            None
+        }
+    }
+}
+
+/// Deterministic values in [-1, 1) from a seed (xorshift).
+pub fn random(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// A seed that differs between runs (fresh inputs for every check).
+pub fn fresh_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    eprintln!("seed {t}");
+    t
+}
+
+/// The CPU reference back projector of tomors-core (f64, unscaled sum).
+pub fn reference_bp(
+    sino: ArrayView2<'_, f32>,
+    geom: &ParallelGeometry,
+    grid: &SliceGrid,
+    interp: Interpolation,
+) -> Array2<f32> {
+    tomors_core::cpu::backproject_reference(sino, geom, grid, interp)
+}
+
+/// Pixels with at least one projection whose exact (f64) nearest-bin
+/// position u + 0.5 lies within `eps` of an integer (a tie: f32 rounding may
+/// pick either bin there).
+pub fn tie_pixels(geom: &ParallelGeometry, grid: &SliceGrid, eps: f64) -> Array2<bool> {
+    let consts = geom.projection_constants();
+    let bw = geom.bin_width() as f64;
+    Array2::from_shape_fn((grid.ny, grid.nx), |(iy, ix)| {
+        let x = (ix as f64 - (grid.nx as f64 - 1.0) * 0.5) * grid.pixel_size as f64;
+        let y = ((grid.ny as f64 - 1.0) * 0.5 - iy as f64) * grid.pixel_size as f64;
+        consts.iter().any(|c| {
+            let t = c.center as f64 + (x * c.cos as f64 + y * c.sin as f64) / bw + 0.5;
+            (t - t.round()).abs() < eps
+        })
+    })
+}
+
+/// ‖a − b‖ / ‖b‖ over all elements.
+pub fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let (mut num, mut den) = (0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        num += (x as f64 - y as f64).powi(2);
+        den += (y as f64).powi(2);
+    }
+    (num / den.max(1e-300)).sqrt()
+}
+
+/// Stacks one 2D array `k` times.
+pub fn stack(a: &Array2<f32>, k: usize) -> Array3<f32> {
+    let (r, c) = a.dim();
+    let mut s = Array3::zeros((k, r, c));
+    for mut plane in s.outer_iter_mut() {
+        plane.assign(a);
+    }
+    s
+}

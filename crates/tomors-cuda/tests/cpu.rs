@@ -1,0 +1,251 @@
+//! Tests that need no GPU: hashing and cache keys, parsing and validation,
+//! the CPU model of the texture kernels, graceful failure without a driver,
+//! and (when libnvrtc is present) run-time compilation of every kernel.
+
+mod common;
+
+use common::{random, reference_bp, rel_l2};
+use ndarray::Array2;
+use tomors_core::geometry::uniform_angles;
+use tomors_core::{Interpolation, ParallelGeometry, SliceGrid};
+use tomors_cuda::compile::{
+    build_source, cache_file_name, compile_cubin, fnv1a64, nvrtc_available, nvrtc_options,
+};
+use tomors_cuda::kernels::{bp_defines, projection_coefficients, BACKPROJECT_CU, FILTER_CU};
+use tomors_cuda::model::{backproject_model, to_half, WeightModel};
+use tomors_cuda::{parse_devices, BpConfig, KernelChoice, KernelKind, SliceMode};
+
+#[test]
+fn fnv_hash_is_the_published_function() {
+    assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+}
+
+#[test]
+fn cache_names_change_with_every_input() {
+    let o = vec!["--gpu-architecture=sm_90".to_string()];
+    let base = cache_file_name("backproject", "NVIDIA H100 80GB HBM3", 13000, "src", &o);
+    assert_eq!(
+        base,
+        cache_file_name("backproject", "NVIDIA H100 80GB HBM3", 13000, "src", &o)
+    );
+    assert!(base.starts_with("backproject-NVIDIA_H100_80GB_HBM3-drv13000-"));
+    assert!(base.ends_with(".cubin"));
+    assert!(base
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)));
+    let others = [
+        cache_file_name("backproject", "NVIDIA H200", 13000, "src", &o),
+        cache_file_name("backproject", "NVIDIA H100 80GB HBM3", 13010, "src", &o),
+        cache_file_name("backproject", "NVIDIA H100 80GB HBM3", 13000, "src2", &o),
+        cache_file_name(
+            "backproject",
+            "NVIDIA H100 80GB HBM3",
+            13000,
+            "src",
+            &["--gpu-architecture=sm_80".to_string()],
+        ),
+    ];
+    for x in others {
+        assert_ne!(x, base);
+    }
+}
+
+#[test]
+fn defines_come_first_and_are_complete() {
+    let grid = SliceGrid::new(70, 50).unwrap();
+    let cfg = BpConfig {
+        kernel: KernelKind::TexOpt,
+        mode: SliceMode::Float2,
+    };
+    let d = bp_defines(cfg, &grid, 90, 4);
+    let s = build_source(&d, BACKPROJECT_CU);
+    assert!(s.starts_with(
+        "#define NX 70\n#define NY 50\n#define NPROJ 90\n#define SPT 2\n#define CMEM 1\n"
+    ));
+    let big = bp_defines(cfg, &grid, 6000, 4);
+    assert!(big.contains(&("CMEM".to_string(), "0".to_string())));
+    assert!(nvrtc_options((9, 0)).contains(&"--gpu-architecture=sm_90".to_string()));
+}
+
+#[test]
+fn kernel_names_parse_and_half_needs_nearest() {
+    let p = |s: &str| s.parse::<KernelChoice>().unwrap();
+    assert_eq!(p("auto"), KernelChoice::Auto);
+    assert_eq!(
+        p("standard"),
+        KernelChoice::Fixed(BpConfig {
+            kernel: KernelKind::Standard,
+            mode: SliceMode::F32
+        })
+    );
+    assert_eq!(
+        p("tex-opt"),
+        KernelChoice::Fixed(BpConfig {
+            kernel: KernelKind::TexOpt,
+            mode: SliceMode::F32
+        })
+    );
+    assert_eq!(
+        p("float2"),
+        KernelChoice::Fixed(BpConfig {
+            kernel: KernelKind::TexOpt,
+            mode: SliceMode::Float2
+        })
+    );
+    assert_eq!(
+        p("half4"),
+        KernelChoice::Fixed(BpConfig {
+            kernel: KernelKind::TexOpt,
+            mode: SliceMode::Half4
+        })
+    );
+    assert_eq!(
+        p("standard-float2"),
+        KernelChoice::Fixed(BpConfig {
+            kernel: KernelKind::Standard,
+            mode: SliceMode::Float2
+        })
+    );
+    let e = "fastest".parse::<KernelChoice>().unwrap_err().to_string();
+    assert!(e.contains("fastest") && e.contains("tex-opt"), "{e}");
+    let half = BpConfig {
+        kernel: KernelKind::TexOpt,
+        mode: SliceMode::Half4,
+    };
+    assert!(half.check(Interpolation::Linear).is_err());
+    assert!(half.check(Interpolation::Nearest).is_ok());
+    for c in BpConfig::ALL {
+        let name = c.to_string();
+        assert_eq!(
+            name.parse::<KernelChoice>().unwrap(),
+            KernelChoice::Fixed(c),
+            "{name}"
+        );
+    }
+    assert_eq!(KernelChoice::Auto.resolve(1).mode, SliceMode::F32);
+    assert_eq!(KernelChoice::Auto.resolve(8).mode, SliceMode::Float2);
+}
+
+#[test]
+fn device_lists_are_validated() {
+    assert_eq!(parse_devices(None, 3).unwrap(), vec![0, 1, 2]);
+    assert_eq!(parse_devices(Some("all"), 2).unwrap(), vec![0, 1]);
+    assert_eq!(parse_devices(Some("1, 0"), 2).unwrap(), vec![1, 0]);
+    assert!(parse_devices(Some("2"), 2).is_err());
+    assert!(parse_devices(Some("0,0"), 2).is_err());
+    assert!(parse_devices(Some("x"), 2).is_err());
+    assert!(parse_devices(Some("0,"), 2).is_err());
+}
+
+#[test]
+fn no_gpu_is_a_clear_error_not_a_panic() {
+    match tomors_cuda::device_count() {
+        Ok(n) => assert!(n > 0),
+        Err(e) => {
+            let s = e.to_string();
+            assert!(!s.is_empty() && !s.contains('\n'), "{s:?}");
+            eprintln!("device_count: {s}");
+            let b = tomors_cuda::CudaBackend::new(0);
+            assert!(b.is_err());
+        }
+    }
+}
+
+#[test]
+fn coefficients_give_the_bin_coordinate_plus_half() {
+    let angles = uniform_angles(37, 3.0);
+    let geom = ParallelGeometry::new(angles, 101)
+        .unwrap()
+        .with_center(48.3)
+        .unwrap()
+        .with_bin_width(0.9)
+        .unwrap();
+    let grid = SliceGrid::with_pixel_size(60, 45, 1.3).unwrap();
+    let c = projection_coefficients(&geom, &grid);
+    let na = geom.n_angles();
+    for (p, k) in geom.projection_constants().iter().enumerate() {
+        for &(ix, iy) in &[(0usize, 0usize), (59, 44), (13, 30)] {
+            let x = grid.x(ix) as f64;
+            let y = grid.y(iy) as f64;
+            let u = k.center as f64 + (x * k.cos as f64 + y * k.sin as f64) / 0.9;
+            let t = c[p] as f64 + ix as f64 * c[na + p] as f64 + iy as f64 * c[2 * na + p] as f64;
+            assert!((t - (u + 0.5)).abs() < 1e-3, "p {p}: {t} vs {}", u + 0.5);
+        }
+    }
+}
+
+#[test]
+fn model_without_quantisation_matches_the_reference() {
+    let geom = ParallelGeometry::new(uniform_angles(45, std::f32::consts::PI), 40)
+        .unwrap()
+        .with_center(20.7)
+        .unwrap();
+    let grid = SliceGrid::new(36, 30).unwrap();
+    let sino = Array2::from_shape_vec((45, 40), random(45 * 40, 3)).unwrap();
+    let r = reference_bp(sino.view(), &geom, &grid, Interpolation::Linear);
+    let m = backproject_model(
+        sino.view(),
+        &geom,
+        &grid,
+        Interpolation::Linear,
+        WeightModel::Exact,
+        false,
+    );
+    let e = rel_l2(m.as_slice().unwrap(), r.as_slice().unwrap());
+    assert!(e < 1e-5, "exact-weight model vs reference: {e}");
+    let q = backproject_model(
+        sino.view(),
+        &geom,
+        &grid,
+        Interpolation::Linear,
+        WeightModel::Round256,
+        false,
+    );
+    let eq = rel_l2(q.as_slice().unwrap(), r.as_slice().unwrap());
+    // 8-bit weights: each sample's weight is off by at most 1/512.
+    assert!(eq > 1e-6 && eq < 3e-3, "quantised model vs reference: {eq}");
+    let rn = reference_bp(sino.view(), &geom, &grid, Interpolation::Nearest);
+    let mn = backproject_model(
+        sino.view(),
+        &geom,
+        &grid,
+        Interpolation::Nearest,
+        WeightModel::Exact,
+        false,
+    );
+    let en = rel_l2(mn.as_slice().unwrap(), rn.as_slice().unwrap());
+    assert!(en < 1e-3, "nearest model vs reference (ties only): {en}");
+}
+
+#[test]
+fn half_rounding() {
+    assert_eq!(to_half(1.0), 1.0);
+    assert_eq!(to_half(1.0 / 3.0), 0.333_251_95);
+    assert_eq!(to_half(-2.5), -2.5);
+    assert_eq!(to_half(1000.3), 1000.5);
+    assert!((to_half(0.1) - 0.1).abs() < 0.1 / 1024.0);
+}
+
+/// Compiles every kernel configuration with NVRTC when the library is
+/// present (no GPU needed); skips with a reason otherwise.
+#[test]
+fn every_kernel_compiles_with_nvrtc() {
+    if !nvrtc_available() {
+        eprintln!("skipping every_kernel_compiles_with_nvrtc: libnvrtc not found");
+        return;
+    }
+    let opts = nvrtc_options((9, 0));
+    let cubin = compile_cubin("filter", &build_source(&[], FILTER_CU), &opts).unwrap();
+    assert_eq!(&cubin[..4], b"\x7fELF");
+    let grid = SliceGrid::new(70, 50).unwrap();
+    for c in BpConfig::ALL {
+        for nproj in [90, 6000] {
+            let src = build_source(&bp_defines(c, &grid, nproj, 4), BACKPROJECT_CU);
+            let cubin =
+                compile_cubin("backproject", &src, &opts).unwrap_or_else(|e| panic!("{c}: {e}"));
+            assert_eq!(&cubin[..4], b"\x7fELF");
+        }
+    }
+}
