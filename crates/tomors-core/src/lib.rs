@@ -15,6 +15,7 @@ pub mod error;
 pub mod fbp;
 pub mod filter;
 pub mod geometry;
+pub mod iterative;
 pub mod metrics;
 pub mod phantom;
 
