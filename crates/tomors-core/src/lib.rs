@@ -10,6 +10,7 @@
 //! ASTRA's `parallel` (see [`geometry`]).
 
 pub mod backend;
+pub mod cone;
 pub mod cpu;
 pub mod error;
 pub mod fbp;
