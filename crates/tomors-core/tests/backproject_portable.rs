@@ -1,5 +1,6 @@
 //! The portable (non-SIMD) CPU kernels agree with the reference too: this
-//! test binary forces them through `TOMORS_SIMD=scalar` before any work.
+//! test binary forces them through `TOMORS_SIMD=scalar` (one test function,
+//! so no other test of this binary races on the variable).
 
 use ndarray::{s, Array3};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -10,13 +11,17 @@ use tomors_core::{Backend, Interpolation, ParallelGeometry, SliceGrid};
 #[test]
 fn portable_kernels_match_the_reference() {
     std::env::set_var("TOMORS_SIMD", "scalar");
+    check_all_paths("scalar");
+}
+
+fn check_all_paths(mode: &str) {
     let geometry = ParallelGeometry::new(uniform_angles(31, 3.0), 29)
         .unwrap()
         .with_center(13.71)
         .unwrap();
     let grid = SliceGrid::with_pixel_size(35, 22, 0.9).unwrap();
     let mut rng = StdRng::seed_from_u64(5);
-    for ns in [1, 6] {
+    for ns in [1, 6, 13] {
         let sino = Array3::from_shape_fn((ns, 31, 29), |_| rng.gen_range(-1.0f32..1.0));
         for interp in [Interpolation::Linear, Interpolation::Nearest] {
             let mut out = Array3::from_elem((ns, 22, 35), f32::NAN);
@@ -33,7 +38,7 @@ fn portable_kernels_match_the_reference() {
                     .sum();
                 let den: f64 = r.iter().map(|b| (*b as f64).powi(2)).sum();
                 let err = (num / den).sqrt();
-                assert!(err < 1e-5, "{ns} slices {interp}: {err}");
+                assert!(err < 1e-5, "{mode}: {ns} slices {interp}: {err}");
             }
         }
     }

@@ -29,8 +29,8 @@ pub struct BenchArgs {
     /// Sizes n: n bins × n angles → n × n slices.
     #[arg(long, value_delimiter = ',', default_values_t = vec![256, 512, 1024, 2048])]
     pub sizes: Vec<usize>,
-    /// Slices per measurement (CPU: multiples of 8 fill the SIMD lanes).
-    #[arg(long, default_value_t = 8)]
+    /// Slices per measurement (CPU: multiples of 16 fill the SIMD lane groups).
+    #[arg(long, default_value_t = 16)]
     pub slices: usize,
     /// Interpolation modes to measure.
     #[arg(long, value_enum, default_value_t = InterpChoice::Both)]
