@@ -365,16 +365,19 @@ fn power_iteration<T: Real, P: Projector<T> + ?Sized>(
 /// Power iterations for the default relaxation.
 const POWER_ITERATIONS: usize = 50;
 
-/// Fraction of the bound `2/ρ` used as default relaxation.
-const SAFETY: f64 = 0.9;
-
 /// The default relaxation of `algorithm` on `projector`: 1 for ART and the
-/// block-parallel method (the Kaczmarz bound is 2); for SIRT steps
-/// `0.9 · 2/ρ` with `ρ` the spectral radius of `T·B·M·A` of a step —
-/// `ρ ≤ 1` is exact for row/column-sum weights (the row sums of the
-/// non-negative matrix `T·B·M·A` are at most 1), otherwise `ρ` is estimated
-/// by power iteration (for block methods on up to three blocks spread over
-/// the projections, taking the largest).
+/// block-parallel method (the middle of Kaczmarz' interval `(0, 2)`); for
+/// SIRT steps `1/ρ`, the middle of the convergence interval `(0, 2/ρ)`,
+/// with `ρ` the spectral radius of `T·B·M·A` of a step. `ρ = 1` for
+/// row/column-sum weights (the row sums of the non-negative matrix
+/// `T·B·M·A` are at most 1, and 1 where every ray through the pixel is
+/// used), so their default is ASTRA's λ = 1; otherwise `ρ` is estimated by
+/// power iteration (for block methods on up to three blocks spread over the
+/// projections, taking the largest). Power iteration approaches `ρ` from
+/// below; the factor-2 margin to the bound absorbs that.
+///
+/// Larger values (up to just below `2/ρ`) converge faster along most of the
+/// spectrum but make the dominant component oscillate.
 pub fn default_relaxation<T: Real, P: Projector<T> + ?Sized>(
     projector: &P,
     algorithm: &Algorithm,
@@ -389,7 +392,7 @@ pub fn default_relaxation<T: Real, P: Projector<T> + ?Sized>(
         } => (weighting, projections_per_block),
     };
     if weighting == Weighting::RowColumnSums {
-        return Ok(SAFETY * 2.0);
+        return Ok(1.0);
     }
     let bl = blocks(n, per);
     let mut picks: Vec<usize> = (0..3).map(|i| i * bl.len() / 3).collect();
@@ -409,7 +412,7 @@ pub fn default_relaxation<T: Real, P: Projector<T> + ?Sized>(
             "the projector is zero on this grid (no ray meets the image)".into(),
         ));
     }
-    Ok(SAFETY * 2.0 / rho)
+    Ok(1.0 / rho)
 }
 
 fn check_finite<T: Real>(a: ArrayView3<'_, T>, what: &str) -> Result<()> {
