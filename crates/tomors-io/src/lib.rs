@@ -31,6 +31,10 @@ pub mod stream;
 pub mod tiffio;
 pub mod writer;
 
+/// The HDF5 bindings used by the readers and writers (`hdf5-metno`), for
+/// callers that inspect files themselves.
+pub use hdf5;
+
 pub use center::{find_center, CenterOptions, CenterResult};
 pub use error::{IoError, Result};
 pub use preprocess::{remove_stripe_based_sorting, Average, LogMode, Preprocess};
