@@ -86,19 +86,34 @@ __device__ __forceinline__ void store(float* __restrict__ out, int g, int nslice
 #endif
 }
 
-// standard: one thread per pixel, 16x16 blocks, loop over all projections.
-// Threads are ordered in 2x2 pixel quads (bit 0 = x, bit 1 = y, bits 2-4 =
-// quad column, bits 5-7 = quad row), so each group of 4 consecutive threads
-// fetches a compact footprint: a warp covers 16x2 pixels either way, but the
-// texture unit serves a quad at full rate only when its fetches are close
-// (row-major 4x1 groups ran at half the rate, see docs/perf-notes.md).
+// standard: one thread per pixel, 16x16 blocks of 256 threads, each thread
+// loops over all projections. SMAP orders the threads inside the block:
+//   0: row-major (threads 0-15 = first pixel row; a warp covers 16x2 pixels),
+//   1: 2x2 quads (bit 0 = x, bit 1 = y, bits 2-4 = quad column, 5-7 = quad row;
+//      a warp still covers 16x2 pixels, but 4 consecutive threads form a quad),
+//   2: 4x4 squares along a Z-order curve (bits 0-3), squares in rows of four
+//      (bits 4-5), rows of squares (bits 6-7): a warp covers 8x4 pixels,
+//      the mapping of tex-opt without its projection split.
 // Grid (ceil(NX/16), ceil(NY/16), groups), block 256.
+#ifndef SMAP
+#define SMAP 2
+#endif
 extern "C" __global__ void __launch_bounds__(256) bp_standard(const cudaTextureObject_t* __restrict__ texs,
                                                               float* __restrict__ out, int nslices,
                                                               float scale CONST_PARAM) {
     const int t = threadIdx.x;
-    const int ix = blockIdx.x * 16 + (((t >> 2) & 7) << 1) + (t & 1);
-    const int iy = blockIdx.y * 16 + ((t >> 5) << 1) + ((t >> 1) & 1);
+#if SMAP == 0
+    const int lx = t & 15, ly = t >> 4;
+#elif SMAP == 1
+    const int lx = (((t >> 2) & 7) << 1) + (t & 1);
+    const int ly = ((t >> 5) << 1) + ((t >> 1) & 1);
+#else
+    const int z = t & 15;
+    const int lx = 4 * ((t >> 4) & 3) + ((z & 1) | ((z >> 1) & 2));
+    const int ly = 4 * (t >> 6) + (((z >> 1) & 1) | ((z >> 2) & 2));
+#endif
+    const int ix = blockIdx.x * 16 + lx;
+    const int iy = blockIdx.y * 16 + ly;
     if (ix >= NX || iy >= NY) return;
     const cudaTextureObject_t tex = texs[blockIdx.z];
     const float fx = (float)ix, fy = (float)iy;

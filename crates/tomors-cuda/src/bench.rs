@@ -201,6 +201,36 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
             rep.main.push(row);
         }
     }
+    // The standard kernel's other thread orders (the default one is above).
+    for map in [0u32, 1] {
+        be.lock()?.standard_map = map;
+        for mode in [SliceMode::F32, SliceMode::Float2, SliceMode::Half4] {
+            let c = BpConfig {
+                kernel: KernelKind::Standard,
+                mode,
+            };
+            let interp = if mode == SliceMode::Half4 {
+                Interpolation::Nearest
+            } else {
+                Interpolation::Linear
+            };
+            if n == 0 {
+                continue;
+            }
+            let mut row = measure(&be, c, interp, n, cfg.slices, cfg.reps, &data)?;
+            row.kernel = format!("{}@map{map}", row.kernel);
+            eprintln!(
+                "  {:<20} {:<8} {:>6} {:>8.3} ms {:>9.1} GU/s",
+                row.kernel,
+                interp.to_string(),
+                n,
+                row.ms,
+                row.gups
+            );
+            rep.main.push(row);
+        }
+    }
+    be.lock()?.standard_map = crate::kernels::DEFAULT_STANDARD_MAP;
     drop(data);
     // Size sweep with the headline configurations.
     let sweep_cfgs = [
@@ -274,10 +304,10 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
             .for_each(|c| c.fill(1.0));
         let mut b = CudaBackend::with_options(cfg.device, CudaOptions::default())?;
         b.set_kernel(KernelChoice::Auto);
-        // Warm-up on a small stack (compilation, plans).
+        // Warm-up on a few full slabs (compilation, plans, device and pinned buffers).
         {
-            let w = sino.slice(ndarray::s![..k.min(4), .., ..]);
-            let mut o = Array3::<f32>::zeros((k.min(4), s, s));
+            let w = sino.slice(ndarray::s![..k.min(32), .., ..]);
+            let mut o = Array3::<f32>::zeros((w.shape()[0], s, s));
             b.fbp(
                 w,
                 &geom,
@@ -304,7 +334,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
         if cfg.devices.len() > 1 {
             let multi = MultiCudaBackend::new(&cfg.devices, CudaOptions::default())?;
             {
-                let w = sino.slice(ndarray::s![..k.min(4 * cfg.devices.len()), .., ..]);
+                let w = sino.slice(ndarray::s![..k.min(128 * cfg.devices.len()), .., ..]);
                 let mut o = Array3::<f32>::zeros((w.shape()[0], s, s));
                 multi.fbp(
                     w,

@@ -19,7 +19,7 @@ use crate::driver::{
 use crate::error::{CudaError, Result};
 use crate::fft::{cufft_available, FftVariant, Plan, PlanKind};
 use crate::kernels::{
-    bp_defines, projection_coefficients, BpConfig, KernelKind, SliceMode, BACKPROJECT_CU,
+    bp_defines_mapped, projection_coefficients, BpConfig, KernelKind, SliceMode, BACKPROJECT_CU,
     FILTER_CU, MAX_CMEM_PROJECTIONS,
 };
 
@@ -74,6 +74,7 @@ impl std::fmt::Display for PipelineStats {
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct BpKey {
     kernel: KernelKind,
+    map: u32,
     spt: usize,
     nx: usize,
     ny: usize,
@@ -181,6 +182,8 @@ pub(crate) struct Engine {
     pub min_blocks: u32,
     /// Slices per slab (0 = automatic).
     pub slab_override: usize,
+    /// Thread order of the `standard` kernel (see [`crate::kernels::DEFAULT_STANDARD_MAP`]).
+    pub standard_map: u32,
 }
 
 // SAFETY: every handle inside is usable from any thread with the context bound,
@@ -232,6 +235,7 @@ impl Engine {
             stats: PipelineStats::default(),
             min_blocks: 4,
             slab_override: 0,
+            standard_map: crate::kernels::DEFAULT_STANDARD_MAP,
         })
     }
 
@@ -567,13 +571,20 @@ impl Engine {
     ) -> Result<BpKey> {
         let key = BpKey {
             kernel: cfg.kernel,
+            map: self.standard_map,
             spt: cfg.mode.slices(),
             nx: grid.nx,
             ny: grid.ny,
             nproj: geom.n_angles(),
         };
         if !self.bp.contains_key(&key) {
-            let defines = bp_defines(cfg, grid, geom.n_angles(), self.min_blocks);
+            let defines = bp_defines_mapped(
+                cfg,
+                grid,
+                geom.n_angles(),
+                self.min_blocks,
+                self.standard_map,
+            );
             let (cubin, _) = cubin_cached(
                 "backproject",
                 BACKPROJECT_CU,

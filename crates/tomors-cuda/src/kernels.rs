@@ -232,7 +232,23 @@ pub fn bp_defines(
     n_angles: usize,
     min_blocks: u32,
 ) -> Vec<(String, String)> {
+    bp_defines_mapped(cfg, grid, n_angles, min_blocks, DEFAULT_STANDARD_MAP)
+}
+
+/// Thread order of the `standard` kernel inside its 16×16 block: 0 row-major,
+/// 1 2×2 quads, 2 4×4 Z-order squares (see `kernels/backproject.cu`).
+pub const DEFAULT_STANDARD_MAP: u32 = 2;
+
+/// `#define`s of a back-projection module with an explicit `standard` thread order.
+pub fn bp_defines_mapped(
+    cfg: BpConfig,
+    grid: &SliceGrid,
+    n_angles: usize,
+    min_blocks: u32,
+    standard_map: u32,
+) -> Vec<(String, String)> {
     vec![
+        ("SMAP".into(), standard_map.to_string()),
         ("NX".into(), grid.nx.to_string()),
         ("NY".into(), grid.ny.to_string()),
         ("NPROJ".into(), n_angles.to_string()),

@@ -11,7 +11,9 @@ use tomors_core::{Interpolation, ParallelGeometry, SliceGrid};
 use tomors_cuda::compile::{
     build_source, cache_file_name, compile_cubin, fnv1a64, nvrtc_available, nvrtc_options,
 };
-use tomors_cuda::kernels::{bp_defines, projection_coefficients, BACKPROJECT_CU, FILTER_CU};
+use tomors_cuda::kernels::{
+    bp_defines, bp_defines_mapped, projection_coefficients, BACKPROJECT_CU, FILTER_CU,
+};
 use tomors_cuda::model::{backproject_model, to_half, WeightModel};
 use tomors_cuda::{parse_devices, BpConfig, KernelChoice, KernelKind, SliceMode};
 
@@ -62,7 +64,7 @@ fn defines_come_first_and_are_complete() {
     let d = bp_defines(cfg, &grid, 90, 4);
     let s = build_source(&d, BACKPROJECT_CU);
     assert!(s.starts_with(
-        "#define NX 70\n#define NY 50\n#define NPROJ 90\n#define SPT 2\n#define CMEM 1\n"
+        "#define SMAP 2\n#define NX 70\n#define NY 50\n#define NPROJ 90\n#define SPT 2\n#define CMEM 1\n"
     ));
     let big = bp_defines(cfg, &grid, 6000, 4);
     assert!(big.contains(&("CMEM".to_string(), "0".to_string())));
@@ -246,6 +248,11 @@ fn every_kernel_compiles_with_nvrtc() {
             let cubin =
                 compile_cubin("backproject", &src, &opts).unwrap_or_else(|e| panic!("{c}: {e}"));
             assert_eq!(&cubin[..4], b"\x7fELF");
+        }
+        for map in [0, 1, 2] {
+            let src = build_source(&bp_defines_mapped(c, &grid, 90, 4, map), BACKPROJECT_CU);
+            compile_cubin("backproject", &src, &opts)
+                .unwrap_or_else(|e| panic!("{c} map {map}: {e}"));
         }
     }
 }

@@ -188,20 +188,26 @@ fn fbp_shepp_logan_512() {
     let truth = ph.rasterize(&grid, scale, 8);
     let sino = stack(&ph.project(&geom, scale), 3);
     let mask = disc_mask(n, n, 0.45);
+    // CPU FBP (tomors-core's CPU backend) of one slice, linear and nearest.
     let cpu = CpuBackend::new();
-    let mut cpu_out = Array3::<f32>::zeros((1, n, n));
-    cpu.fbp(
-        sino.slice(s![0..1, .., ..]),
-        &geom,
-        &grid,
-        &FilterSpec::default(),
-        Interpolation::Linear,
-        cpu_out.view_mut(),
-    )
-    .unwrap();
-    let cpu_img = cpu_out.index_axis(ndarray::Axis(0), 0).to_owned();
-    let e_cpu = nrmse(cpu_img.view(), truth.view(), Some(&mask)).unwrap();
-    eprintln!("CPU FBP NRMSE {e_cpu:.5}");
+    let cpu_fbp = |interp| {
+        let mut o = Array3::<f32>::zeros((1, n, n));
+        cpu.fbp(
+            sino.slice(s![0..1, .., ..]),
+            &geom,
+            &grid,
+            &FilterSpec::default(),
+            interp,
+            o.view_mut(),
+        )
+        .unwrap();
+        o.index_axis(ndarray::Axis(0), 0).to_owned()
+    };
+    let cpu_lin = cpu_fbp(Interpolation::Linear);
+    let cpu_near = cpu_fbp(Interpolation::Nearest);
+    let e_lin = nrmse(cpu_lin.view(), truth.view(), Some(&mask)).unwrap();
+    let e_near = nrmse(cpu_near.view(), truth.view(), Some(&mask)).unwrap();
+    eprintln!("CPU FBP NRMSE linear {e_lin:.5}, nearest {e_near:.5}");
     let mut nearest_f32 = None;
     for (choice, interp) in [
         (KernelChoice::Auto, Interpolation::Linear),
@@ -222,6 +228,11 @@ fn fbp_shepp_logan_512() {
                 out.view_mut(),
             )
             .unwrap();
+            let cpu_img = if interp == Interpolation::Linear {
+                &cpu_lin
+            } else {
+                &cpu_near
+            };
             for z in 0..3 {
                 let img = out.index_axis(ndarray::Axis(0), z);
                 let e = nrmse(img, truth.view(), Some(&mask)).unwrap();
@@ -232,20 +243,26 @@ fn fbp_shepp_logan_512() {
                 eprintln!(
                     "{choice:?} {interp} {variant} slice {z}: NRMSE {e:.5}, vs CPU FBP {d:.2e}"
                 );
-                assert!(e <= 0.016, "NRMSE {e}");
                 if interp == Interpolation::Linear {
+                    // The bound (the CPU and ASTRA reach about 0.0153-0.0159).
+                    assert!(e <= 0.016, "NRMSE {e}");
                     assert!(d < 1e-3, "GPU vs CPU FBP {d}");
+                } else {
+                    // Nearest is worse by nature; it must match the CPU's nearest FBP.
+                    assert!(e <= e_near + 1e-3, "NRMSE {e} vs CPU nearest {e_near}");
                 }
             }
             if interp == Interpolation::Nearest {
                 let img = out.index_axis(ndarray::Axis(0), 0).to_owned();
-                match (&nearest_f32, choice) {
-                    (None, _) => nearest_f32 = Some(img),
-                    (Some(f), _) => {
+                match &nearest_f32 {
+                    None => nearest_f32 = Some(img),
+                    Some(f) => {
                         // The seeds' half-float figure: gray values within 1% of the range.
                         let (lo, hi) = f
                             .iter()
-                            .fold((f32::MAX, f32::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+                            .fold((f32::MAX, f32::MIN), |(l, h): (f32, f32), &v| {
+                                (l.min(v), h.max(v))
+                            });
                         let m = img
                             .iter()
                             .zip(f.iter())
