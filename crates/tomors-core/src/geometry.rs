@@ -160,19 +160,6 @@ impl ParallelGeometry {
             .collect()
     }
 
-    /// Whether the angles cover a full turn (a 360° scan): the angular range
-    /// spanned is more than π plus one angular step.
-    pub fn is_full_turn(&self) -> bool {
-        let (lo, hi) = self
-            .angles
-            .iter()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &a| {
-                (l.min(a), h.max(a))
-            });
-        let step = (hi - lo) / (self.angles.len() - 1) as f32;
-        hi - lo > std::f32::consts::PI + 0.5 * step
-    }
-
     /// The weight every projection gets in filtered back projection so that
     /// the reconstruction has the object's values: π / N. With N angles spread
     /// evenly over k half-turns, each ray is measured k times at an angular
