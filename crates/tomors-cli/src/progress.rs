@@ -29,3 +29,18 @@ pub fn bar(total: u64, message: &str, unit: &str) -> ProgressBar {
     bar.set_message(message.to_string());
     bar
 }
+
+/// A spinner for work of unknown length; hidden when quiet.
+pub fn spinner(message: &str) -> ProgressBar {
+    if QUIET.load(Ordering::Relaxed) {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed_precise}")
+            .expect("the template is valid"),
+    );
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+    bar
+}

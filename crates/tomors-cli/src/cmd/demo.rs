@@ -50,7 +50,9 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let backend = make_backend(&args.backend)?;
 
     let t = Instant::now();
+    let spinner = progress::spinner("projecting the phantom");
     let data = make_phantom(n, n_angles, std::f32::consts::PI, n)?;
+    spinner.finish_and_clear();
     let t_phantom = t.elapsed().as_secs_f64();
     let geometry = &data.geometry;
     let grid = SliceGrid::for_geometry(geometry);

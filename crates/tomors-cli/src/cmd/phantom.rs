@@ -99,12 +99,14 @@ pub fn run(args: PhantomArgs) -> Result<()> {
     }
     let n_angles = args.angles.unwrap_or_else(|| default_angles(args.size));
     let t = Instant::now();
+    let spinner = crate::progress::spinner("projecting the phantom");
     let mut data = make_phantom(
         args.size,
         n_angles,
         args.angle_range.to_radians(),
         args.rows,
     )?;
+    spinner.finish_and_clear();
     tracing::info!(
         "projected {} angles × {} rows × {} bins in {:.2} s",
         n_angles,
