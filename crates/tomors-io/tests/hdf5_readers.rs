@@ -374,3 +374,50 @@ fn unsupported_dtype_is_reported() {
     let e = open(&path, &OpenOptions::default()).err().unwrap();
     assert!(matches!(e, IoError::Unsupported { .. }), "{e}");
 }
+
+#[test]
+fn a_filter_without_its_plugin_is_named() {
+    // HDF5 refuses to write with an unregistered filter, so the file is made
+    // with deflate in the earliest format (version-1 object headers, no
+    // checksums; version-1 filter pipeline message: id, name length, flags,
+    // number of values, then the name "deflate") and the filter id is patched
+    // to 32008, bitshuffle's: the file then needs a plugin that is not
+    // installed.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bshuf.h5");
+    {
+        let f = hdf5::File::with_options()
+            .with_fapl(|p| p.libver_earliest())
+            .create(&path)
+            .unwrap();
+        let g = f.create_group("exchange").unwrap();
+        g.new_dataset_builder()
+            .chunk((1, 2, 4))
+            .deflate(4)
+            .with_data(&Array3::<u16>::zeros((3, 2, 4)))
+            .create("data")
+            .unwrap();
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    let name = bytes
+        .windows(8)
+        .position(|w| w == b"deflate\0")
+        .expect("the pipeline message names the filter");
+    assert_eq!(
+        &bytes[name - 8..name - 6],
+        &[1, 0],
+        "deflate's id precedes its name"
+    );
+    bytes[name - 8..name - 6].copy_from_slice(&32008u16.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(!tomors_io::hdf5::filters::Filter::user(32008, &[]).is_available());
+    let e = open(&path, &OpenOptions::default())
+        .err()
+        .expect("missing filter must fail");
+    assert!(matches!(e, IoError::MissingFilter { .. }), "{e}");
+    let m = e.to_string();
+    assert!(
+        m.contains("bitshuffle") && m.contains("bshuf.h5") && m.contains("HDF5_PLUGIN_PATH"),
+        "{m}"
+    );
+}

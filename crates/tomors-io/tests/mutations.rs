@@ -1,0 +1,190 @@
+//! Readers on mutated files (a small in-test fuzzer): random byte changes
+//! and truncations of valid HDF5 (DXchange and NXtomo), TIFF and `.npy`
+//! files. Every outcome is either data or an error naming the file, never a
+//! panic. Seeded, so failures reproduce; `TOMORS_MUTATIONS=N` runs N cases
+//! per file instead of the default.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use ndarray::{Array1, Array2, Array3};
+use rand::{Rng, SeedableRng};
+use tomors_io::tiffio::{write_image, TiffDepth};
+use tomors_io::writer::write_volume;
+use tomors_io::{open, OpenOptions, Preprocess, VolumeFormat, VolumeMeta};
+
+fn cases() -> usize {
+    std::env::var("TOMORS_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(150)
+}
+
+/// Opens and reads everything; returns whether it succeeded. Panics only if
+/// the reader panics or returns an error that does not name the file.
+fn exercise(path: &Path) -> bool {
+    let r = open(path, &OpenOptions::default()).and_then(|s| {
+        let [_, rows, _] = s.shape();
+        if rows == 0 || rows > 1 << 16 {
+            return Ok(());
+        }
+        s.read_raw(0..rows)?;
+        s.read_rows(0..1, &Preprocess::default()).map(|_| ())
+    });
+    match r {
+        Ok(()) => true,
+        Err(e) => {
+            let m = e.to_string();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            assert!(m.contains(&name), "error without the file name: {m}");
+            assert!(!m.contains('\n'), "multi-line error: {m}");
+            false
+        }
+    }
+}
+
+fn mutate(src: &[u8], rng: &mut rand::rngs::StdRng) -> Vec<u8> {
+    let mut b = src.to_vec();
+    match rng.gen_range(0..4) {
+        0 => {
+            let cut = rng.gen_range(0..b.len());
+            b.truncate(cut);
+        }
+        1 => {
+            for _ in 0..rng.gen_range(1..8) {
+                let i = rng.gen_range(0..b.len());
+                b[i] = rng.gen();
+            }
+        }
+        2 => {
+            // Damage the first kilobyte (headers, superblocks, IFDs).
+            let n = b.len().min(1024);
+            for _ in 0..rng.gen_range(1..4) {
+                let i = rng.gen_range(0..n);
+                b[i] ^= 1 << rng.gen_range(0..8);
+            }
+        }
+        _ => {
+            let i = rng.gen_range(0..b.len());
+            let n = rng.gen_range(1..64).min(b.len() - i);
+            for v in &mut b[i..i + n] {
+                *v = 0xFF;
+            }
+        }
+    }
+    b
+}
+
+fn fuzz(original: &Path, ext: &str, seed: u64) {
+    let bytes = std::fs::read(original).unwrap();
+    assert!(exercise(original), "the unmutated file must read");
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut ok = 0;
+    for k in 0..cases() {
+        let p: PathBuf = dir.path().join(format!("m{k}.{ext}"));
+        std::fs::write(&p, mutate(&bytes, &mut rng)).unwrap();
+        if exercise(&p) {
+            ok += 1;
+        }
+        let _ = std::fs::remove_file(&p);
+    }
+    eprintln!("{ext}: {ok} of {} mutated files still read", cases());
+}
+
+#[test]
+fn mutated_npy_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("v.npy");
+    let v = Array3::from_shape_fn((6, 3, 8), |(a, r, c)| (a + r * c) as f32);
+    write_volume(&p, VolumeFormat::Npy, v.view(), &VolumeMeta::default()).unwrap();
+    fuzz(&p, "npy", 1);
+}
+
+#[test]
+fn mutated_tiff_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("i.tif");
+    write_image(
+        &p,
+        Array2::from_shape_fn((9, 7), |(i, j)| (i * j) as f32).view(),
+        TiffDepth::F32,
+    )
+    .unwrap();
+    fuzz(&p, "tif", 2);
+    let p16 = dir.path().join("i16.tif");
+    write_image(
+        &p16,
+        Array2::from_shape_fn((9, 7), |(i, j)| (i * j) as f32).view(),
+        TiffDepth::U16 { lo: 0.0, hi: 100.0 },
+    )
+    .unwrap();
+    fuzz(&p16, "tif", 3);
+}
+
+#[test]
+fn mutated_hdf5_files() {
+    let dir = tempfile::tempdir().unwrap();
+    // A small DXchange file.
+    let dx = dir.path().join("dx.h5");
+    {
+        let f = hdf5::File::create(&dx).unwrap();
+        let g = f.create_group("exchange").unwrap();
+        g.new_dataset_builder()
+            .with_data(&Array3::<u16>::from_elem((8, 2, 6), 500))
+            .create("data")
+            .unwrap();
+        g.new_dataset_builder()
+            .with_data(&Array3::<u16>::from_elem((2, 2, 6), 900))
+            .create("data_white")
+            .unwrap();
+        g.new_dataset_builder()
+            .with_data(&Array3::<u16>::from_elem((2, 2, 6), 10))
+            .create("data_dark")
+            .unwrap();
+        g.new_dataset_builder()
+            .with_data(&Array1::from(
+                (0..8).map(|i| i as f64 * 22.5).collect::<Vec<_>>(),
+            ))
+            .create("theta")
+            .unwrap();
+    }
+    fuzz(&dx, "h5", 4);
+    // A small NXtomo file (chunked, compressed frames).
+    let nx = dir.path().join("nx.h5");
+    {
+        let f = hdf5::File::create(&nx).unwrap();
+        let d = f.create_group("entry/instrument/detector").unwrap();
+        d.new_dataset_builder()
+            .deflate(4)
+            .chunk((1, 2, 6))
+            .with_data(&Array3::<f32>::from_shape_fn((10, 2, 6), |(i, r, c)| {
+                (i + r + c) as f32 + 1.0
+            }))
+            .create("data")
+            .unwrap();
+        d.new_dataset_builder()
+            .with_data(&Array1::from(vec![2u8, 1, 0, 0, 0, 0, 0, 0, 0, 1]))
+            .create("image_key")
+            .unwrap();
+        f.create_group("entry/sample")
+            .unwrap()
+            .new_dataset_builder()
+            .with_data(&Array1::from(
+                (0..10).map(|i| i as f32 * 20.0).collect::<Vec<_>>(),
+            ))
+            .create("rotation_angle")
+            .unwrap();
+    }
+    fuzz(&nx, "h5", 5);
+    // The real tooth file, fewer cases (it is 1 MB).
+    let bytes = std::fs::read(common::tooth()).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+    for k in 0..(cases() / 5).max(5) {
+        let p = dir.path().join(format!("tooth{k}.h5"));
+        std::fs::write(&p, mutate(&bytes, &mut rng)).unwrap();
+        exercise(&p);
+        let _ = std::fs::remove_file(&p);
+    }
+}
