@@ -20,6 +20,8 @@ pub struct CudaOptions {
     pub fft: FftVariant,
     /// Slices per pipeline slab (0 = automatic, about 1.5 GB of device memory).
     pub slab: usize,
+    /// Texture storage.
+    pub storage: crate::engine::TexStorage,
 }
 
 /// The CUDA backend on one device.
@@ -41,6 +43,7 @@ impl CudaBackend {
         let mut engine = Engine::new(ordinal)?;
         engine.fft_variant = options.fft;
         engine.slab_override = options.slab;
+        engine.tex_storage = options.storage;
         let name = format!("cuda:{} {}", ordinal, engine.ctx.name);
         Ok(Self {
             engine: Mutex::new(engine),
@@ -57,6 +60,14 @@ impl CudaBackend {
     /// Changes the kernel.
     pub fn set_kernel(&mut self, kernel: KernelChoice) {
         self.options.kernel = kernel;
+    }
+
+    /// Changes the texture storage.
+    pub fn set_storage(&mut self, storage: crate::engine::TexStorage) {
+        self.options.storage = storage;
+        if let Ok(mut e) = self.engine.lock() {
+            e.tex_storage = storage;
+        }
     }
 
     /// Changes the FFT variant.

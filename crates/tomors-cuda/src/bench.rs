@@ -12,7 +12,7 @@ use tomors_core::geometry::uniform_angles;
 use tomors_core::{Backend, FilterSpec, Interpolation, ParallelGeometry, SliceGrid};
 
 use crate::backend::{CudaBackend, CudaOptions, MultiCudaBackend};
-use crate::engine::{median, BpJob, PipelineStats};
+use crate::engine::{median, BpJob, PipelineStats, TexStorage};
 use crate::error::Result;
 use crate::fft::FftVariant;
 use crate::kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
@@ -176,7 +176,7 @@ fn measure(
 pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
     let be = CudaBackend::new(cfg.device)?;
     let mut rep = BenchReport {
-        device: be.name(),
+        device: format!("{} (texture storage {:?})", be.name(), be.options().storage),
         ..Default::default()
     };
     let interps = [Interpolation::Linear, Interpolation::Nearest];
@@ -231,6 +231,32 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
         }
     }
     be.lock()?.standard_map = crate::kernels::DEFAULT_STANDARD_MAP;
+    // The other texture storage (pitch-linear memory instead of CUDA arrays).
+    let default_storage = be.lock()?.tex_storage;
+    let other = match default_storage {
+        TexStorage::Array => TexStorage::Pitch,
+        TexStorage::Pitch => TexStorage::Array,
+    };
+    be.lock()?.tex_storage = other;
+    for c in BpConfig::ALL.into_iter().filter(|_| n > 0) {
+        let interp = if c.mode == SliceMode::Half4 {
+            Interpolation::Nearest
+        } else {
+            Interpolation::Linear
+        };
+        let mut row = measure(&be, c, interp, n, cfg.slices, cfg.reps, &data)?;
+        row.kernel = format!("{}[{other:?}]", row.kernel);
+        eprintln!(
+            "  {:<20} {:<8} {:>6} {:>8.3} ms {:>9.1} GU/s",
+            row.kernel,
+            interp.to_string(),
+            n,
+            row.ms,
+            row.gups
+        );
+        rep.main.push(row);
+    }
+    be.lock()?.tex_storage = default_storage;
     drop(data);
     // Size sweep with the headline configurations.
     let sweep_cfgs = [

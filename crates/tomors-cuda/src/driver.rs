@@ -792,3 +792,150 @@ impl Drop for Texture {
         }
     }
 }
+
+/// A 2D CUDA array (block-linear texture storage; destroyed on drop).
+pub struct Array2d {
+    raw: sys::CUarray,
+    /// Texels per row.
+    pub width: usize,
+    /// Rows.
+    pub height: usize,
+    /// Texel format.
+    pub format: TexFormat,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: array handles may be used from any thread with the context current.
+unsafe impl Send for Array2d {}
+// SAFETY: as above.
+unsafe impl Sync for Array2d {}
+
+fn format_parts(format: TexFormat) -> (sys::CUarray_format, u32, u32, usize) {
+    match format {
+        TexFormat::Float1 => (sys::CUarray_format::CU_AD_FORMAT_FLOAT, 1, 0, 4),
+        TexFormat::Float2 => (sys::CUarray_format::CU_AD_FORMAT_FLOAT, 2, 0, 8),
+        TexFormat::Uint2 => (
+            sys::CUarray_format::CU_AD_FORMAT_UNSIGNED_INT32,
+            2,
+            sys::CU_TRSF_READ_AS_INTEGER,
+            8,
+        ),
+    }
+}
+
+impl Array2d {
+    /// Allocates a `width × height` array of `format` texels.
+    pub fn new(ctx: &Arc<Context>, width: usize, height: usize, format: TexFormat) -> Result<Self> {
+        ctx.bind()?;
+        let (fmt, channels, _, _) = format_parts(format);
+        let desc = sys::CUDA_ARRAY_DESCRIPTOR {
+            Width: width,
+            Height: height,
+            Format: fmt,
+            NumChannels: channels,
+        };
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: fully initialised descriptor, out-parameter.
+        check(
+            unsafe { sys::cuArrayCreate_v2(&mut raw, &desc) },
+            &format!("cuArrayCreate ({width}×{height} {format:?})"),
+        )?;
+        Ok(Self {
+            raw,
+            width,
+            height,
+            format,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// Copies `height` rows of `width` texels from pitched device memory on `stream`.
+    pub fn copy_from_device(
+        &self,
+        src: sys::CUdeviceptr,
+        pitch_bytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        let tb = format_parts(self.format).3;
+        let m = sys::CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: src,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: pitch_bytes,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_ARRAY,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: 0,
+            dstArray: self.raw,
+            dstPitch: 0,
+            WidthInBytes: self.width * tb,
+            Height: self.height,
+        };
+        // SAFETY: every field written; the source holds height rows of pitch bytes.
+        check(
+            unsafe { sys::cuMemcpy2DAsync_v2(&m, stream.raw) },
+            "cuMemcpy2DAsync (pitched → array)",
+        )
+    }
+}
+
+impl Drop for Array2d {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: created by cuArrayCreate.
+            unsafe {
+                let _ = sys::cuArrayDestroy(self.raw);
+            }
+        }
+    }
+}
+
+impl Texture {
+    /// A texture over a CUDA array; border addressing, unnormalised coordinates.
+    pub fn array(ctx: &Arc<Context>, array: &Array2d, filter: TexFilter) -> Result<Self> {
+        ctx.bind()?;
+        let (_, _, flags, _) = format_parts(array.format);
+        let mut res = sys::CUDA_RESOURCE_DESC {
+            resType: sys::CUresourcetype::CU_RESOURCE_TYPE_ARRAY,
+            res: sys::CUDA_RESOURCE_DESC_st__bindgen_ty_1 {
+                reserved: sys::CUDA_RESOURCE_DESC_st__bindgen_ty_1__bindgen_ty_5 {
+                    reserved: [0; 32],
+                },
+            },
+            flags: 0,
+        };
+        res.res.array =
+            sys::CUDA_RESOURCE_DESC_st__bindgen_ty_1__bindgen_ty_1 { hArray: array.raw };
+        let mode = sys::CUaddress_mode::CU_TR_ADDRESS_MODE_BORDER;
+        let fm = match filter {
+            TexFilter::Point => sys::CUfilter_mode::CU_TR_FILTER_MODE_POINT,
+            TexFilter::Linear => sys::CUfilter_mode::CU_TR_FILTER_MODE_LINEAR,
+        };
+        let tex = sys::CUDA_TEXTURE_DESC {
+            addressMode: [mode, mode, mode],
+            filterMode: fm,
+            flags,
+            maxAnisotropy: 0,
+            mipmapFilterMode: sys::CUfilter_mode::CU_TR_FILTER_MODE_POINT,
+            mipmapLevelBias: 0.0,
+            minMipmapLevelClamp: 0.0,
+            maxMipmapLevelClamp: 0.0,
+            borderColor: [0.0; 4],
+            reserved: [0; 12],
+        };
+        let mut raw = 0;
+        // SAFETY: fully initialised descriptors; no resource view.
+        check(
+            unsafe { sys::cuTexObjectCreate(&mut raw, &res, &tex, std::ptr::null()) },
+            &format!("cuTexObjectCreate (array {}×{})", array.width, array.height),
+        )?;
+        Ok(Self {
+            raw,
+            ctx: ctx.clone(),
+        })
+    }
+}

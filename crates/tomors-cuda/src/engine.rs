@@ -13,8 +13,8 @@ use tomors_core::{FilterSpec, Interpolation, Padding, ParallelGeometry, SliceGri
 
 use crate::compile::{cubin_cached, fnv1a64};
 use crate::driver::{
-    launch, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream, TexFilter,
-    TexFormat, Texture,
+    launch, Array2d, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream,
+    TexFilter, TexFormat, Texture,
 };
 use crate::error::{CudaError, Result};
 use crate::fft::{cufft_available, FftVariant, Plan, PlanKind};
@@ -88,8 +88,20 @@ struct BpModule {
     consts_hash: Option<u64>,
 }
 
+/// Where the texels live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum TexStorage {
+    /// Pitch-linear device memory (row-major), written directly by the packing kernel.
+    Pitch,
+    /// CUDA arrays (block-linear: 2D tiles share cache lines), filled by a
+    /// device-to-array copy after packing.
+    #[default]
+    Array,
+}
+
 #[derive(Clone, Copy, PartialEq)]
 struct TexKey {
+    storage: TexStorage,
     ptr: u64,
     width: usize,
     height: usize,
@@ -173,7 +185,10 @@ pub(crate) struct Engine {
     resp_key: Option<(u64, usize)>,
     gconst: Option<DeviceBuffer>,
     textures: Vec<Texture>,
+    arrays: Vec<Array2d>,
     tex_key: Option<TexKey>,
+    /// Texture storage (pitch-linear memory or CUDA arrays).
+    pub tex_storage: TexStorage,
     pin_in: [Option<PinnedBuffer>; 2],
     pin_out: [Option<PinnedBuffer>; 2],
     pub fft_variant: FftVariant,
@@ -227,7 +242,9 @@ impl Engine {
             resp_key: None,
             gconst: None,
             textures: Vec::new(),
+            arrays: Vec::new(),
             tex_key: None,
+            tex_storage: TexStorage::default(),
             pin_in: [None, None],
             pin_out: [None, None],
             fft_variant: FftVariant::default(),
@@ -242,6 +259,7 @@ impl Engine {
     /// Releases every cached buffer (after an out-of-memory error).
     pub fn free_buffers(&mut self) {
         self.textures.clear();
+        self.arrays.clear();
         self.tex_key = None;
         self.raw = [None, None];
         self.out = [None, None];
@@ -516,6 +534,7 @@ impl Engine {
             (Interpolation::Linear, _) => TexFilter::Linear,
         };
         let key = TexKey {
+            storage: self.tex_storage,
             ptr: tex,
             width: n,
             height: na,
@@ -524,26 +543,36 @@ impl Engine {
             mode,
             filter,
         };
+        let fmt = match mode {
+            SliceMode::F32 => TexFormat::Float1,
+            SliceMode::Float2 => TexFormat::Float2,
+            SliceMode::Half4 => TexFormat::Uint2,
+        };
+        let tb = mode.texel_bytes();
         if self.tex_key != Some(key) || self.textures.len() < lay.groups {
             // Kernels queued earlier may still read the old textures.
             self.comp.synchronize()?;
             self.textures.clear();
-            let fmt = match mode {
-                SliceMode::F32 => TexFormat::Float1,
-                SliceMode::Float2 => TexFormat::Float2,
-                SliceMode::Half4 => TexFormat::Uint2,
-            };
-            let tb = mode.texel_bytes();
+            self.arrays.clear();
             for g in 0..lay.groups {
-                self.textures.push(Texture::pitch2d(
-                    &self.ctx,
-                    tex + (g * lay.plane * tb) as u64,
-                    n,
-                    na,
-                    lay.pitch * tb,
-                    fmt,
-                    filter,
-                )?);
+                let t = match self.tex_storage {
+                    TexStorage::Pitch => Texture::pitch2d(
+                        &self.ctx,
+                        tex + (g * lay.plane * tb) as u64,
+                        n,
+                        na,
+                        lay.pitch * tb,
+                        fmt,
+                        filter,
+                    )?,
+                    TexStorage::Array => {
+                        let a = Array2d::new(&self.ctx, n, na, fmt)?;
+                        let t = Texture::array(&self.ctx, &a, filter)?;
+                        self.arrays.push(a);
+                        t
+                    }
+                };
+                self.textures.push(t);
             }
             let handles: Vec<u64> = self.textures.iter().map(|t| t.raw).collect();
             ensure(
@@ -557,6 +586,15 @@ impl Engine {
                 .expect("allocated")
                 .upload(&handles)?;
             self.tex_key = Some(key);
+        }
+        if self.tex_storage == TexStorage::Array {
+            for (g, a) in self.arrays.iter().take(lay.groups).enumerate() {
+                a.copy_from_device(
+                    tex + (g * lay.plane * tb) as u64,
+                    lay.pitch * tb,
+                    &self.comp,
+                )?;
+            }
         }
         Ok(self.texs_dev.as_ref().expect("allocated").ptr())
     }

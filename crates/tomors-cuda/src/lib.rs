@@ -33,7 +33,7 @@ pub mod kernels;
 pub mod model;
 
 pub use backend::{CudaBackend, CudaOptions, MultiCudaBackend};
-pub use engine::PipelineStats;
+pub use engine::{PipelineStats, TexStorage};
 pub use error::{CudaError, Result};
 pub use fft::FftVariant;
 pub use kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};

@@ -19,6 +19,7 @@ use tomors_core::{
 use tomors_cuda::model::{backproject_model, WeightModel};
 use tomors_cuda::{
     BpConfig, CudaBackend, CudaOptions, FftVariant, KernelChoice, MultiCudaBackend, SliceMode,
+    TexStorage,
 };
 
 fn poisoned(k: usize, ny: usize, nx: usize) -> Array3<f32> {
@@ -41,7 +42,11 @@ fn every_kernel_matches_model_and_reference() {
     let grid = SliceGrid::new(70, 50).unwrap();
     let sino = Array3::from_shape_vec((k, na, nb), random(k * na * nb, seed)).unwrap();
     let mut failures = Vec::new();
-    for cfg in BpConfig::ALL {
+    for (cfg, storage) in BpConfig::ALL
+        .into_iter()
+        .flat_map(|c| [(c, TexStorage::Array), (c, TexStorage::Pitch)])
+    {
+        be.set_storage(storage);
         for interp in [Interpolation::Linear, Interpolation::Nearest] {
             if !cfg.supports(interp) {
                 let mut out = poisoned(k, 50, 70);
@@ -110,7 +115,7 @@ fn every_kernel_matches_model_and_reference() {
                 );
             }
             eprintln!(
-                "{cfg:<20} {interp:<8} vs reference {:.2e}; vs model {:.2e} (truncated weights {:.2e}); \
+                "{cfg:<20} {storage:?} {interp:<8} vs reference {:.2e}; vs model {:.2e} (truncated weights {:.2e}); \
                  half: max diff / gray range {:.2e}; non-tie differences {}",
                 worst.0, worst.1, worst.2, worst.3, worst.4
             );
@@ -127,7 +132,7 @@ fn every_kernel_matches_model_and_reference() {
                 (Interpolation::Nearest, false) => worst.4 == 0,
             };
             if !(model_ok && ref_ok) {
-                failures.push(format!("{cfg} {interp}: {worst:?}"));
+                failures.push(format!("{cfg} {storage:?} {interp}: {worst:?}"));
             }
         }
     }
@@ -301,8 +306,8 @@ fn pipeline_over_many_slabs_equals_single_slabs() {
         };
         let opts = CudaOptions {
             kernel: kernel.parse().unwrap(),
-            fft: FftVariant::default(),
             slab: 4,
+            ..CudaOptions::default()
         };
         let be = CudaBackend::with_options(0, opts).unwrap();
         let mut out = poisoned(k, 40, 40);
