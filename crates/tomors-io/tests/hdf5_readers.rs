@@ -421,3 +421,98 @@ fn a_filter_without_its_plugin_is_named() {
         "{m}"
     );
 }
+
+#[test]
+fn nxtomo_with_a_virtual_dataset_over_two_files() {
+    // Diamond-style: the detector data are a virtual dataset whose frames
+    // live in two other files (named relative to the virtual file).
+    let dir = tempfile::tempdir().unwrap();
+    let keys = [1, 0, 0, 0, 0, 0, 0, 1];
+    let frames = frames_for(&keys, 3, 5);
+    for (name, part) in [("part_a.h5", 0..4), ("part_b.h5", 4..8)] {
+        let f = hdf5::File::create(dir.path().join(name)).unwrap();
+        f.new_dataset_builder()
+            .with_data(&frames.slice(s![part, .., ..]).to_owned())
+            .create("frames")
+            .unwrap();
+    }
+    let main = dir.path().join("vds.h5");
+    {
+        let f = hdf5::File::create(&main).unwrap();
+        let det = f.create_group("entry/instrument/detector").unwrap();
+        det.new_dataset::<u16>()
+            .shape((8, 3, 5))
+            .with_dcpl(|p| {
+                p.virtual_map(
+                    "part_a.h5",
+                    "/frames",
+                    (4, 3, 5),
+                    (.., .., ..),
+                    (8, 3, 5),
+                    (0..4, .., ..),
+                )
+                .virtual_map(
+                    "part_b.h5",
+                    "/frames",
+                    (4, 3, 5),
+                    (.., .., ..),
+                    (8, 3, 5),
+                    (4..8, .., ..),
+                )
+            })
+            .create("data")
+            .unwrap();
+        det.new_dataset_builder()
+            .with_data(&Array1::from(keys.to_vec()))
+            .create("image_key")
+            .unwrap();
+    }
+    let src = open(&main, &OpenOptions::default()).unwrap();
+    assert_eq!(src.shape(), [6, 3, 5]);
+    let raw = src.read_raw(0..3).unwrap();
+    for p in 0..6 {
+        // Projections 100, 101, ... (+ row): frames 1..7 across both files.
+        assert_eq!(
+            raw.projections[[p, 2, 1]],
+            100.0 + p as f32 + 2.0,
+            "projection {p}"
+        );
+    }
+    assert_eq!(raw.flats[0].frames[[0, 0, 0]], 1010.0);
+    assert_eq!(raw.flats[1].frames[[0, 0, 0]], 1020.0);
+    // HDF5 reads a missing source as fill values; tomors refuses.
+    std::fs::remove_file(dir.path().join("part_b.h5")).unwrap();
+    let e = open(&main, &OpenOptions::default())
+        .err()
+        .expect("missing source must fail");
+    assert!(e.to_string().contains("part_b.h5 is missing"), "{e}");
+}
+
+#[test]
+fn tiff_32_bit_integers_read_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = dir.path().join("s");
+    std::fs::create_dir(&stack).unwrap();
+    for k in 0..3u32 {
+        let f = std::fs::File::create(stack.join(format!("{k}.tif"))).unwrap();
+        let mut e = tiff::encoder::TiffEncoder::new(f).unwrap();
+        let u: Vec<u32> = (0..12).map(|i| 1_000_000 * k + i).collect();
+        e.write_image::<tiff::encoder::colortype::Gray32>(4, 3, &u)
+            .unwrap();
+    }
+    let src = open(&stack, &OpenOptions::default()).unwrap();
+    let p = src.read_raw(0..3).unwrap().projections;
+    assert_eq!(p[[2, 2, 3]], 2_000_011.0);
+    let f = std::fs::File::create(stack.join("3.tif")).unwrap();
+    let mut e = tiff::encoder::TiffEncoder::new(f).unwrap();
+    let i: Vec<i32> = (0..12).map(|i| -i).collect();
+    e.write_image::<tiff::encoder::colortype::GrayI32>(4, 3, &i)
+        .unwrap();
+    drop(e);
+    let p = open(&stack, &OpenOptions::default())
+        .unwrap()
+        .read_raw(0..3)
+        .unwrap()
+        .projections;
+    assert_eq!(p[[3, 2, 3]], -11.0);
+}
