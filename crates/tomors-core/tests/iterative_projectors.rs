@@ -376,3 +376,37 @@ fn bad_shapes_and_indices_are_errors() {
         ProjectorKind::Line
     );
 }
+
+#[test]
+fn stack_projections_are_adjoint_and_match_single_slices() {
+    // 11 slices: more than one group of the multi-slice transpose.
+    let (geometry, grid) = awkward_cases().remove(0);
+    let ns = 11;
+    let mut rng = StdRng::seed_from_u64(21);
+    let angles: Vec<usize> = (0..geometry.n_angles()).filter(|a| a % 4 != 2).collect();
+    for kind in [ProjectorKind::Joseph, ProjectorKind::Line] {
+        let p = projector::<f64>(kind, &geometry, &grid, None).unwrap();
+        let x =
+            ndarray::Array3::from_shape_fn((ns, grid.ny, grid.nx), |_| rng.gen_range(-1.0..1.0));
+        let y = ndarray::Array3::from_shape_fn((ns, angles.len(), geometry.n_bins()), |_| {
+            rng.gen_range(-1.0..1.0)
+        });
+        let mut ax = ndarray::Array3::zeros(y.dim());
+        let mut aty = ndarray::Array3::zeros(x.dim());
+        p.forward(x.view(), &angles, ax.view_mut()).unwrap();
+        p.back(y.view(), &angles, aty.view_mut()).unwrap();
+        let lhs = (&ax * &y).sum();
+        let rhs = (&x * &aty).sum();
+        let e = (lhs - rhs).abs() / ((&ax * &ax).sum().sqrt() * (&y * &y).sum().sqrt());
+        assert!(e <= 1e-6, "{kind:?}: {e}");
+        for z in [0, 7, 10] {
+            let mut b1 = Array2::zeros((grid.ny, grid.nx));
+            p.back_slice(y.index_axis(Axis(0), z), &angles, b1.view_mut())
+                .unwrap();
+            let d = (&b1 - &aty.index_axis(Axis(0), z))
+                .iter()
+                .fold(0.0f64, |m, v| m.max(v.abs()));
+            assert!(d < 1e-12, "{kind:?} slice {z}: {d}");
+        }
+    }
+}

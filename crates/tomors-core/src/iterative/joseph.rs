@@ -14,7 +14,10 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-use super::operator::{back_by_rays, forward_by_rays, Projector, RayGeometry, Region, Tracer};
+use super::operator::{
+    back_by_rays, back_stack_by_rays, check_angles, check_dim3, floor_i64, forward_by_rays,
+    forward_stack_by_rays, Projector, RayGeometry, Region, Tracer,
+};
 use super::real::Real;
 use crate::error::Result;
 use crate::geometry::{ParallelGeometry, SliceGrid};
@@ -71,8 +74,8 @@ fn step_range(
     let t1 = (below - c0) / dc;
     let t2 = (above - c0) / dc;
     let (a, b) = if t1 < t2 { (t1, t2) } else { (t2, t1) };
-    let lo = (a.floor() - 1.0).max(first as f64).min(end as f64) as usize;
-    let hi = (b.ceil() + 2.0).max(first as f64).min(end as f64) as usize;
+    let lo = (a - 2.0).max(first as f64).min(end as f64) as usize;
+    let hi = (b + 2.0).max(first as f64).min(end as f64) as usize;
     (lo, hi.max(lo))
 }
 
@@ -95,9 +98,8 @@ impl Tracer for JosephProjector {
             let (lo, hi) = step_range(r_at0, dr, r0 as f64 - 1.0, r1 as f64, c0, c1);
             for ix in lo..hi {
                 let r = r_at0 + ix as f64 * dr;
-                let f = r.floor();
-                let w1 = r - f;
-                let i0 = f as i64;
+                let i0 = floor_i64(r);
+                let w1 = r - i0 as f64;
                 let col = ix - c0;
                 if i0 >= r0 as i64 && i0 < r1 as i64 && w1 < 1.0 {
                     visit((i0 as usize - r0) * nxr + col, len * (1.0 - w1));
@@ -116,9 +118,8 @@ impl Tracer for JosephProjector {
             let (lo, hi) = step_range(q_at0, dq, c0 as f64 - 1.0, c1 as f64, r0, r1);
             for iy in lo..hi {
                 let q = q_at0 + iy as f64 * dq;
-                let f = q.floor();
-                let w1 = q - f;
-                let j0 = f as i64;
+                let j0 = floor_i64(q);
+                let w1 = q - j0 as f64;
                 let row = (iy - r0) * nxr;
                 if j0 >= c0 as i64 && j0 < c1 as i64 && w1 < 1.0 {
                     visit(row + (j0 as usize - c0), len * (1.0 - w1));
@@ -170,6 +171,38 @@ macro_rules! matched_ray_projector {
                 self.g
                     .check_slice_shapes(out.dim(), sinogram.dim(), angles)?;
                 back_by_rays(sinogram, angles, out, self);
+                Ok(())
+            }
+            fn forward(
+                &self,
+                volume: ndarray::ArrayView3<'_, T>,
+                angles: &[usize],
+                out: ndarray::ArrayViewMut3<'_, T>,
+            ) -> Result<()> {
+                let (ny, nx) = self.g.region.dim();
+                let ns = volume.len_of(ndarray::Axis(0));
+                check_dim3("volume", volume.dim(), (ns, ny, nx))?;
+                check_dim3("sinograms", out.dim(), (ns, angles.len(), self.g.n_bins))?;
+                check_angles(angles, self.g.projs.len())?;
+                forward_stack_by_rays(volume, angles, out, self);
+                Ok(())
+            }
+            fn back(
+                &self,
+                sinograms: ndarray::ArrayView3<'_, T>,
+                angles: &[usize],
+                out: ndarray::ArrayViewMut3<'_, T>,
+            ) -> Result<()> {
+                let (ny, nx) = self.g.region.dim();
+                let ns = sinograms.len_of(ndarray::Axis(0));
+                check_dim3(
+                    "sinograms",
+                    sinograms.dim(),
+                    (ns, angles.len(), self.g.n_bins),
+                )?;
+                check_dim3("volume", out.dim(), (ns, ny, nx))?;
+                check_angles(angles, self.g.projs.len())?;
+                back_stack_by_rays(sinograms, angles, out, self);
                 Ok(())
             }
             fn trace_ray(&self, angle: usize, bin: usize, visit: &mut dyn FnMut(usize, T)) {

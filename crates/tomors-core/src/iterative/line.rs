@@ -10,7 +10,10 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::joseph::matched_ray_projector;
-use super::operator::{back_by_rays, forward_by_rays, Projector, RayGeometry, Region, Tracer};
+use super::operator::{
+    back_by_rays, back_stack_by_rays, check_angles, check_dim3, floor_i64, forward_by_rays,
+    forward_stack_by_rays, Projector, RayGeometry, Region, Tracer,
+};
 use super::real::Real;
 use crate::error::Result;
 use crate::geometry::{ParallelGeometry, SliceGrid};
@@ -45,7 +48,7 @@ impl LineProjector {
 }
 
 impl Tracer for LineProjector {
-    fn trace<F: FnMut(usize, f64)>(&self, a: usize, k: usize, ts: &mut Vec<f64>, mut visit: F) {
+    fn trace<F: FnMut(usize, f64)>(&self, a: usize, k: usize, _: &mut Vec<f64>, mut visit: F) {
         let g = &self.g;
         let p = &g.projs[a];
         let sk = g.s(p, k);
@@ -80,37 +83,79 @@ impl Tracer for LineProjector {
         if !(tmax > tmin) {
             return;
         }
-        ts.clear();
-        ts.push(tmin);
-        if dx != 0.0 {
-            for j in c0 + 1..c1 {
-                let t = (xe(j) - px) / dx;
-                if t > tmin && t < tmax {
-                    ts.push(t);
-                }
+        // Crossings with the interior vertical edges c0+1..c1 and horizontal
+        // edges r0+1..r1, each visited in increasing t and merged on the fly.
+        // Every crossing is computed from its edge alone, so a region sees
+        // exactly the values the whole grid sees.
+        let xt = |j: usize| (xe(j) - px) / dx;
+        let yt = |i: usize| (ye(i) - py) / dy;
+        // Edge index sequences in increasing t: (next index, step, remaining).
+        let mut xs = EdgeWalk::new(c0 + 1, c1, dx > 0.0, dx != 0.0);
+        let mut ys = EdgeWalk::new(r0 + 1, r1, dy < 0.0, dy != 0.0);
+        let mut next_x = xs.peek().map_or(f64::INFINITY, xt);
+        let mut next_y = ys.peek().map_or(f64::INFINITY, yt);
+        let mut t0 = tmin;
+        loop {
+            let t1 = next_x.min(next_y).min(tmax);
+            if t1 > t0 {
+                let tm = 0.5 * (t0 + t1);
+                let x = px + tm * dx;
+                let y = py + tm * dy;
+                let ix = floor_i64(g.cx + x / h + 0.5).clamp(c0 as i64, c1 as i64 - 1) as usize;
+                let iy = floor_i64(g.cy - y / h + 0.5).clamp(r0 as i64, r1 as i64 - 1) as usize;
+                visit((iy - r0) * nxr + (ix - c0), t1 - t0);
+                t0 = t1;
+            }
+            if t1 >= tmax {
+                break;
+            }
+            if next_x <= t1 {
+                xs.advance();
+                next_x = xs.peek().map_or(f64::INFINITY, xt);
+            }
+            if next_y <= t1 {
+                ys.advance();
+                next_y = ys.peek().map_or(f64::INFINITY, yt);
             }
         }
-        if dy != 0.0 {
-            for i in r0 + 1..r1 {
-                let t = (ye(i) - py) / dy;
-                if t > tmin && t < tmax {
-                    ts.push(t);
-                }
-            }
+    }
+}
+
+/// The edges `first..end` visited forwards or backwards.
+struct EdgeWalk {
+    next: usize,
+    left: usize,
+    forward: bool,
+}
+
+impl EdgeWalk {
+    fn new(first: usize, end: usize, forward: bool, active: bool) -> Self {
+        let left = if active { end.saturating_sub(first) } else { 0 };
+        Self {
+            next: if forward {
+                first
+            } else {
+                end.saturating_sub(1)
+            },
+            left,
+            forward,
         }
-        ts.push(tmax);
-        ts.sort_unstable_by(|a, b| a.total_cmp(b));
-        for w in ts.windows(2) {
-            let len = w[1] - w[0];
-            if len <= 0.0 {
-                continue;
+    }
+
+    #[inline(always)]
+    fn peek(&self) -> Option<usize> {
+        (self.left > 0).then_some(self.next)
+    }
+
+    #[inline(always)]
+    fn advance(&mut self) {
+        if self.left > 0 {
+            self.left -= 1;
+            if self.forward {
+                self.next += 1;
+            } else {
+                self.next = self.next.wrapping_sub(1);
             }
-            let tm = 0.5 * (w[0] + w[1]);
-            let x = px + tm * dx;
-            let y = py + tm * dy;
-            let ix = ((g.cx + x / h + 0.5).floor() as i64).clamp(c0 as i64, c1 as i64 - 1) as usize;
-            let iy = ((g.cy - y / h + 0.5).floor() as i64).clamp(r0 as i64, r1 as i64 - 1) as usize;
-            visit((iy - r0) * nxr + (ix - c0), len);
         }
     }
 }

@@ -224,6 +224,18 @@ pub(crate) fn check_angles(angles: &[usize], n: usize) -> Result<()> {
     Ok(())
 }
 
+/// `⌊v⌋` as an integer without a libm call (`f64::floor` is a function call
+/// on targets without SSE4.1); exact for |v| < 2⁶³.
+#[inline(always)]
+pub(crate) fn floor_i64(v: f64) -> i64 {
+    let i = v as i64;
+    if (i as f64) > v {
+        i - 1
+    } else {
+        i
+    }
+}
+
 /// Per-projection constants in f64.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Proj {
@@ -360,4 +372,93 @@ pub(crate) fn back_by_rays<T: Real, R: Tracer>(
     Zip::from(&mut out)
         .and(&ndarray::ArrayView2::from_shape(dim, &total).expect("shape"))
         .for_each(|o, &v| *o = v);
+}
+
+/// Forward projection of a stack (`[slice][y][x]` → `[slice][angle][bin]`)
+/// sharing each ray's weights between all slices: the ray is traced once
+/// into a list of (index, weight) pairs that every slice then reads.
+pub(crate) fn forward_stack_by_rays<T: Real, R: Tracer>(
+    volume: ArrayView3<'_, T>,
+    angles: &[usize],
+    mut out: ArrayViewMut3<'_, T>,
+    tracer: &R,
+) {
+    let (ns, ny, nx) = volume.dim();
+    let npix = ny * nx;
+    let vol = volume.as_standard_layout();
+    let v = vol.as_slice().expect("standard layout");
+    out.axis_iter_mut(Axis(1))
+        .into_par_iter()
+        .zip(angles.par_iter())
+        .for_each(|(mut sino, &a)| {
+            let mut scratch = Vec::new();
+            let mut row: Vec<(usize, T)> = Vec::new();
+            for k in 0..sino.len_of(Axis(1)) {
+                row.clear();
+                tracer.trace(a, k, &mut scratch, |i, w| row.push((i, T::from_f64(w))));
+                for s in 0..ns {
+                    let img = &v[s * npix..(s + 1) * npix];
+                    sino[[s, k]] = row.iter().fold(T::ZERO, |acc, &(i, w)| acc + img[i] * w);
+                }
+            }
+        });
+}
+
+/// Exact transpose of [`forward_stack_by_rays`]: slices in groups, angles in
+/// chunks with one accumulator per chunk (bounded to about 256 MiB in all).
+pub(crate) fn back_stack_by_rays<T: Real, R: Tracer>(
+    sinograms: ArrayView3<'_, T>,
+    angles: &[usize],
+    mut out: ArrayViewMut3<'_, T>,
+    tracer: &R,
+) {
+    const GROUP: usize = 8;
+    let (ns, ny, nx) = out.dim();
+    let npix = ny * nx;
+    let n = angles.len();
+    for g0 in (0..ns).step_by(GROUP) {
+        let g = (ns - g0).min(GROUP);
+        let budget = (256usize << 20) / (g * npix * std::mem::size_of::<T>()).max(1);
+        let chunks = rayon::current_num_threads().min(budget).clamp(1, n.max(1));
+        let per = n.div_ceil(chunks).max(1);
+        let total = (0..n)
+            .step_by(per)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|start| {
+                let mut acc = vec![T::ZERO; g * npix];
+                let mut scratch = Vec::new();
+                let mut row: Vec<(usize, T)> = Vec::new();
+                for j in start..(start + per).min(n) {
+                    for k in 0..sinograms.len_of(Axis(2)) {
+                        row.clear();
+                        let mut traced = false;
+                        for s in 0..g {
+                            let y = sinograms[[g0 + s, j, k]];
+                            if y == T::ZERO {
+                                continue;
+                            }
+                            if !traced {
+                                tracer.trace(angles[j], k, &mut scratch, |i, w| {
+                                    row.push((i, T::from_f64(w)))
+                                });
+                                traced = true;
+                            }
+                            let img = &mut acc[s * npix..(s + 1) * npix];
+                            for &(i, w) in &row {
+                                img[i] += y * w;
+                            }
+                        }
+                    }
+                }
+                acc
+            })
+            .reduce_with(|mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, &y)| *x += y);
+                a
+            })
+            .unwrap_or_else(|| vec![T::ZERO; g * npix]);
+        let view = ndarray::ArrayView3::from_shape((g, ny, nx), &total).expect("shape");
+        out.slice_mut(ndarray::s![g0..g0 + g, .., ..]).assign(&view);
+    }
 }

@@ -139,6 +139,14 @@ macro_rules! voxel_common {
         ) -> Result<()> {
             Projector::<$t>::forward_slice(&self.joseph, image, angles, out)
         }
+        fn forward(
+            &self,
+            volume: ArrayView3<'_, $t>,
+            angles: &[usize],
+            out: ArrayViewMut3<'_, $t>,
+        ) -> Result<()> {
+            Projector::<$t>::forward(&self.joseph, volume, angles, out)
+        }
         fn trace_ray(&self, angle: usize, bin: usize, visit: &mut dyn FnMut(usize, $t)) {
             Projector::<$t>::trace_ray(&self.joseph, angle, bin, visit)
         }
