@@ -235,9 +235,11 @@ pub fn bp_defines(
     bp_defines_mapped(cfg, grid, n_angles, min_blocks, DEFAULT_STANDARD_MAP)
 }
 
-/// Thread order of the `standard` kernel inside its 16×16 block: 0 row-major,
-/// 1 2×2 quads, 2 4×4 Z-order squares (see `kernels/backproject.cu`).
-pub const DEFAULT_STANDARD_MAP: u32 = 2;
+/// Variant of the `standard` kernel: `order + 16 · ilp`, where `order` is the
+/// thread order inside its 16×16 block (0 row-major, 1 2×2 quads, 2 4×4
+/// Z-order squares) and `ilp` the number of independent partial sums
+/// (fetches issued together; 1 = one accumulator). See `kernels/backproject.cu`.
+pub const DEFAULT_STANDARD_MAP: u32 = 2 + 16 * 4;
 
 /// `#define`s of a back-projection module with an explicit `standard` thread order.
 pub fn bp_defines_mapped(
@@ -248,7 +250,8 @@ pub fn bp_defines_mapped(
     standard_map: u32,
 ) -> Vec<(String, String)> {
     vec![
-        ("SMAP".into(), standard_map.to_string()),
+        ("SMAP".into(), (standard_map % 16).to_string()),
+        ("STD_ILP".into(), (standard_map / 16).max(1).to_string()),
         ("NX".into(), grid.nx.to_string()),
         ("NY".into(), grid.ny.to_string()),
         ("NPROJ".into(), n_angles.to_string()),
