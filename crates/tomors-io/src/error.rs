@@ -13,12 +13,13 @@ use tomors_core::CoreError;
 #[derive(Debug, Error)]
 pub enum IoError {
     /// The operating system refused an operation on a file.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Os {
         /// The file.
         path: PathBuf,
-        /// The operating-system error.
-        source: std::io::Error,
+        /// The operating-system error (not chained as a `source`, so that
+        /// error reporters that print chains do not repeat it).
+        error: std::io::Error,
     },
     /// The file is not in the format it claims to be in (truncated, corrupt,
     /// missing datasets, ...).
@@ -93,10 +94,10 @@ pub(crate) fn one_line(s: impl std::fmt::Display) -> String {
     out
 }
 
-pub(crate) fn os_err(path: &Path, source: std::io::Error) -> IoError {
+pub(crate) fn os_err(path: &Path, error: std::io::Error) -> IoError {
     IoError::Os {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 

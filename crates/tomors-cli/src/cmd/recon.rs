@@ -562,7 +562,12 @@ fn run_streaming(args: ReconArgs) -> Result<()> {
     let options = args.filter.fbp_options(args.slab);
     options.filter.validate()?;
     let per_slab = MemoryModel::for_source(source.as_ref(), grid.len())
-        .rows_per_slab(budget)?
+        .rows_per_slab(budget)
+        .map_err(|e| {
+            let why = e.to_string();
+            let why = why.trim_start_matches("invalid parameter: ");
+            anyhow::anyhow!("{}: --memory: {why}", input.display())
+        })?
         .min(rows.len());
     let backend = make_backend(&args.backend)?;
     let (lo, hi) = geometry
