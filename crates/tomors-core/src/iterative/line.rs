@@ -80,7 +80,7 @@ impl Tracer for LineProjector {
         } else if !(py >= ylo && py <= yhi) {
             return;
         }
-        if !(tmax > tmin) {
+        if tmin.is_nan() || tmax.is_nan() || tmax <= tmin {
             return;
         }
         // Crossings with the interior vertical edges c0+1..c1 and horizontal

@@ -353,8 +353,8 @@ pub(crate) fn back_by_rays<T: Real, R: Tracer>(
         .map(|start| {
             let mut acc = vec![T::ZERO; dim.0 * dim.1];
             let mut scratch = Vec::new();
-            for j in start..(start + per).min(n) {
-                let a = angles[j];
+            let end = (start + per).min(n);
+            for (j, &a) in angles.iter().enumerate().take(end).skip(start) {
                 for (k, &y) in sino.row(j).iter().enumerate() {
                     if y == T::ZERO {
                         continue;
@@ -429,7 +429,8 @@ pub(crate) fn back_stack_by_rays<T: Real, R: Tracer>(
                 let mut acc = vec![T::ZERO; g * npix];
                 let mut scratch = Vec::new();
                 let mut row: Vec<(usize, T)> = Vec::new();
-                for j in start..(start + per).min(n) {
+                let end = (start + per).min(n);
+                for (j, &a) in angles.iter().enumerate().take(end).skip(start) {
                     for k in 0..sinograms.len_of(Axis(2)) {
                         row.clear();
                         let mut traced = false;
@@ -439,7 +440,7 @@ pub(crate) fn back_stack_by_rays<T: Real, R: Tracer>(
                                 continue;
                             }
                             if !traced {
-                                tracer.trace(angles[j], k, &mut scratch, |i, w| {
+                                tracer.trace(a, k, &mut scratch, |i, w| {
                                     row.push((i, T::from_f64(w)))
                                 });
                                 traced = true;
