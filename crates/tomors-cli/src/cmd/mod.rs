@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod center;
+pub mod cone;
 pub mod demo;
 pub mod info;
 pub mod phantom;

@@ -35,6 +35,8 @@ pub struct PhantomArgs {
     /// Replace existing files.
     #[arg(long)]
     pub overwrite: bool,
+    #[command(flatten)]
+    pub cone: super::cone::ConeArgs,
 }
 
 /// Default projection count for an n-bin detector: ⌈π/2 · n⌉.
@@ -80,6 +82,9 @@ pub fn make_phantom(size: usize, n_angles: usize, range: f32, rows: usize) -> Re
 
 /// Runs `tomors phantom`.
 pub fn run(args: PhantomArgs) -> Result<()> {
+    if args.cone.is_cone() {
+        return super::cone::run_phantom(&args);
+    }
     if args.size < 2 {
         bail!("--size must be at least 2");
     }

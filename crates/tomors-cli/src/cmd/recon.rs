@@ -137,10 +137,15 @@ pub struct ReconArgs {
     pub tiff_range: Option<String>,
     #[command(flatten)]
     pub backend: BackendArgs,
+    #[command(flatten)]
+    pub cone: super::cone::ConeArgs,
 }
 
 /// Runs `tomors recon`.
 pub fn run(args: ReconArgs) -> Result<()> {
+    if args.cone.is_cone() {
+        return super::cone::run_recon(&args);
+    }
     if needs_streaming(&args) {
         return run_streaming(args);
     }
