@@ -64,7 +64,7 @@ fn defines_come_first_and_are_complete() {
     let d = bp_defines(cfg, &grid, 90, 4);
     let s = build_source(&d, BACKPROJECT_CU);
     assert!(s.starts_with(
-        "#define SMAP 2\n#define STD_ILP 4\n#define NX 70\n#define NY 50\n#define NPROJ 90\n#define SPT 2\n#define CMEM 1\n"
+        "#define SMAP 2\n#define STD_ILP 8\n#define NX 70\n#define NY 50\n#define NPROJ 90\n#define SPT 2\n#define CMEM 1\n"
     ));
     let big = bp_defines(cfg, &grid, 6000, 4);
     assert!(big.contains(&("CMEM".to_string(), "0".to_string())));
@@ -249,7 +249,7 @@ fn every_kernel_compiles_with_nvrtc() {
                 compile_cubin("backproject", &src, &opts).unwrap_or_else(|e| panic!("{c}: {e}"));
             assert_eq!(&cubin[..4], b"\x7fELF");
         }
-        for map in [2 + 16 * 4, 16, 1 + 16, 2 + 16, 2 + 16 * 8] {
+        for map in [2 + 16 * 4, 16, 1 + 16, 2 + 16, 2 + 16 * 8, 2 + 16 * 16] {
             let src = build_source(&bp_defines_mapped(c, &grid, 90, 4, map), BACKPROJECT_CU);
             compile_cubin("backproject", &src, &opts)
                 .unwrap_or_else(|e| panic!("{c} map {map}: {e}"));
