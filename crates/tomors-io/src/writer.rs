@@ -419,8 +419,9 @@ impl VolumeWriter for Hdf5Writer {
             .ds
             .as_ref()
             .ok_or_else(|| format_err(&self.path, "writer already closed"))?;
-        let owned: Array3<f32> = slab.as_standard_layout().to_owned();
-        ds.write_slice(&owned, s![z0..z0 + n, .., ..])
+        // No copy when the slab is already in C order (the usual case).
+        let std = slab.as_standard_layout();
+        ds.write_slice(std.view(), s![z0..z0 + n, .., ..])
             .map_err(|e| h5w(&self.tmp, e))
     }
     fn finish(mut self: Box<Self>) -> Result<()> {
