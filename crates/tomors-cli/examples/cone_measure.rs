@@ -217,7 +217,7 @@ fn main() -> Result<()> {
     preview::save_profile(
         &out_dir.join("cone_nrmse_vs_z.png"),
         &format!(
-            "NRMSE per slice, {n}³ Shepp-Logan, cone angle {:.1}°",
+            "RMS error in the disc / central-slice range, {n}³, cone angle {:.1}°",
             full.cone_angle().to_degrees()
         ),
         &format!(
@@ -276,7 +276,7 @@ fn main() -> Result<()> {
 }
 
 /// Back-projection speed only (synthetic smooth projections), both builds
-/// of the z loop, best of 3 runs each.
+/// of the z loop, best of 2 runs each.
 fn speed(g: &ConeGeometry, vol: &ConeVolume) -> Result<()> {
     let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
     let q = Array3::from_shape_fn((na, nr, nc), |(a, r, c)| {
@@ -290,7 +290,7 @@ fn speed(g: &ConeGeometry, vol: &ConeVolume) -> Result<()> {
             std::env::remove_var("TOMORS_CONE_SIMD");
         }
         let mut best = f64::INFINITY;
-        for _ in 0..3 {
+        for _ in 0..2 {
             let t = Instant::now();
             backproject_cone(q.view(), g, vol, 0..vol.nz, out.view_mut())?;
             best = best.min(t.elapsed().as_secs_f64());

@@ -123,14 +123,21 @@ struct ColumnTerms {
     /// `w·(1 − fc)` and `w·fc`: the FDK weight times the column weights.
     wa: f32,
     wb: f32,
-    /// Row coordinate of the first slice and its step per slice.
+    /// Padded row coordinate (row + 1) of slice 0 of the slab, and its step
+    /// per slice.
     r0: f32,
     dr: f32,
-    /// Slices (relative to the slab) whose row lies in `[−1, n_rows)`.
+    /// Slices (relative to the slab) whose padded row lies in
+    /// `[0, n_rows + 1)`, i.e. whose row lies in `[−1, n_rows)`.
     k_lo: usize,
     k_hi: usize,
+    /// The last valid left-tap index (`n_rows`): taps `ri` and `ri + 1`
+    /// must lie in the padded column of `n_rows + 2` values.
+    ri_max: usize,
 }
 
+/// Padded row coordinate of slice `k`: the one expression every kernel and
+/// the range computation use.
 #[inline(always)]
 fn row_at(r0: f32, dr: f32, k: usize) -> f32 {
     r0 + dr * k as f32
@@ -165,29 +172,27 @@ fn column_terms(
     let cf = col.floor();
     let fc = col - cf;
     let w = (sod / depth) * (sod / depth);
-    let r0 = (geometry.center_row() + z_first * m / geometry.pixel_v()) as f32;
+    let r0 = (geometry.center_row() + 1.0 + z_first * m / geometry.pixel_v()) as f32;
     let dr = (voxel * m / geometry.pixel_v()) as f32;
-    let nr = geometry.n_rows() as f32;
-    // Slices with row in [−1, nr): a first guess in f64, then exact in the
-    // f32 arithmetic of the loop (the row grows with k: dr > 0).
-    let lo = ((-1.0 - r0 as f64) / dr as f64)
-        .ceil()
-        .clamp(0.0, nzs as f64) as usize;
-    let hi = ((nr as f64 - r0 as f64) / dr as f64)
+    let top = (geometry.n_rows() + 1) as f32;
+    // Slices with padded row in [0, nr + 1): a first guess in f64, then
+    // exact in the f32 arithmetic of the loop (the row grows with k).
+    let lo = (-(r0 as f64) / dr as f64).ceil().clamp(0.0, nzs as f64) as usize;
+    let hi = ((top as f64 - r0 as f64) / dr as f64)
         .ceil()
         .clamp(0.0, nzs as f64) as usize;
     let (mut k_lo, mut k_hi) = (lo, hi.max(lo));
-    while k_lo > 0 && row_at(r0, dr, k_lo - 1) >= -1.0 {
+    while k_lo > 0 && row_at(r0, dr, k_lo - 1) >= 0.0 {
         k_lo -= 1;
     }
-    while k_lo < nzs && row_at(r0, dr, k_lo) < -1.0 {
+    while k_lo < nzs && row_at(r0, dr, k_lo) < 0.0 {
         k_lo += 1;
     }
     k_hi = k_hi.max(k_lo);
-    while k_hi > k_lo && row_at(r0, dr, k_hi - 1) >= nr {
+    while k_hi > k_lo && row_at(r0, dr, k_hi - 1) >= top {
         k_hi -= 1;
     }
-    while k_hi < nzs && row_at(r0, dr, k_hi) < nr {
+    while k_hi < nzs && row_at(r0, dr, k_hi) < top {
         k_hi += 1;
     }
     if k_hi <= k_lo {
@@ -201,19 +206,23 @@ fn column_terms(
         dr,
         k_lo,
         k_hi,
+        ri_max: geometry.n_rows(),
     })
 }
 
-/// The loop along z: bilinear reads from two padded detector columns
-/// (`a`, `b`, row `r` at index `r + 1`), accumulated into `acc`.
+/// The loop along z, portable: bilinear reads from two padded detector
+/// columns `a`, `b` (row `r` at index `r + 1`, `n_rows + 2` values each),
+/// accumulated into `acc`.
 #[inline(always)]
-fn accumulate_body(acc: &mut [f32], a: &[f32], b: &[f32], t: &ColumnTerms) {
+fn accumulate_body(acc: &mut [f32], a: &[f32], b: &[f32], t: &ColumnTerms, from: usize) {
     let (r0, dr, wa, wb) = (t.r0, t.dr, t.wa, t.wb);
-    let acc = &mut acc[t.k_lo..t.k_hi];
-    for (j, v) in acc.iter_mut().enumerate() {
-        let r = row_at(r0, dr, t.k_lo + j) + 1.0;
-        // r ∈ [0, n_rows + 1): truncation is the floor.
-        let ri = r as usize;
+    let a = &a[..t.ri_max + 2];
+    let b = &b[..t.ri_max + 2];
+    for (k, v) in acc.iter_mut().enumerate().take(t.k_hi).skip(from) {
+        let r = row_at(r0, dr, k);
+        // r ∈ [0, n_rows + 1) by the range of k: truncation is the floor;
+        // the clamp only keeps the reads inside the column.
+        let ri = (r as usize).min(t.ri_max);
         let fr = r - ri as f32;
         let (a0, a1) = (a[ri], a[ri + 1]);
         let (b0, b1) = (b[ri], b[ri + 1]);
@@ -221,10 +230,49 @@ fn accumulate_body(acc: &mut [f32], a: &[f32], b: &[f32], t: &ColumnTerms) {
     }
 }
 
+/// The loop along z with AVX2: 8 slices at a time, four 8-lane gathers
+/// (the two taps of both columns), then the portable loop for the rest.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; `a` and `b` must hold at least
+/// `t.ri_max + 2` values and `acc` at least `t.k_hi`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn accumulate_avx2(acc: &mut [f32], a: &[f32], b: &[f32], t: &ColumnTerms) {
-    accumulate_body(acc, a, b, t)
+    use std::arch::x86_64::*;
+    assert!(a.len() >= t.ri_max + 2 && b.len() >= t.ri_max + 2 && acc.len() >= t.k_hi);
+    let n8 = (t.k_hi - t.k_lo) / 8 * 8;
+    let r0 = _mm256_set1_ps(t.r0);
+    let dr = _mm256_set1_ps(t.dr);
+    let wa = _mm256_set1_ps(t.wa);
+    let wb = _mm256_set1_ps(t.wb);
+    let zero = _mm256_setzero_si256();
+    let max = _mm256_set1_epi32(t.ri_max as i32);
+    let lanes = _mm256_setr_ps(0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0);
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    let mut k = t.k_lo;
+    while k < t.k_lo + n8 {
+        // Same rounding as `row_at`: k as f32, one multiply, one add.
+        let kf = _mm256_add_ps(_mm256_set1_ps(k as f32), lanes);
+        let r = _mm256_add_ps(r0, _mm256_mul_ps(dr, kf));
+        // Truncation (r ≥ 0), clamped into [0, ri_max] so every gather
+        // index i, i + 1 lies inside the columns.
+        let ri = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvttps_epi32(r), max), zero);
+        let fr = _mm256_sub_ps(r, _mm256_cvtepi32_ps(ri));
+        // SAFETY: 0 ≤ ri ≤ ri_max and the columns hold ri_max + 2 values.
+        let a0 = _mm256_i32gather_ps::<4>(pa, ri);
+        let a1 = _mm256_i32gather_ps::<4>(pa.add(1), ri);
+        let b0 = _mm256_i32gather_ps::<4>(pb, ri);
+        let b1 = _mm256_i32gather_ps::<4>(pb.add(1), ri);
+        let va = _mm256_fmadd_ps(fr, _mm256_sub_ps(a1, a0), a0);
+        let vb = _mm256_fmadd_ps(fr, _mm256_sub_ps(b1, b0), b0);
+        let v = _mm256_fmadd_ps(wb, vb, _mm256_mul_ps(wa, va));
+        // SAFETY: k + 7 < k_hi ≤ acc.len().
+        let dst = acc.as_mut_ptr().add(k);
+        _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_loadu_ps(dst), v));
+        k += 8;
+    }
+    accumulate_body(acc, a, b, t, k);
 }
 
 /// Which build of the z loop runs (decided once per call).
@@ -253,7 +301,7 @@ impl Kernel {
     #[inline(always)]
     fn run(self, acc: &mut [f32], a: &[f32], b: &[f32], t: &ColumnTerms) {
         match self {
-            Self::Portable => accumulate_body(acc, a, b, t),
+            Self::Portable => accumulate_body(acc, a, b, t, t.k_lo),
             #[cfg(target_arch = "x86_64")]
             // SAFETY: chosen only when the CPU reports AVX2 and FMA.
             Self::Avx2 => unsafe { accumulate_avx2(acc, a, b, t) },
