@@ -99,7 +99,7 @@ __device__ __forceinline__ void store(float* __restrict__ out, int g, int nslice
 #define SMAP 2
 #endif
 #ifndef STD_ILP
-#define STD_ILP 8
+#define STD_ILP 16
 #endif
 extern "C" __global__ void __launch_bounds__(256) bp_standard(const cudaTextureObject_t* __restrict__ texs,
                                                               float* __restrict__ out, int nslices,

@@ -202,7 +202,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
         }
     }
     // The standard kernel's other thread orders (the default one is above).
-    for map in [2u32 + 16, 16, 2 + 16 * 4, 2 + 16 * 16, 16 * 8] {
+    for map in [2u32 + 16, 16, 2 + 16 * 4, 2 + 16 * 8, 16 * 16] {
         be.lock()?.standard_map = map;
         for mode in [SliceMode::F32, SliceMode::Float2, SliceMode::Half4] {
             let c = BpConfig {

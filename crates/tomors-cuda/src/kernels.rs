@@ -239,7 +239,7 @@ pub fn bp_defines(
 /// thread order inside its 16×16 block (0 row-major, 1 2×2 quads, 2 4×4
 /// Z-order squares) and `ilp` the number of independent partial sums
 /// (fetches issued together; 1 = one accumulator). See `kernels/backproject.cu`.
-pub const DEFAULT_STANDARD_MAP: u32 = 2 + 16 * 8;
+pub const DEFAULT_STANDARD_MAP: u32 = 2 + 16 * 16;
 
 /// `#define`s of a back-projection module with an explicit `standard` thread order.
 pub fn bp_defines_mapped(

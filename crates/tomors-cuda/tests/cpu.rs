@@ -64,7 +64,7 @@ fn defines_come_first_and_are_complete() {
     let d = bp_defines(cfg, &grid, 90, 4);
     let s = build_source(&d, BACKPROJECT_CU);
     assert!(s.starts_with(
-        "#define SMAP 2\n#define STD_ILP 8\n#define NX 70\n#define NY 50\n#define NPROJ 90\n#define SPT 2\n#define CMEM 1\n"
+        "#define SMAP 2\n#define STD_ILP 16\n#define NX 70\n#define NY 50\n#define NPROJ 90\n#define SPT 2\n#define CMEM 1\n"
     ));
     let big = bp_defines(cfg, &grid, 6000, 4);
     assert!(big.contains(&("CMEM".to_string(), "0".to_string())));
