@@ -14,6 +14,10 @@ use tomors_io::{find_center, open, CenterOptions, OpenOptions, Preprocess};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a: Vec<String> = std::env::args().collect();
+    if a.len() < 7 {
+        eprintln!("usage: tooth_centres FILE ROW C0 C1 STEP OUT.png [HALF Y0 X0 [ZOOM]]");
+        std::process::exit(2);
+    }
     let file = Path::new(&a[1]);
     let row: usize = a[2].parse()?;
     let (c0, c1, step): (f32, f32, f32) = (a[3].parse()?, a[4].parse()?, a[5].parse()?);

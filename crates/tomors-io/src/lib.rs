@@ -19,6 +19,8 @@
 //!
 //! Errors are [`IoError`]s that print as one line naming the file.
 
+#![warn(missing_docs)]
+
 pub mod center;
 pub mod error;
 pub mod hdf5io;
