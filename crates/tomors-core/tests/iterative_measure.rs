@@ -393,3 +393,36 @@ fn projector_speed() {
         println!("| {kind:?} | {f:.3} | {b:.3} |");
     }
 }
+
+#[test]
+#[ignore]
+fn joseph_angle_ranges() {
+    // Single thread, one 512² slice: column-stepping (θ near 90°) against
+    // row-stepping (θ near 0) angles.
+    let n = 512;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    for (label, lo, hi) in [
+        ("θ in [−20°, 20°] (row steps)", -0.35f32, 0.35f32),
+        ("θ in [70°, 110°] (column steps)", 1.22, 1.92),
+    ] {
+        let angles: Vec<f32> = (0..64).map(|i| lo + (hi - lo) * i as f32 / 64.0).collect();
+        let geometry = ParallelGeometry::new(angles, n).unwrap();
+        let grid = SliceGrid::for_geometry(&geometry);
+        let p = projector::<f32>(ProjectorKind::Joseph, &geometry, &grid, None).unwrap();
+        let vol = Array3::from_elem((1, n, n), 1.0f32);
+        let mut out = Array3::zeros((1, 64, n));
+        let idx = all_angles(64);
+        pool.install(|| p.forward(vol.view(), &idx, out.view_mut()).unwrap());
+        let t = Instant::now();
+        pool.install(|| p.forward(vol.view(), &idx, out.view_mut()).unwrap());
+        let dt = t.elapsed().as_secs_f64();
+        println!(
+            "{label}: forward {:.3} GU/s ({:.2} ns per step)",
+            (n * n * 64) as f64 / dt / 1e9,
+            dt * 1e9 / (64.0 * n as f64 * n as f64)
+        );
+    }
+}

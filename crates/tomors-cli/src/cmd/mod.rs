@@ -5,6 +5,7 @@ pub mod center;
 pub mod cone;
 pub mod demo;
 pub mod info;
+pub mod iterative;
 pub mod phantom;
 pub mod recon;
 

@@ -139,10 +139,15 @@ pub struct ReconArgs {
     pub backend: BackendArgs,
     #[command(flatten)]
     pub cone: super::cone::ConeArgs,
+    #[command(flatten)]
+    pub iterative: super::iterative::IterativeArgs,
 }
 
 /// Runs `tomors recon`.
 pub fn run(args: ReconArgs) -> Result<()> {
+    if args.iterative.is_iterative() {
+        return super::iterative::run_recon(&args);
+    }
     if args.cone.is_cone() {
         return super::cone::run_recon(&args);
     }

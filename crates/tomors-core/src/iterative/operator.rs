@@ -384,6 +384,15 @@ pub(crate) fn forward_stack_by_rays<T: Real, R: Tracer>(
     tracer: &R,
 ) {
     let (ns, ny, nx) = volume.dim();
+    if ns == 1 {
+        forward_by_rays(
+            volume.index_axis(Axis(0), 0),
+            angles,
+            out.index_axis_mut(Axis(0), 0),
+            tracer,
+        );
+        return;
+    }
     let npix = ny * nx;
     let vol = volume.as_standard_layout();
     let v = vol.as_slice().expect("standard layout");

@@ -1,0 +1,273 @@
+//! `tomors recon --algorithm …`: algebraic iterative reconstruction of
+//! parallel-beam .npy projections on the CPU (see docs/iterative.md).
+
+use std::ops::Range;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use ndarray::{Array1, Axis, Ix3};
+use tomors_core::fbp::{check_finite, projections_to_sinograms};
+use tomors_core::geometry::uniform_angles;
+use tomors_core::iterative::{
+    projector, reconstruct, Algorithm, Constraint, IterativeOptions, ProjectorKind, RayOrder,
+    Weighting,
+};
+use tomors_core::{ParallelGeometry, SliceGrid};
+
+use super::recon::{read_npy_f32, AngleUnit, CenterArg, ReconArgs};
+use crate::backend_select::BackendChoice;
+use crate::output::{check_target, write_volume};
+use crate::progress;
+
+/// The iterative methods by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AlgorithmName {
+    /// SIRT with row/column-sum weights (ASTRA's SIRT), all projections per step.
+    Sirt,
+    /// SIRT with T = M = I.
+    Landweber,
+    /// SIRT with M = 1/‖a_i‖².
+    Cimmino,
+    /// Row/column-sum steps per block of --block-size projections (default 1).
+    Sart,
+    /// BLOCK-IT: Cimmino steps per block of --block-size projections (default 2).
+    BlockIt,
+    /// Averaged Kaczmarz sweeps over blocks of --block-size projections (default 6).
+    BlockParallel,
+    /// Kaczmarz, ray by ray.
+    Art,
+}
+
+/// Options of the iterative methods (`--algorithm` switches from FBP).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct IterativeArgs {
+    /// Reconstruct iteratively instead of by FBP (CPU, parallel beam, .npy input).
+    #[arg(long, value_enum)]
+    pub algorithm: Option<AlgorithmName>,
+    /// Iterations of --algorithm (sweeps over all projections for art and the block methods).
+    #[arg(long, default_value_t = 50)]
+    pub iterations: usize,
+    /// Relaxation λ of --algorithm (default: 1 for sirt, sart, art, block-parallel;
+    /// 1/ρ from power iteration for landweber, cimmino, block-it).
+    #[arg(long, allow_hyphen_values = true)]
+    pub relaxation: Option<f64>,
+    /// Projection model of --algorithm: joseph, line (Siddon), or voxel (Joseph
+    /// forward with the voxel-driven back projector of FBP).
+    #[arg(long, default_value = "joseph")]
+    pub projector: ProjectorKind,
+    /// Lower bound of the reconstructed values (e.g. 0), applied every update.
+    #[arg(long, allow_hyphen_values = true)]
+    pub min: Option<f64>,
+    /// Upper bound of the reconstructed values.
+    #[arg(long, allow_hyphen_values = true)]
+    pub max: Option<f64>,
+    /// Projections per block of sart, block-it and block-parallel.
+    #[arg(long)]
+    pub block_size: Option<usize>,
+    /// Stop once the relative residual ‖b − Ax‖/‖b‖ is at most this.
+    #[arg(long, allow_hyphen_values = true)]
+    pub tolerance: Option<f64>,
+    /// Random ray order for art (seeded, reproducible).
+    #[arg(long)]
+    pub random_order: bool,
+}
+
+impl IterativeArgs {
+    /// Whether an iterative method was asked for.
+    pub fn is_iterative(&self) -> bool {
+        self.algorithm.is_some()
+    }
+
+    /// The core's options for these flags.
+    pub fn options(&self) -> Result<IterativeOptions> {
+        let name = self.algorithm.context("no --algorithm given")?;
+        let block = |default: usize| self.block_size.unwrap_or(default);
+        let algorithm = match name {
+            AlgorithmName::Sirt => Algorithm::Sirt(Weighting::RowColumnSums),
+            AlgorithmName::Landweber => Algorithm::Sirt(Weighting::Landweber),
+            AlgorithmName::Cimmino => Algorithm::Sirt(Weighting::Cimmino),
+            AlgorithmName::Sart => Algorithm::BlockSequential {
+                weighting: Weighting::RowColumnSums,
+                projections_per_block: block(1),
+            },
+            AlgorithmName::BlockIt => Algorithm::BlockSequential {
+                weighting: Weighting::Cimmino,
+                projections_per_block: block(2),
+            },
+            AlgorithmName::BlockParallel => Algorithm::BlockParallel {
+                projections_per_block: block(6),
+            },
+            AlgorithmName::Art => Algorithm::Art {
+                order: if self.random_order {
+                    RayOrder::Random { seed: 1 }
+                } else {
+                    RayOrder::Sequential
+                },
+            },
+        };
+        if self.block_size.is_some()
+            && !matches!(
+                name,
+                AlgorithmName::Sart | AlgorithmName::BlockIt | AlgorithmName::BlockParallel
+            )
+        {
+            bail!("--block-size is for sart, block-it and block-parallel");
+        }
+        if self.random_order && name != AlgorithmName::Art {
+            bail!("--random-order is for art");
+        }
+        Ok(IterativeOptions {
+            algorithm,
+            iterations: self.iterations,
+            relaxation: self.relaxation,
+            constraint: Constraint {
+                min: self.min,
+                max: self.max,
+            },
+            tolerance: self.tolerance,
+            track_residual: true,
+        })
+    }
+}
+
+/// Parses `a:b` (either side may be empty) into a row range.
+fn rows(spec: Option<&str>, n_rows: usize) -> Result<Range<usize>> {
+    let Some(spec) = spec else {
+        return Ok(0..n_rows);
+    };
+    let (a, b) = spec
+        .split_once(':')
+        .with_context(|| format!("--slices '{spec}': expected a:b"))?;
+    let parse = |s: &str, default: usize| -> Result<usize> {
+        if s.trim().is_empty() {
+            Ok(default)
+        } else {
+            s.trim()
+                .parse()
+                .with_context(|| format!("--slices '{spec}': '{s}' is not a row index"))
+        }
+    };
+    let (a, b) = (parse(a, 0)?, parse(b, n_rows)?);
+    if a >= b || b > n_rows {
+        bail!("--slices {a}:{b} is empty or outside the detector's {n_rows} rows");
+    }
+    Ok(a..b)
+}
+
+/// The projection angles from --angles (a 1-D .npy) or --angle-range.
+fn angles(args: &ReconArgs, n_angles: usize) -> Result<Vec<f32>> {
+    let Some(path) = &args.angles else {
+        let range = args.angle_range.unwrap_or(180.0);
+        if !(range.is_finite() && range > 0.0) {
+            bail!("--angle-range {range} must be positive");
+        }
+        return Ok(uniform_angles(n_angles, range.to_radians()));
+    };
+    let values = read_npy_f32(path)?;
+    if values.ndim() != 1 || values.len() != n_angles {
+        bail!(
+            "{}: expected {n_angles} angles in a 1-D array, found shape {:?}",
+            path.display(),
+            values.shape()
+        );
+    }
+    let values: Array1<f32> = values.into_dimensionality()?;
+    if let Some(v) = values.iter().find(|v| !v.is_finite()) {
+        bail!("{}: angle {v} is not finite", path.display());
+    }
+    Ok(match args.angles_unit.unwrap_or(AngleUnit::Rad) {
+        AngleUnit::Rad => values.to_vec(),
+        AngleUnit::Deg => values.iter().map(|d| d.to_radians()).collect(),
+    })
+}
+
+/// Runs `tomors recon --algorithm …`.
+pub fn run_recon(args: &ReconArgs) -> Result<()> {
+    let input = &args.input;
+    let is_npy = input
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npy"));
+    if !is_npy || args.raw_shape.is_some() || args.memory.is_some() {
+        bail!(
+            "{}: --algorithm reads .npy projections [angle][row][col] (or [angle][col]) into memory",
+            input.display()
+        );
+    }
+    if args.backend.backend == BackendChoice::Cuda {
+        bail!("--algorithm runs on the CPU for now (use --backend cpu or auto)");
+    }
+    let options = args.iterative.options()?;
+    check_target(&args.out, args.overwrite)?;
+    let data = read_npy_f32(input)?;
+    let projections = match data.ndim() {
+        2 => data.insert_axis(Axis(1)).into_dimensionality::<Ix3>()?,
+        3 => data.into_dimensionality::<Ix3>()?,
+        _ => bail!(
+            "{}: projections must be [angle][row][col] or [angle][col], found shape {:?}",
+            input.display(),
+            data.shape()
+        ),
+    };
+    check_finite(projections.view(), "the projections")
+        .with_context(|| input.display().to_string())?;
+    let (n_angles, n_rows, n_bins) = projections.dim();
+    let mut geometry = ParallelGeometry::new(angles(args, n_angles)?, n_bins)
+        .with_context(|| input.display().to_string())?;
+    match args.center {
+        Some(CenterArg::At(c)) => {
+            geometry = geometry
+                .with_center(c)
+                .with_context(|| input.display().to_string())?
+        }
+        Some(CenterArg::Auto) => {
+            bail!("--center auto is not available with --algorithm yet; give the position")
+        }
+        None => {}
+    }
+    let rows = rows(args.slices.as_deref(), n_rows)?;
+    let grid = SliceGrid::for_geometry(&geometry);
+    let sinograms = projections_to_sinograms(projections.view(), rows.clone())?;
+    drop(projections);
+    let p = projector::<f32>(args.iterative.projector, &geometry, &grid, None)?;
+    tracing::info!(
+        "{:?} with the {} projector, {} iterations: rows {}..{} of {} ({} angles × {} bins)",
+        options.algorithm,
+        p.name(),
+        options.iterations,
+        rows.start,
+        rows.end,
+        input.display(),
+        n_angles,
+        n_bins
+    );
+    let bar = progress::bar(options.iterations as u64, "iterating", "iterations");
+    let t = Instant::now();
+    let result = reconstruct(p.as_ref(), sinograms.view(), None, &options, &mut |info| {
+        bar.set_position(info.iteration as u64);
+        if let Some(r) = info.residual {
+            tracing::debug!("iteration {}: relative residual {r:.3e}", info.iteration);
+        }
+        true
+    })
+    .with_context(|| input.display().to_string())?;
+    bar.finish_and_clear();
+    tracing::info!(
+        "{} iterations (λ = {:.4e}, stopped: {:?}) in {:.2} s, final relative residual {}",
+        result.iterations,
+        result.relaxation,
+        result.stop,
+        t.elapsed().as_secs_f64(),
+        result
+            .residuals
+            .last()
+            .map_or("–".to_string(), |r| format!("{r:.3e}"))
+    );
+    write_volume(&args.out, result.x.view(), args.overwrite)?;
+    println!(
+        "wrote {} ([z][y][x] = {:?})",
+        args.out.display(),
+        result.x.dim()
+    );
+    Ok(())
+}
