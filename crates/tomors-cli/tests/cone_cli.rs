@@ -1,0 +1,166 @@
+//! `tomors phantom --geometry cone` and `tomors recon --geometry cone`: the
+//! round trip reproduces the phantom, and bad geometry gets one error line.
+
+use std::path::Path;
+use std::process::Command;
+
+use ndarray::{Array3, Axis};
+use ndarray_npy::read_npy;
+
+fn tomors() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tomors"))
+}
+
+const GEOMETRY: [&str; 8] = [
+    "--geometry",
+    "cone",
+    "--sod",
+    "200",
+    "--odd",
+    "200",
+    "--pixel-size",
+    "2",
+];
+
+fn phantom(dir: &Path, extra: &[&str]) {
+    let out = tomors()
+        .args(["--quiet", "phantom", "--size", "32", "--angles", "90"])
+        .args(GEOMETRY)
+        .args(extra)
+        .arg("--out-dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn recon(dir: &Path, name: &str, extra: &[&str]) -> Array3<f32> {
+    let rec = dir.join(name);
+    let out = tomors()
+        .args(["--quiet", "recon"])
+        .arg(dir.join("projections.npy"))
+        .arg("--angles")
+        .arg(dir.join("angles.npy"))
+        .args(GEOMETRY)
+        .args(extra)
+        .args(["--backend", "cpu", "--out"])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    read_npy(&rec).unwrap()
+}
+
+/// RMS error of the central slice over the phantom's range there.
+fn central_error(rec: &Array3<f32>, phantom: &Array3<f32>) -> f64 {
+    let k = rec.len_of(Axis(0)) / 2;
+    let (r, p) = (rec.index_axis(Axis(0), k), phantom.index_axis(Axis(0), k));
+    let rms = (r
+        .iter()
+        .zip(p.iter())
+        .map(|(&a, &b)| (a as f64 - b as f64).powi(2))
+        .sum::<f64>()
+        / r.len() as f64)
+        .sqrt();
+    let (lo, hi) = p
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| {
+            (l.min(v), h.max(v))
+        });
+    rms / (hi - lo) as f64
+}
+
+#[test]
+fn cone_phantom_round_trip_full_and_short_scan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = tmp.path().join("full");
+    phantom(&full, &[]);
+    let truth: Array3<f32> = read_npy(full.join("phantom.npy")).unwrap();
+    let rec = recon(&full, "rec.npy", &[]);
+    assert_eq!(rec.dim(), truth.dim());
+    let e_full = central_error(&rec, &truth);
+
+    let short = tmp.path().join("short");
+    phantom(&short, &["--short-scan"]);
+    let angles: ndarray::Array1<f32> = read_npy(short.join("angles.npy")).unwrap();
+    let span = (angles[angles.len() - 1] - angles[0]).to_degrees();
+    assert!(span > 180.0 && span < 200.0, "{span}");
+    let rec_s = recon(&short, "rec.npy", &["--short-scan"]);
+    let e_short = central_error(&rec_s, &truth);
+    // The same angles without --short-scan are recognised as a short scan.
+    let rec_auto = recon(&short, "auto.npy", &[]);
+    assert_eq!(rec_auto, rec_s);
+    println!("32³ cone round trip: central-slice error {e_full:.4} (full), {e_short:.4} (short)");
+    assert!(e_full < 0.1, "{e_full}");
+    assert!(e_short < 1.2 * e_full, "{e_short} vs {e_full}");
+}
+
+#[test]
+fn bad_cone_geometry_is_one_error_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    phantom(dir, &[]);
+    let cone = |sod: &str, px: &str| -> Vec<String> {
+        [
+            "--geometry",
+            "cone",
+            "--sod",
+            sod,
+            "--odd",
+            "200",
+            "--pixel-size",
+            px,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    for (args, needle) in [
+        (cone("0", "2"), "must be positive"),
+        (
+            [cone("20", "2"), vec!["--voxel-size".into(), "1".into()]].concat(),
+            "source is inside the volume",
+        ),
+        (
+            [cone("200", "2"), vec!["--voxel-size".into(), "3".into()]].concat(),
+            "too small for the volume's cone",
+        ),
+        (cone("200", "a"), "is not a number"),
+    ] {
+        let mut cmd = tomors();
+        cmd.args(["--quiet", "recon"])
+            .arg(dir.join("projections.npy"))
+            .args(&args)
+            .args(["--backend", "cpu", "--out"])
+            .arg(dir.join("bad.npy"));
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!dir.join("bad.npy").exists());
+    }
+    let out = tomors()
+        .args(["--quiet", "recon"])
+        .arg(dir.join("projections.npy"))
+        .args([
+            "--geometry",
+            "cone",
+            "--odd",
+            "200",
+            "--pixel-size",
+            "2",
+            "--out",
+        ])
+        .arg(dir.join("bad.npy"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --sod"));
+}
