@@ -32,7 +32,7 @@ enum Command {
     /// Write exact projections of a Shepp-Logan phantom (and its angles) as .npy.
     Phantom(cmd::phantom::PhantomArgs),
     /// Reconstruct projections [angle][row][col] with filtered back projection.
-    Recon(cmd::recon::ReconArgs),
+    Recon(Box<cmd::recon::ReconArgs>),
     /// Back-projection speed (GU/s) on synthetic data, several sizes.
     Bench(cmd::bench::BenchArgs),
     /// What is in a data file (datasets, shapes, angles, flats/darks) and how tomors reads it.
@@ -48,7 +48,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Phantom(args) => cmd::phantom::run(args),
-        Command::Recon(args) => cmd::recon::run(args),
+        Command::Recon(args) => cmd::recon::run(*args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Info(args) => cmd::info::run(args),
         Command::Center(args) => cmd::center::run(args),

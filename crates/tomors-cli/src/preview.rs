@@ -80,7 +80,7 @@ pub fn save_profile(path: &Path, title: &str, x_label: &str, series: &[Series<'_
                 hi = hi.max(v);
             }
         }
-        if !(hi > lo) {
+        if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
             hi = lo + 1.0;
         }
         let margin = 0.05 * (hi - lo);
