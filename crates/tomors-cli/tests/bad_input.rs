@@ -25,7 +25,10 @@ fn dataset(dir: &Path) -> (PathBuf, PathBuf) {
 /// `needle`, and checks that nothing was written to the output directory.
 fn expect_failure(dir: &Path, args: &[&str], needle: &str) {
     let out = dir.join("out");
-    let before: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let before: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     let result = tomors()
         .arg("--quiet")
         .arg("recon")
@@ -41,8 +44,15 @@ fn expect_failure(dir: &Path, args: &[&str], needle: &str) {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "{args:?}: expected one line, got {stderr}");
     assert!(lines[0].starts_with("error: "), "{stderr}");
-    assert!(lines[0].contains(needle), "{args:?}: '{}' lacks '{needle}'", lines[0]);
-    let after: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(
+        lines[0].contains(needle),
+        "{args:?}: '{}' lacks '{needle}'",
+        lines[0]
+    );
+    let after: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(before, after, "{args:?} left files behind");
     assert!(!out.exists());
 }
@@ -62,7 +72,11 @@ fn bad_inputs_fail_cleanly() {
     // Fewer than 2 angles.
     let one = dir.join("one.npy");
     write_npy(&one, &Array3::<f32>::ones((1, 1, 16))).unwrap();
-    expect_failure(dir, &[one.to_str().unwrap()], "at least 2 projection angles");
+    expect_failure(
+        dir,
+        &[one.to_str().unwrap()],
+        "at least 2 projection angles",
+    );
 
     // Empty and NaN-filled data.
     let empty = dir.join("empty.npy");
@@ -93,7 +107,16 @@ fn bad_inputs_fail_cleanly() {
     // The good path still works after all that.
     let out = dir.join("good.npy");
     let status = tomors()
-        .args(["--quiet", "recon", p, "--angles", angles.to_str().unwrap(), "--backend", "cpu", "--out"])
+        .args([
+            "--quiet",
+            "recon",
+            p,
+            "--angles",
+            angles.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--out",
+        ])
         .arg(&out)
         .status()
         .unwrap();
@@ -117,7 +140,17 @@ fn phantom_then_recon_writes_a_tiff_stack_that_matches_npy() {
     let dir = tmp.path();
     let ph = dir.join("ph");
     assert!(tomors()
-        .args(["--quiet", "phantom", "--size", "32", "--angles", "48", "--rows", "3", "--out-dir"])
+        .args([
+            "--quiet",
+            "phantom",
+            "--size",
+            "32",
+            "--angles",
+            "48",
+            "--rows",
+            "3",
+            "--out-dir"
+        ])
         .arg(&ph)
         .status()
         .unwrap()
@@ -140,7 +173,10 @@ fn phantom_then_recon_writes_a_tiff_stack_that_matches_npy() {
     run(&tif);
     let volume: Array3<f32> = ndarray_npy::read_npy(&npy).unwrap();
     assert_eq!(volume.dim(), (2, 32, 32));
-    let mut files: Vec<_> = std::fs::read_dir(&tif).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&tif)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     assert_eq!(files.len(), 2);
     for (z, f) in files.iter().enumerate() {
@@ -149,7 +185,11 @@ fn phantom_then_recon_writes_a_tiff_stack_that_matches_npy() {
         let tiff::decoder::DecodingResult::F32(data) = decoder.read_image().unwrap() else {
             panic!("not float32");
         };
-        let expected: Vec<f32> = volume.index_axis(ndarray::Axis(0), z).iter().copied().collect();
+        let expected: Vec<f32> = volume
+            .index_axis(ndarray::Axis(0), z)
+            .iter()
+            .copied()
+            .collect();
         assert_eq!(data, expected);
     }
     // No temporary names remain.
