@@ -1,9 +1,10 @@
 //! TIFF stacks: a directory or glob of single-image TIFFs (one projection
 //! per file, natural sort order of the names), or one multi-page TIFF (one
 //! projection per page). Grey images of 8/16/32-bit unsigned or signed
-//! integers and 32/64-bit floats are read; each image is decoded whole and
-//! cropped to the slab's rows, so a slab never holds more than one image
-//! beyond the slab itself.
+//! integers and 32/64-bit floats are read. Images stored in strips (most
+//! TIFF writers) decode only the strips holding the slab's rows; others
+//! (tiled, or one strip per image) are decoded whole and cropped, so a slab
+//! never holds more than one image beyond the slab itself.
 //!
 //! Also the TIFF image writers used by [`crate::writer`].
 
@@ -185,20 +186,9 @@ fn open_decoder(path: &Path) -> Result<Decoder<BufReader<File>>> {
         .with_limits(limits))
 }
 
-/// Decodes the current image of a decoder into `[rows][cols]` f32.
-fn decode_current(path: &Path, d: &mut Decoder<BufReader<File>>) -> Result<Array2<f32>> {
-    let (w, h) = d.dimensions().map_err(|e| tiff_err(path, e))?;
-    match d.colortype().map_err(|e| tiff_err(path, e))? {
-        tiff::ColorType::Gray(_) => {}
-        c => {
-            return Err(unsupported(
-                path,
-                format!("TIFF colour type {c:?} (grey images only)"),
-            ))
-        }
-    }
-    let img = d.read_image().map_err(|e| tiff_err(path, e))?;
-    let v: Vec<f32> = match img {
+/// Converts decoded samples to f32.
+fn samples_to_f32(path: &Path, img: DecodingResult) -> Result<Vec<f32>> {
+    Ok(match img {
         DecodingResult::U8(v) => v.into_iter().map(f32::from).collect(),
         DecodingResult::U16(v) => v.into_iter().map(f32::from).collect(),
         DecodingResult::U32(v) => v.into_iter().map(|x| x as f32).collect(),
@@ -213,7 +203,81 @@ fn decode_current(path: &Path, d: &mut Decoder<BufReader<File>>) -> Result<Array
                 "TIFF sample type (use 8/16/32-bit integers or 32/64-bit floats)",
             ))
         }
-    };
+    })
+}
+
+/// Decodes rows `rows` of the current image, which must be `h × w`
+/// (`[rows][cols]` f32). Images stored in strips decode only the strips
+/// that hold those rows; others are decoded whole and cropped.
+fn decode_rows(
+    path: &Path,
+    d: &mut Decoder<BufReader<File>>,
+    rows: Range<usize>,
+    (h, w): (usize, usize),
+) -> Result<Array2<f32>> {
+    let (iw, ih) = d.dimensions().map_err(|e| tiff_err(path, e))?;
+    if (ih as usize, iw as usize) != (h, w) {
+        return Err(shape_err(
+            path,
+            format!("image of {ih}×{iw} pixels in a stack of {h}×{w} images"),
+        ));
+    }
+    let colour = d.colortype().map_err(|e| tiff_err(path, e))?;
+    if !matches!(colour, tiff::ColorType::Gray(_)) {
+        // decode_current reports the colour type.
+        return decode_current(path, d);
+    }
+    if d.get_chunk_type() == tiff::decoder::ChunkType::Strip {
+        let (cw, rps) = d.chunk_dimensions();
+        let rps = rps as usize;
+        if rps > 0 && cw as usize == w {
+            let mut out = Array2::<f32>::zeros((rows.len(), w));
+            for strip in rows.start / rps..=(rows.end - 1) / rps {
+                let v = samples_to_f32(
+                    path,
+                    d.read_chunk(strip as u32).map_err(|e| tiff_err(path, e))?,
+                )?;
+                let first = strip * rps;
+                let n = rps.min(h - first);
+                if v.len() < n * w {
+                    return Err(format_err(
+                        path,
+                        format!(
+                            "strip {strip} decoded to {} samples, {} expected",
+                            v.len(),
+                            n * w
+                        ),
+                    ));
+                }
+                for r in first.max(rows.start)..(first + n).min(rows.end) {
+                    let src = &v[(r - first) * w..(r - first + 1) * w];
+                    out.row_mut(r - rows.start)
+                        .iter_mut()
+                        .zip(src)
+                        .for_each(|(o, &x)| *o = x);
+                }
+            }
+            return Ok(out);
+        }
+    }
+    let img = decode_current(path, d)?;
+    Ok(img.slice(ndarray::s![rows, ..]).to_owned())
+}
+
+/// Decodes the current image of a decoder into `[rows][cols]` f32.
+fn decode_current(path: &Path, d: &mut Decoder<BufReader<File>>) -> Result<Array2<f32>> {
+    let (w, h) = d.dimensions().map_err(|e| tiff_err(path, e))?;
+    match d.colortype().map_err(|e| tiff_err(path, e))? {
+        tiff::ColorType::Gray(_) => {}
+        c => {
+            return Err(unsupported(
+                path,
+                format!("TIFF colour type {c:?} (grey images only)"),
+            ))
+        }
+    }
+    let img = d.read_image().map_err(|e| tiff_err(path, e))?;
+    let v = samples_to_f32(path, img)?;
     let (w, h) = (w as usize, h as usize);
     if v.len() != w * h {
         return Err(format_err(
@@ -294,10 +358,12 @@ impl TiffStack {
         match &self.layout {
             Layout::Files(files) => {
                 for (k, i) in frames.clone().enumerate() {
-                    let img = read_image(&files[i], 0)?;
-                    self.check_size(&files[i], &img)?;
-                    out.index_axis_mut(ndarray::Axis(0), k)
-                        .assign(&img.slice(ndarray::s![rows.clone(), ..]));
+                    let f = &files[i];
+                    let img = guarded(f, || {
+                        let mut d = open_decoder(f)?;
+                        decode_rows(f, &mut d, rows.clone(), (self.rows, self.cols))
+                    })?;
+                    out.index_axis_mut(ndarray::Axis(0), k).assign(&img);
                 }
             }
             Layout::Pages(p, _) => {
@@ -305,32 +371,14 @@ impl TiffStack {
                     let mut d = open_decoder(p)?;
                     for (k, i) in frames.clone().enumerate() {
                         d.seek_to_image(i).map_err(|e| tiff_err(p, e))?;
-                        let img = decode_current(p, &mut d)?;
-                        self.check_size(p, &img)?;
-                        out.index_axis_mut(ndarray::Axis(0), k)
-                            .assign(&img.slice(ndarray::s![rows.clone(), ..]));
+                        let img = decode_rows(p, &mut d, rows.clone(), (self.rows, self.cols))?;
+                        out.index_axis_mut(ndarray::Axis(0), k).assign(&img);
                     }
                     Ok(())
                 })?;
             }
         }
         Ok(out)
-    }
-
-    fn check_size(&self, path: &Path, img: &Array2<f32>) -> Result<()> {
-        if img.dim() != (self.rows, self.cols) {
-            return Err(shape_err(
-                path,
-                format!(
-                    "image of {}×{} pixels in a stack of {}×{} images",
-                    img.nrows(),
-                    img.ncols(),
-                    self.rows,
-                    self.cols
-                ),
-            ));
-        }
-        Ok(())
     }
 }
 

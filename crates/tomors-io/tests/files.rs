@@ -446,3 +446,29 @@ fn info_describes_files() {
     assert!(s.contains("flats: 10, darks: 10"), "{s}");
     assert!(s.contains("181 angles × 2 rows × 640 columns"), "{s}");
 }
+
+#[test]
+fn striped_tiffs_read_row_slabs_from_their_strips() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("strips.tif");
+    let img: Vec<u16> = (0..9 * 5).map(|i| i as u16 * 3).collect();
+    {
+        let f = std::fs::File::create(&p).unwrap();
+        let mut e = tiff::encoder::TiffEncoder::new(f).unwrap();
+        let mut im = e
+            .new_image::<tiff::encoder::colortype::Gray16>(5, 9)
+            .unwrap();
+        im.rows_per_strip(2).unwrap();
+        im.write_data(&img).unwrap();
+    }
+    let full = Array2::from_shape_vec((9, 5), img.iter().map(|&v| f32::from(v)).collect()).unwrap();
+    let stack = TiffStack::open(&p).unwrap();
+    for rows in [0..9, 3..7, 8..9, 0..1, 4..6] {
+        let got = stack.read_rows(0..1, rows.clone()).unwrap();
+        assert_eq!(
+            got.index_axis(ndarray::Axis(0), 0),
+            full.slice(ndarray::s![rows.clone(), ..]),
+            "rows {rows:?}"
+        );
+    }
+}

@@ -121,6 +121,18 @@ fn mutated_tiff_files() {
     )
     .unwrap();
     fuzz(&p16, "tif", 3);
+    // Several strips (rows read strip by strip).
+    let ps = dir.path().join("strips.tif");
+    {
+        let f = std::fs::File::create(&ps).unwrap();
+        let mut e = tiff::encoder::TiffEncoder::new(f).unwrap();
+        let mut im = e
+            .new_image::<tiff::encoder::colortype::Gray16>(7, 9)
+            .unwrap();
+        im.rows_per_strip(2).unwrap();
+        im.write_data(&(0..63).collect::<Vec<u16>>()).unwrap();
+    }
+    fuzz(&ps, "tif", 7);
 }
 
 #[test]
