@@ -15,7 +15,10 @@ pub const MAX_CMEM_PROJECTIONS: usize = 5120;
 /// Thread-to-pixel mapping of the back projector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KernelKind {
-    /// One thread per pixel, 16×16 blocks (the baseline).
+    /// One thread per pixel, 16×16 blocks, every thread loops over all
+    /// projections (the baseline). Threads are ordered in 4×4 Z-order squares
+    /// and each thread keeps 16 independent partial sums so that 16 fetches
+    /// are in flight (see `docs/perf-notes.md`).
     Standard,
     /// 4×4 Z-order squares, 4 projections in parallel per block, 4 pixels
     /// per thread, shuffle reduction (the seeds' Algorithm 1).

@@ -12,15 +12,20 @@
 //! - Filtering: batched cuFFT of padded rows, either real-to-complex or two
 //!   real rows packed in one complex transform ([`FftVariant`]).
 //! - Back projection through texture objects with hardware interpolation:
-//!   `standard` (one thread per pixel) and `tex-opt` (Z-order 4×4 squares,
-//!   4 projections in parallel, shuffle reduction), each with one slice per
-//!   texel (`f32`), two (`float2`) or four (`half`, nearest only) — see
-//!   [`kernels::BpConfig`].
+//!   `standard` (one thread per pixel, 16 independent partial sums) and
+//!   `tex-opt` (Z-order 4×4 squares, 4 projections in parallel, 4 pixels per
+//!   thread, shuffle reduction), each with one slice per texel (`f32`), two
+//!   (`float2`) or four (`half`, nearest only) — see [`kernels::BpConfig`].
+//!   Textures live in CUDA arrays (or pitched memory, [`TexStorage`]) with
+//!   border addressing (zeros outside the detector).
+//! - Accuracy: every kernel equals [`model::backproject_model`] (the texture
+//!   unit's 8-bit interpolation weights) to f32 rounding, and the CPU
+//!   reference within the weights' precision (see the GPU tests).
 //! - [`CudaBackend::fbp`](tomors_core::Backend::fbp) streams slabs through
 //!   upload → filter → back projection → download on three streams with
 //!   double buffering and pinned host memory; [`MultiCudaBackend`] hands
 //!   slabs round-robin to several GPUs.
-//! - [`bench`] measures GU/s (voxels × projections / s) and end-to-end FBP.
+//! - [`bench`](mod@bench) measures GU/s (voxels × projections / s) and end-to-end FBP.
 
 pub mod backend;
 pub mod bench;
