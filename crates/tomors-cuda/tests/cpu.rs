@@ -256,3 +256,35 @@ fn every_kernel_compiles_with_nvrtc() {
         }
     }
 }
+
+#[test]
+fn errors_map_to_core_errors_with_their_reason() {
+    use tomors_cuda::CudaError;
+    let oom = CudaError::OutOfMemory {
+        what: "allocating slab sinograms".into(),
+        bytes: 1 << 30,
+    };
+    assert!(oom.is_out_of_memory());
+    let fft_oom = CudaError::Fft {
+        call: "cufftPlanMany".into(),
+        message: "CUFFT_ALLOC_FAILED".into(),
+    };
+    assert!(fft_oom.is_out_of_memory());
+    let launch = CudaError::Launch {
+        kernel: "bp_texopt (tex-opt-float2)".into(),
+        dims: "grid (128, 128, 6); 12 slices of 2048×2048 from 2048 angles".into(),
+        message: "CUDA_ERROR_LAUNCH_FAILED".into(),
+    };
+    assert!(!launch.is_out_of_memory());
+    let core: tomors_core::CoreError = launch.into();
+    let text = core.to_string();
+    assert!(
+        text.contains("bp_texopt")
+            && text.contains("2048×2048")
+            && text.starts_with("cuda backend"),
+        "{text}"
+    );
+    let shape: tomors_core::CoreError =
+        CudaError::Core(tomors_core::CoreError::Shape("x".into())).into();
+    assert!(matches!(shape, tomors_core::CoreError::Shape(_)));
+}
