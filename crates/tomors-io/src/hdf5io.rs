@@ -267,6 +267,14 @@ fn read_slab3(
         .map_err(|e| h5err(path, &format!("cannot read {name}"), e))
 }
 
+/// The row extent of a 3-D dataset's chunks when it is smaller than the
+/// number of rows.
+fn row_chunk_of(ds: &Dataset, n_rows: usize) -> Option<usize> {
+    let c = ds.chunk()?;
+    let r = *c.get(1)?;
+    (r > 0 && r < n_rows).then_some(r)
+}
+
 /// Opens an HDF5 scan as DXchange or NXtomo (see [`crate::source::open`]).
 pub fn open_hdf5(path: &Path, options: &OpenOptions) -> Result<Box<dyn ProjectionSource>> {
     let file = open_file(path)?;
@@ -413,6 +421,9 @@ impl ProjectionSource for DxSource {
     }
     fn n_darks(&self) -> usize {
         self.n_darks
+    }
+    fn row_chunk(&self) -> Option<usize> {
+        row_chunk_of(&self.data, self.shape[1])
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;
@@ -721,6 +732,9 @@ impl ProjectionSource for NxTomoSource {
     }
     fn n_darks(&self) -> usize {
         self.n_darks
+    }
+    fn row_chunk(&self) -> Option<usize> {
+        row_chunk_of(&self.data, self.shape[1])
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;

@@ -66,6 +66,13 @@ pub trait ProjectionSource: Send {
     /// Reads detector rows `rows` of every projection, flat and dark.
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab>;
 
+    /// Rows per storage chunk when the file stores the projections in
+    /// chunks of fewer rows than the detector has (chunked HDF5): slabs that
+    /// are multiples of it, aligned to it, decompress each chunk once.
+    fn row_chunk(&self) -> Option<usize> {
+        None
+    }
+
     /// Reads detector rows `rows` and preprocesses them as `pre` says:
     /// `[angle][row][col]`.
     fn read_rows(&self, rows: Range<usize>, pre: &Preprocess) -> Result<Array3<f32>> {

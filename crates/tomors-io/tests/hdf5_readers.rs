@@ -516,3 +516,30 @@ fn tiff_32_bit_integers_read_exactly() {
         .projections;
     assert_eq!(p[[3, 2, 3]], -11.0);
 }
+
+#[test]
+fn row_chunks_of_chunked_hdf5_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chunked.h5");
+    {
+        let f = hdf5::File::create(&path).unwrap();
+        f.create_group("exchange")
+            .unwrap()
+            .new_dataset_builder()
+            .chunk((4, 8, 16))
+            .with_data(&Array3::<f32>::zeros((10, 32, 16)))
+            .create("data")
+            .unwrap();
+    }
+    assert_eq!(
+        open(&path, &OpenOptions::default()).unwrap().row_chunk(),
+        Some(8)
+    );
+    // One frame per chunk: no row chunking to align to.
+    assert_eq!(
+        open(&common::tooth(), &OpenOptions::default())
+            .unwrap()
+            .row_chunk(),
+        None
+    );
+}

@@ -579,6 +579,7 @@ fn run_streaming(args: ReconArgs) -> Result<()> {
             anyhow::anyhow!("{}: --memory: {why}", input.display())
         })?
         .min(rows.len());
+    let per_slab = tomors_io::stream::align_to_chunks(per_slab, source.row_chunk());
     let backend = make_backend(&args.backend)?;
     let (lo, hi) = geometry
         .angles()
