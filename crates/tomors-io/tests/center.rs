@@ -61,3 +61,25 @@ fn finds_the_centre_of_the_tooth_scan() {
         assert!(r.quality > 0.1, "quality {}", r.quality);
     }
 }
+
+#[test]
+fn finds_the_centre_of_a_noisy_phantom_scan() {
+    // 10⁴ photons per bin, line integrals scaled to at most ≈2 (transmission
+    // down to ≈13 %): a realistic noise level.
+    for &(c, seed) in &[(131.25f32, 1u64), (121.5, 2)] {
+        let g = ParallelGeometry::new(uniform_angles(180, std::f32::consts::PI), 256)
+            .unwrap()
+            .with_center(c)
+            .unwrap();
+        let scale = 256.0 * 0.35;
+        let mut sino = Phantom2d::shepp_logan().project(&g, scale);
+        let k = 2.0 / sino.iter().cloned().fold(0.0f32, f32::max) as f64;
+        tomors_core::phantom::add_poisson_noise(sino.view_mut(), 1e4, k, seed).unwrap();
+        let r = find_center(sino.view(), g.angles(), &CenterOptions::default()).unwrap();
+        assert!(
+            (r.center - c).abs() <= 0.5,
+            "true centre {c}, found {}",
+            r.center
+        );
+    }
+}
