@@ -6,30 +6,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use ndarray::{ArrayView3, Axis};
-
-/// The format a volume is written in, chosen by the output path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VolumeFormat {
-    /// One `.npy` file `[z][y][x]` float32.
-    Npy,
-    /// A directory of float32 TIFF files, one per slice.
-    TiffStack,
-}
-
-impl VolumeFormat {
-    /// `.npy` → Npy; anything else is a directory for a TIFF stack.
-    pub fn for_path(path: &Path) -> Self {
-        match path.extension().and_then(|e| e.to_str()) {
-            Some(e) if e.eq_ignore_ascii_case("npy") => Self::Npy,
-            _ => Self::TiffStack,
-        }
-    }
-}
+use ndarray::ArrayView3;
+use tomors_io::writer::create_writer_with;
+use tomors_io::{VolumeFormat, VolumeMeta};
 
 /// Checks, before any work, that `path` can be written: its directory
 /// exists and it does not exist yet (unless `overwrite`).
 pub fn check_target(path: &Path, overwrite: bool) -> Result<()> {
+    VolumeFormat::from_path(path)?;
     let parent = parent_dir(path);
     if !parent.is_dir() {
         bail!(
@@ -63,22 +47,18 @@ fn partial_name(path: &Path) -> PathBuf {
     parent_dir(path).join(format!(".{name}.partial-{}", std::process::id()))
 }
 
-/// Writes `volume` (`[z][y][x]`) to `path` in the format its name implies.
+/// Writes `volume` (`[z][y][x]`) to `path` in the format its name implies
+/// (`.npy`, `.h5`, or a directory of float32 TIFF slices), through the
+/// atomic writers of `tomors-io`.
 pub fn write_volume(path: &Path, volume: ArrayView3<'_, f32>, overwrite: bool) -> Result<()> {
     check_target(path, overwrite)?;
-    let tmp = partial_name(path);
-    let written = match VolumeFormat::for_path(path) {
-        VolumeFormat::Npy => write_npy(&tmp, volume),
-        VolumeFormat::TiffStack => write_tiff_stack(&tmp, volume),
-    };
-    if let Err(err) = written {
-        remove_any(&tmp);
-        return Err(err.context(format!("{}: cannot write", path.display())));
-    }
-    if overwrite && path.exists() {
-        remove_any(path);
-    }
-    fs::rename(&tmp, path).with_context(|| format!("{}: cannot move into place", path.display()))
+    let format = VolumeFormat::from_path(path)?;
+    let (z, y, x) = volume.dim();
+    let mut writer =
+        create_writer_with(path, format, [z, y, x], &VolumeMeta::default(), overwrite)?;
+    writer.write_slab(0, volume)?;
+    writer.finish()?;
+    Ok(())
 }
 
 fn remove_any(path: &Path) {
@@ -87,31 +67,6 @@ fn remove_any(path: &Path) {
     } else {
         fs::remove_file(path)
     };
-}
-
-fn write_npy(path: &Path, volume: ArrayView3<'_, f32>) -> Result<()> {
-    let file = fs::File::create(path)?;
-    let mut writer = std::io::BufWriter::new(file);
-    ndarray_npy::WriteNpyExt::write_npy(&volume.as_standard_layout(), &mut writer)?;
-    std::io::Write::flush(&mut writer)?;
-    Ok(())
-}
-
-fn write_tiff_stack(dir: &Path, volume: ArrayView3<'_, f32>) -> Result<()> {
-    fs::create_dir(dir)?;
-    let digits = (volume.len_of(Axis(0)).max(1) as f64).log10().floor() as usize + 1;
-    let digits = digits.max(5);
-    for (z, slice) in volume.axis_iter(Axis(0)).enumerate() {
-        let file = fs::File::create(dir.join(format!("slice_{z:0digits$}.tif")))?;
-        let mut encoder = tiff::encoder::TiffEncoder::new(std::io::BufWriter::new(file))?;
-        let data: Vec<f32> = slice.iter().copied().collect();
-        encoder.write_image::<tiff::encoder::colortype::Gray32Float>(
-            slice.ncols() as u32,
-            slice.nrows() as u32,
-            &data,
-        )?;
-    }
-    Ok(())
 }
 
 /// Writes any `.npy`-serialisable array atomically (phantom outputs).

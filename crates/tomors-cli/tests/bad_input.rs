@@ -176,6 +176,7 @@ fn phantom_then_recon_writes_a_tiff_stack_that_matches_npy() {
     let mut files: Vec<_> = std::fs::read_dir(&tif)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tif"))
         .collect();
     files.sort();
     assert_eq!(files.len(), 2);
