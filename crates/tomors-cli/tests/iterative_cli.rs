@@ -155,6 +155,6 @@ fn bad_iterative_options_fail_cleanly() {
         angles.to_str().unwrap(),
     ]);
     assert!(!result.status.success());
-    assert!(String::from_utf8_lossy(&result.stderr).contains("24 angles"));
+    assert!(String::from_utf8_lossy(&result.stderr).contains("5 angles for 24 projections"));
     assert!(!out.exists());
 }

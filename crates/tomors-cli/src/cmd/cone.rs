@@ -287,19 +287,5 @@ fn cone_angles(args: &ReconArgs, n: usize, n_rows: usize, n_cols: usize) -> Resu
 }
 
 fn read_angles(path: &Path, n: usize, unit: AngleUnit) -> Result<Vec<f32>> {
-    let values = read_npy_f32(path)?;
-    if values.ndim() != 1 || values.len() != n {
-        bail!(
-            "{}: expected {n} angles in a 1-D array, found shape {:?}",
-            path.display(),
-            values.shape()
-        );
-    }
-    if let Some(v) = values.iter().find(|v| !v.is_finite()) {
-        bail!("{}: angle {v} is not finite", path.display());
-    }
-    Ok(match unit {
-        AngleUnit::Rad => values.iter().copied().collect(),
-        AngleUnit::Deg => values.iter().map(|d| d.to_radians()).collect(),
-    })
+    super::recon::read_angles_file(path, n, unit)
 }

@@ -1,21 +1,19 @@
 //! `tomors recon --algorithm …`: algebraic iterative reconstruction of
 //! parallel-beam .npy projections on the CPU (see docs/iterative.md).
 
-use std::ops::Range;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use ndarray::{Array1, Axis, Ix3};
+use ndarray::{Axis, Ix3};
 use tomors_core::fbp::{check_finite, projections_to_sinograms};
-use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
     projector, reconstruct, Algorithm, Constraint, IterativeOptions, ProjectorKind, RayOrder,
     Weighting,
 };
 use tomors_core::{ParallelGeometry, SliceGrid};
 
-use super::recon::{read_npy_f32, AngleUnit, CenterArg, ReconArgs};
+use super::recon::{load_angles, parse_rows, read_npy_f32, CenterArg, ReconArgs};
 use crate::backend_select::BackendChoice;
 use crate::output::{check_target, write_volume};
 use crate::progress;
@@ -131,57 +129,6 @@ impl IterativeArgs {
     }
 }
 
-/// Parses `a:b` (either side may be empty) into a row range.
-fn rows(spec: Option<&str>, n_rows: usize) -> Result<Range<usize>> {
-    let Some(spec) = spec else {
-        return Ok(0..n_rows);
-    };
-    let (a, b) = spec
-        .split_once(':')
-        .with_context(|| format!("--slices '{spec}': expected a:b"))?;
-    let parse = |s: &str, default: usize| -> Result<usize> {
-        if s.trim().is_empty() {
-            Ok(default)
-        } else {
-            s.trim()
-                .parse()
-                .with_context(|| format!("--slices '{spec}': '{s}' is not a row index"))
-        }
-    };
-    let (a, b) = (parse(a, 0)?, parse(b, n_rows)?);
-    if a >= b || b > n_rows {
-        bail!("--slices {a}:{b} is empty or outside the detector's {n_rows} rows");
-    }
-    Ok(a..b)
-}
-
-/// The projection angles from --angles (a 1-D .npy) or --angle-range.
-fn angles(args: &ReconArgs, n_angles: usize) -> Result<Vec<f32>> {
-    let Some(path) = &args.angles else {
-        let range = args.angle_range.unwrap_or(180.0);
-        if !(range.is_finite() && range > 0.0) {
-            bail!("--angle-range {range} must be positive");
-        }
-        return Ok(uniform_angles(n_angles, range.to_radians()));
-    };
-    let values = read_npy_f32(path)?;
-    if values.ndim() != 1 || values.len() != n_angles {
-        bail!(
-            "{}: expected {n_angles} angles in a 1-D array, found shape {:?}",
-            path.display(),
-            values.shape()
-        );
-    }
-    let values: Array1<f32> = values.into_dimensionality()?;
-    if let Some(v) = values.iter().find(|v| !v.is_finite()) {
-        bail!("{}: angle {v} is not finite", path.display());
-    }
-    Ok(match args.angles_unit.unwrap_or(AngleUnit::Rad) {
-        AngleUnit::Rad => values.to_vec(),
-        AngleUnit::Deg => values.iter().map(|d| d.to_radians()).collect(),
-    })
-}
-
 /// Runs `tomors recon --algorithm …`.
 pub fn run_recon(args: &ReconArgs) -> Result<()> {
     let input = &args.input;
@@ -212,7 +159,7 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
     check_finite(projections.view(), "the projections")
         .with_context(|| input.display().to_string())?;
     let (n_angles, n_rows, n_bins) = projections.dim();
-    let mut geometry = ParallelGeometry::new(angles(args, n_angles)?, n_bins)
+    let mut geometry = ParallelGeometry::new(load_angles(args, n_angles)?, n_bins)
         .with_context(|| input.display().to_string())?;
     match args.center {
         Some(CenterArg::At(c)) => {
@@ -225,7 +172,7 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
         }
         None => {}
     }
-    let rows = rows(args.slices.as_deref(), n_rows)?;
+    let rows = parse_rows(args.slices.as_deref(), n_rows)?;
     let grid = SliceGrid::for_geometry(&geometry);
     let sinograms = projections_to_sinograms(projections.view(), rows.clone())?;
     drop(projections);

@@ -216,7 +216,7 @@ pub fn run(args: ReconArgs) -> Result<()> {
 }
 
 /// Parses `a:b` (either side may be empty) into a row range.
-fn parse_rows(spec: Option<&str>, n_rows: usize) -> Result<Range<usize>> {
+pub(crate) fn parse_rows(spec: Option<&str>, n_rows: usize) -> Result<Range<usize>> {
     let Some(spec) = spec else {
         return Ok(0..n_rows);
     };
@@ -347,7 +347,9 @@ fn decode(c: &[u8], dtype: RawDtype, endian: Endian) -> f32 {
     }
 }
 
-fn load_angles(args: &ReconArgs, n_angles: usize) -> Result<Vec<f32>> {
+/// The projection angles (radians) from `--angles` (a 1-D `.npy`, unit
+/// `--angles-unit`) or, without it, evenly over `--angle-range` degrees.
+pub(crate) fn load_angles(args: &ReconArgs, n_angles: usize) -> Result<Vec<f32>> {
     let Some(path) = &args.angles else {
         let range = args.angle_range.unwrap_or(180.0);
         if !(range.is_finite() && range > 0.0) {
@@ -355,6 +357,11 @@ fn load_angles(args: &ReconArgs, n_angles: usize) -> Result<Vec<f32>> {
         }
         return Ok(uniform_angles(n_angles, range.to_radians()));
     };
+    read_angles_file(path, n_angles, args.angles_unit.unwrap_or(AngleUnit::Rad))
+}
+
+/// Reads `n_angles` finite angles from a 1-D `.npy` file, in radians.
+pub(crate) fn read_angles_file(path: &Path, n_angles: usize, unit: AngleUnit) -> Result<Vec<f32>> {
     let values = read_npy_f32(path)?;
     if values.ndim() != 1 {
         bail!(
@@ -366,17 +373,16 @@ fn load_angles(args: &ReconArgs, n_angles: usize) -> Result<Vec<f32>> {
     let values: Array1<f32> = values.into_dimensionality()?;
     if values.len() != n_angles {
         bail!(
-            "{}: {} angles for {} projections in {}",
+            "{}: {} angles for {} projections",
             path.display(),
             values.len(),
-            n_angles,
-            args.input.display()
+            n_angles
         );
     }
     if let Some(v) = values.iter().find(|v| !v.is_finite()) {
         bail!("{}: angle {v} is not finite", path.display());
     }
-    Ok(match args.angles_unit.unwrap_or(AngleUnit::Rad) {
+    Ok(match unit {
         AngleUnit::Rad => values.to_vec(),
         AngleUnit::Deg => values.iter().map(|d| d.to_radians()).collect(),
     })
