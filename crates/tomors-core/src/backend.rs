@@ -6,7 +6,7 @@
 
 use ndarray::{ArrayView3, ArrayViewMut3};
 
-use crate::error::Result;
+use crate::error::{CoreError, Result};
 use crate::filter::FilterSpec;
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
@@ -97,4 +97,31 @@ pub trait Backend: Send + Sync {
             out,
         )
     }
+}
+
+/// Checks that sinograms of shape `sinograms` (`[slice][angle][bin]`) fit
+/// the geometry, and that an output of shape `out` (`[slice][y][x]`) fits
+/// them and the grid: the shape contract of [`Backend::backproject`], for
+/// every backend to check the same way.
+pub fn check_backprojection_shapes(
+    sinograms: (usize, usize, usize),
+    out: (usize, usize, usize),
+    geometry: &ParallelGeometry,
+    grid: &SliceGrid,
+) -> Result<()> {
+    let (ns, na, nb) = sinograms;
+    if na != geometry.n_angles() || nb != geometry.n_bins() {
+        return Err(CoreError::Shape(format!(
+            "sinograms have {na} angles × {nb} bins, the geometry {} × {}",
+            geometry.n_angles(),
+            geometry.n_bins()
+        )));
+    }
+    if out != (ns, grid.ny, grid.nx) {
+        return Err(CoreError::Shape(format!(
+            "output is {out:?}, expected {:?}",
+            (ns, grid.ny, grid.nx)
+        )));
+    }
+    Ok(())
 }

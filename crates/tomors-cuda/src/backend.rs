@@ -9,7 +9,7 @@ use tomors_core::{Backend, CoreError, FilterSpec, Interpolation, ParallelGeometr
 use crate::engine::{BpJob, Engine, FilterJob, PipelineStats};
 use crate::error::{CudaError, Result};
 use crate::fft::FftVariant;
-use crate::kernels::{check_shapes, KernelChoice};
+use crate::kernels::KernelChoice;
 
 /// Options of a CUDA backend.
 #[derive(Clone, Copy, Debug, Default)]
@@ -128,9 +128,12 @@ fn validate(
     geometry: &ParallelGeometry,
     grid: &SliceGrid,
 ) -> Result<()> {
-    let s = sinograms.dim();
-    let o = out.dim();
-    check_shapes(s, o, geometry, grid)
+    Ok(tomors_core::backend::check_backprojection_shapes(
+        sinograms.dim(),
+        out.dim(),
+        geometry,
+        grid,
+    )?)
 }
 
 impl Backend for CudaBackend {

@@ -1,6 +1,6 @@
 //! Kernel sources, configurations and the per-projection constants.
 
-use tomors_core::{CoreError, ParallelGeometry, SliceGrid};
+use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
 
@@ -265,31 +265,4 @@ pub fn bp_defines_mapped(
         ),
         ("MINB".into(), min_blocks.to_string()),
     ]
-}
-
-/// Checks that sinograms `[slices][angles][bins]` and slices `[slices][ny][nx]` fit the geometry.
-pub fn check_shapes(
-    sino: (usize, usize, usize),
-    out: (usize, usize, usize),
-    geom: &ParallelGeometry,
-    grid: &SliceGrid,
-) -> Result<()> {
-    if sino.1 != geom.n_angles() || sino.2 != geom.n_bins() {
-        return Err(CoreError::Shape(format!(
-            "sinograms of {}×{} (angles×bins) for a geometry of {}×{}",
-            sino.1,
-            sino.2,
-            geom.n_angles(),
-            geom.n_bins()
-        ))
-        .into());
-    }
-    if out.0 != sino.0 || out.1 != grid.ny || out.2 != grid.nx {
-        return Err(CoreError::Shape(format!(
-            "output {:?} for {} sinograms on a {}×{} grid",
-            out, sino.0, grid.ny, grid.nx
-        ))
-        .into());
-    }
-    Ok(())
 }

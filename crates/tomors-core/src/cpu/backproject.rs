@@ -16,8 +16,7 @@
 use ndarray::{s, ArrayView3, ArrayViewMut3, Axis};
 use rayon::prelude::*;
 
-use super::check_shapes;
-use crate::backend::Interpolation;
+use crate::backend::{check_backprojection_shapes, Interpolation};
 use crate::error::Result;
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
@@ -52,7 +51,7 @@ pub fn backproject_slices(
     scale: f32,
     mut out: ArrayViewMut3<'_, f32>,
 ) -> Result<()> {
-    check_shapes(&sinograms, geometry, grid, &out)?;
+    check_backprojection_shapes(sinograms.dim(), out.dim(), geometry, grid)?;
     let (pad, padded_bins, projections) = plan(geometry, grid, interpolation);
     let simd = Simd::detect();
     let ns = sinograms.len_of(Axis(0));

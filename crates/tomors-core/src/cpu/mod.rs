@@ -10,7 +10,7 @@ pub use reference::backproject_reference;
 use ndarray::{ArrayView3, ArrayViewMut3, Axis};
 
 use crate::backend::{Backend, Interpolation};
-use crate::error::{CoreError, Result};
+use crate::error::Result;
 use crate::filter::{FilterSpec, RowFilter};
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
@@ -55,30 +55,4 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         backproject_slices(sinograms, geometry, grid, interpolation, scale, out)
     }
-}
-
-/// Checks that sinograms `[slice][angle][bin]` and slices `[slice][y][x]`
-/// fit the geometry and grid.
-pub(crate) fn check_shapes(
-    sinograms: &ArrayView3<'_, f32>,
-    geometry: &ParallelGeometry,
-    grid: &SliceGrid,
-    out: &ArrayViewMut3<'_, f32>,
-) -> Result<()> {
-    let (ns, na, nb) = sinograms.dim();
-    if na != geometry.n_angles() || nb != geometry.n_bins() {
-        return Err(CoreError::Shape(format!(
-            "sinograms have {na} angles × {nb} bins, the geometry {} × {}",
-            geometry.n_angles(),
-            geometry.n_bins()
-        )));
-    }
-    if out.dim() != (ns, grid.ny, grid.nx) {
-        return Err(CoreError::Shape(format!(
-            "output is {:?}, expected {:?}",
-            out.dim(),
-            (ns, grid.ny, grid.nx)
-        )));
-    }
-    Ok(())
 }
