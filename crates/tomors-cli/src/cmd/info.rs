@@ -80,15 +80,6 @@ impl PreprocessArgs {
         p.validate()?;
         Ok(p)
     }
-
-    /// Whether any flag differs from its default.
-    pub fn is_default(&self) -> bool {
-        self.flat_average == Average::Mean
-            && self.log == LogMode::Auto
-            && !self.no_flat_dark
-            && self.zinger.is_none()
-            && self.stripe.is_none()
-    }
 }
 
 /// Unit of stored angles (overrides what the file says).

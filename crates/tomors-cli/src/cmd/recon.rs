@@ -6,14 +6,14 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use ndarray::{Array1, Array3, ArrayD, Axis, Ix3};
-use tomors_core::fbp::{check_finite, fbp_sinograms_with_progress, projections_to_sinograms};
+use ndarray::{Array1, ArrayD, Axis};
+use tomors_core::fbp::{check_finite, projections_to_sinograms};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::{ParallelGeometry, SliceGrid};
 
 use super::FilterArgs;
 use crate::backend_select::{make_backend, BackendArgs};
-use crate::output::{check_target, write_volume};
+use crate::output::check_target;
 use crate::progress;
 
 /// Unit of angles read from a file.
@@ -42,17 +42,6 @@ pub enum RawDtype {
     F32,
     /// 64-bit float.
     F64,
-}
-
-impl RawDtype {
-    fn size(self) -> usize {
-        match self {
-            Self::U8 => 1,
-            Self::U16 | Self::I16 => 2,
-            Self::U32 | Self::I32 | Self::F32 => 4,
-            Self::F64 => 8,
-        }
-    }
 }
 
 /// Byte order of a raw file.
@@ -151,68 +140,7 @@ pub fn run(args: ReconArgs) -> Result<()> {
     if args.cone.is_cone() {
         return super::cone::run_recon(&args);
     }
-    if needs_streaming(&args) {
-        return run_streaming(args);
-    }
-    let input = &args.input;
-    // Everything is checked before any work, and before anything is written.
-    check_target(&args.out, args.overwrite)?;
-    let projections = load_projections(&args)?;
-    check_finite(projections.view(), "the projections")
-        .with_context(|| input.display().to_string())?;
-    let (n_angles, n_rows, n_bins) = projections.dim();
-    let angles = load_angles(&args, n_angles)?;
-    let mut geometry =
-        ParallelGeometry::new(angles, n_bins).with_context(|| input.display().to_string())?;
-    if let Some(CenterArg::At(c)) = args.center {
-        geometry = geometry
-            .with_center(c)
-            .with_context(|| input.display().to_string())?;
-    }
-    let rows = parse_rows(args.slices.as_deref(), n_rows)?;
-    let options = args.filter.fbp_options(args.slab);
-    options.filter.validate()?;
-    let grid = SliceGrid::for_geometry(&geometry);
-    let backend = make_backend(&args.backend)?;
-    tracing::info!(
-        "reconstructing rows {}..{} of {} ({} angles × {} bins) on {}",
-        rows.start,
-        rows.end,
-        input.display(),
-        n_angles,
-        n_bins,
-        backend.name()
-    );
-    let sinograms = projections_to_sinograms(projections.view(), rows.clone())?;
-    drop(projections);
-    let bar = progress::bar(rows.len() as u64, "reconstructing", "slices");
-    let t = Instant::now();
-    let volume = fbp_sinograms_with_progress(
-        backend.as_ref(),
-        sinograms.view(),
-        &geometry,
-        &grid,
-        &options,
-        &mut |done, _| {
-            bar.set_position(done as u64);
-            true
-        },
-    )?;
-    bar.finish_and_clear();
-    let seconds = t.elapsed().as_secs_f64();
-    let updates = (grid.len() * rows.len() * n_angles) as f64;
-    tracing::info!(
-        "reconstructed {} slices in {seconds:.2} s ({:.2} GU/s)",
-        rows.len(),
-        updates / seconds / 1e9
-    );
-    write_volume(&args.out, volume.view(), args.overwrite)?;
-    println!(
-        "wrote {} ([z][y][x] = {:?})",
-        args.out.display(),
-        volume.dim()
-    );
-    Ok(())
+    run_streaming(args)
 }
 
 /// Parses `a:b` (either side may be empty) into a row range.
@@ -237,32 +165,6 @@ pub(crate) fn parse_rows(spec: Option<&str>, n_rows: usize) -> Result<Range<usiz
         bail!("--slices {a}:{b} is empty or outside the detector's {n_rows} rows");
     }
     Ok(a..b)
-}
-
-fn load_projections(args: &ReconArgs) -> Result<Array3<f32>> {
-    let path = &args.input;
-    let data = match &args.raw_shape {
-        Some(shape) => read_raw(
-            path,
-            shape,
-            args.raw_dtype,
-            args.raw_endian,
-            args.raw_offset,
-        )?,
-        None => read_npy_f32(path)?,
-    };
-    let data = match data.ndim() {
-        2 => data.insert_axis(Axis(1)),
-        3 => data,
-        d => bail!(
-            "{}: projections must be 2-D [angle][col] or 3-D [angle][row][col], not {d}-D",
-            path.display()
-        ),
-    };
-    let data = data
-        .into_dimensionality::<Ix3>()
-        .with_context(|| format!("{}: unexpected shape", path.display()))?;
-    Ok(data)
 }
 
 /// Reads a `.npy` file of any common numeric type as f32.
@@ -290,61 +192,6 @@ pub fn read_npy_f32(path: &Path) -> Result<ArrayD<f32>> {
     try_type!(i32);
     try_type!(u32);
     bail!("{}: not a readable .npy array ({err})", path.display())
-}
-
-fn read_raw(
-    path: &Path,
-    shape: &str,
-    dtype: RawDtype,
-    endian: Endian,
-    offset: u64,
-) -> Result<ArrayD<f32>> {
-    let dims: Vec<usize> = shape
-        .split(',')
-        .map(|s| s.trim().parse::<usize>())
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("--raw-shape '{shape}': expected angles,rows,cols"))?;
-    if dims.len() != 3 || dims.contains(&0) {
-        bail!("--raw-shape '{shape}': expected three positive sizes angles,rows,cols");
-    }
-    let count: usize = dims.iter().product();
-    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    let need = offset as usize + count * dtype.size();
-    if bytes.len() != need {
-        bail!(
-            "{}: holds {} bytes, but offset {offset} + shape {shape} of {dtype:?} needs {need}",
-            path.display(),
-            bytes.len()
-        );
-    }
-    let body = &bytes[offset as usize..];
-    let values: Vec<f32> = body
-        .chunks_exact(dtype.size())
-        .map(|c| decode(c, dtype, endian))
-        .collect();
-    Ok(ArrayD::from_shape_vec(dims, values)?)
-}
-
-fn decode(c: &[u8], dtype: RawDtype, endian: Endian) -> f32 {
-    macro_rules! num {
-        ($t:ty, $n:expr) => {{
-            let mut b = [0u8; $n];
-            b.copy_from_slice(c);
-            match endian {
-                Endian::Little => <$t>::from_le_bytes(b),
-                Endian::Big => <$t>::from_be_bytes(b),
-            }
-        }};
-    }
-    match dtype {
-        RawDtype::U8 => c[0] as f32,
-        RawDtype::U16 => num!(u16, 2) as f32,
-        RawDtype::U32 => num!(u32, 4) as f32,
-        RawDtype::I16 => num!(i16, 2) as f32,
-        RawDtype::I32 => num!(i32, 4) as f32,
-        RawDtype::F32 => num!(f32, 4),
-        RawDtype::F64 => num!(f64, 8) as f32,
-    }
 }
 
 /// The projection angles (radians) from `--angles` (a 1-D `.npy`, unit
@@ -414,30 +261,6 @@ impl std::str::FromStr for CenterArg {
 
 /// Default memory budget of the streaming pipeline.
 const DEFAULT_MEMORY: &str = "2G";
-
-/// Whether this run goes through the streaming real-data pipeline
-/// (tomors-io readers, preprocessing, centre finding, slab writers) rather
-/// than the in-memory `.npy`/raw path.
-fn needs_streaming(args: &ReconArgs) -> bool {
-    let is_npy = args
-        .input
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("npy"));
-    let out_h5 = args
-        .out
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| ["h5", "hdf5", "nxs"].contains(&e.to_ascii_lowercase().as_str()));
-    let plain = (is_npy || args.raw_shape.is_some())
-        && args.memory.is_none()
-        && args.center != Some(CenterArg::Auto)
-        && args.io.flats.is_none()
-        && args.io.darks.is_none()
-        && args.pre.is_default()
-        && !out_h5
-        && args.tiff_bits == 32;
-    !plain
-}
 
 fn raw_spec(args: &ReconArgs) -> Result<Option<tomors_io::source::RawSpec>> {
     use tomors_io::source::{Endian as E, RawDtype as D, RawSpec};
