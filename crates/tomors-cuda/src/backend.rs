@@ -29,6 +29,7 @@ pub struct CudaBackend {
     engine: Mutex<Engine>,
     name: String,
     options: CudaOptions,
+    pub(crate) cone_kernel: crate::cone::ConeKernel,
 }
 
 impl CudaBackend {
@@ -49,6 +50,7 @@ impl CudaBackend {
             engine: Mutex::new(engine),
             name,
             options,
+            cone_kernel: crate::cone::ConeKernel::default(),
         })
     }
 

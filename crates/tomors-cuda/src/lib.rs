@@ -25,11 +25,15 @@
 //!   upload → filter → back projection → download on three streams with
 //!   double buffering and pinned host memory; [`MultiCudaBackend`] hands
 //!   slabs round-robin to several GPUs.
+//! - Cone beam: [`ConeBackend`](tomors_core::cone::ConeBackend) for
+//!   [`CudaBackend`] (FDK back projection, texture or plain-load kernels,
+//!   see [`cone`]).
 //! - [`bench`](mod@bench) measures GU/s (voxels × projections / s) and end-to-end FBP.
 
 pub mod backend;
 pub mod bench;
 pub mod compile;
+pub mod cone;
 pub mod driver;
 mod engine;
 pub mod error;
@@ -38,6 +42,7 @@ pub mod kernels;
 pub mod model;
 
 pub use backend::{CudaBackend, CudaOptions, MultiCudaBackend};
+pub use cone::{ConeKernel, ConeStats};
 pub use engine::{PipelineStats, TexStorage};
 pub use error::{CudaError, Result};
 pub use fft::FftVariant;
