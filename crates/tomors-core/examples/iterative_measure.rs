@@ -1,5 +1,6 @@
-//! Measurements for docs/iterative.md (ignored by default; run with
-//! `cargo test --release -p tomors-core --test iterative_measure -- --ignored --nocapture`).
+//! Measurements for docs/iterative.md (a measurement program, not a test):
+//! `cargo run --release -p tomors-core --example iterative_measure -- [NAME...]`
+//! runs the named measurements (all when none is named).
 //!
 //! - `convergence_256`: NRMSE per iteration of every method on the 256²
 //!   modified Shepp–Logan from 60 exact projections over π, and again with
@@ -220,8 +221,6 @@ fn at(errors: &[f64], k: usize) -> String {
     errors.get(k - 1).map_or("–".into(), |e| format!("{e:.4}"))
 }
 
-#[test]
-#[ignore]
 fn convergence_256() {
     let dir = out_dir();
     let mut csv = std::fs::File::create(dir.join("iterative_convergence.csv")).unwrap();
@@ -322,8 +321,6 @@ fn write_raw(path: PathBuf, data: impl Iterator<Item = f32>) {
     std::fs::write(path, bytes).unwrap();
 }
 
-#[test]
-#[ignore]
 fn export_for_astra() {
     let dir = std::env::var_os("TOMORS_ASTRA_DIR")
         .map(PathBuf::from)
@@ -356,8 +353,6 @@ fn export_for_astra() {
     println!("wrote {}", dir.display());
 }
 
-#[test]
-#[ignore]
 fn projector_speed() {
     let n = 512;
     let n_angles = 512;
@@ -394,8 +389,6 @@ fn projector_speed() {
     }
 }
 
-#[test]
-#[ignore]
 fn joseph_angle_ranges() {
     // Single thread, one 512² slice: column-stepping (θ near 90°) against
     // row-stepping (θ near 0) angles.
@@ -424,5 +417,21 @@ fn joseph_angle_ranges() {
             (n * n * 64) as f64 / dt / 1e9,
             dt * 1e9 / (64.0 * n as f64 * n as f64)
         );
+    }
+}
+
+fn main() {
+    let measurements: [(&str, fn()); 4] = [
+        ("convergence_256", convergence_256),
+        ("export_for_astra", export_for_astra),
+        ("projector_speed", projector_speed),
+        ("joseph_angle_ranges", joseph_angle_ranges),
+    ];
+    let wanted: Vec<String> = std::env::args().skip(1).collect();
+    for (name, run) in measurements {
+        if wanted.is_empty() || wanted.iter().any(|w| w == name) {
+            println!("== {name}");
+            run();
+        }
     }
 }
