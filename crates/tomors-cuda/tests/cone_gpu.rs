@@ -3,8 +3,7 @@
 //! rays leaving the detector, z sub-ranges, angle chunks), and FDK of a 64³
 //! Shepp–Logan on the GPU against the CPU FDK. Each test skips with a
 //! printed reason when no GPU is usable, and fails instead under
-//! `TOMORS_REQUIRE_GPU=1`. `cone_benchmark_512` (ignored) times 512³ from
-//! 720 projections of 512², host to host.
+//! `TOMORS_REQUIRE_GPU=1`. The 512³ timing is the example `cone_bench`.
 
 mod common;
 
@@ -14,8 +13,8 @@ use std::time::Instant;
 use common::{gpu_or_skip, random, rel_l2};
 use ndarray::{s, Array3, Axis};
 use tomors_core::cone::{
-    backproject_cone_reference, fdk, fdk_filter, project_cone, ConeBackend, ConeGeometry,
-    ConeVolume, FdkOptions, DEFAULT_SUBPIXELS,
+    backproject_cone_reference, fdk, project_cone, ConeBackend, ConeGeometry, ConeVolume,
+    FdkOptions, DEFAULT_SUBPIXELS,
 };
 use tomors_core::cpu::CpuBackend;
 use tomors_core::geometry::uniform_angles;
@@ -216,73 +215,6 @@ fn fdk_on_the_gpu_matches_the_cpu_fdk() {
         assert!(
             (e_cpu - e_gpu).abs() <= 10.0 * bound * e_cpu.max(1e-3),
             "{kernel:?}: NRMSE {e_cpu} vs {e_gpu}"
-        );
-    }
-}
-
-/// 512³ from 720 projections of 512² (ASTRA's `fdk` benchmark geometry:
-/// SOD 1000, ODD 500, unit pixels and voxels), host to host: the back
-/// projection alone and FDK (weighting, GPU filtering, back projection).
-/// Run with `--ignored --nocapture`.
-#[test]
-#[ignore]
-fn cone_benchmark_512() {
-    let Some(mut be) = gpu_or_skip("cone_benchmark_512") else {
-        return;
-    };
-    let (n, na) = (512usize, 720usize);
-    let g = ConeGeometry::new(
-        (0..na)
-            .map(|i| (2.0 * PI * i as f64 / na as f64) as f32)
-            .collect(),
-        1000.0,
-        500.0,
-        n,
-        n,
-        1.0,
-        1.0,
-    )
-    .unwrap();
-    let vol = ConeVolume::new(n, n, n, 1.0).unwrap();
-    let proj = Array3::from_shape_vec((na, n, n), random(na * n * n, 7)).unwrap();
-    let mut out = Array3::<f32>::zeros((n, n, n));
-    let gu = (n * n * n * na) as f64 * 1e-9;
-    for (kernel, rep) in [ConeKernel::Loads, ConeKernel::Texture]
-        .into_iter()
-        .flat_map(|k| (0..3).map(move |r| (k, r)))
-    {
-        be.set_cone_kernel(kernel);
-        let st = be
-            .cone_backproject_chunked(proj.view(), &g, &vol, 0..n, out.view_mut(), 0)
-            .unwrap();
-        println!(
-            "bench cone_bp {kernel:?} 512^3 x 720 rep {rep}: total {:.4} s (upload {:.4}, kernel {:.4}, \
-             download {:.4}, {} chunk(s)); kernel {:.1} GU/s, host to host {:.1} GU/s",
-            st.total_s,
-            st.upload_s,
-            st.kernel_s,
-            st.download_s,
-            st.chunks,
-            gu / st.kernel_s,
-            gu / st.total_s
-        );
-    }
-    let opts = FdkOptions::default();
-    for (kernel, rep) in [ConeKernel::Loads, ConeKernel::Texture]
-        .into_iter()
-        .flat_map(|k| (0..2).map(move |r| (k, r)))
-    {
-        be.set_cone_kernel(kernel);
-        let t = Instant::now();
-        let q = fdk_filter(&be, proj.view(), &g, &opts).unwrap();
-        let tf = t.elapsed().as_secs_f64();
-        be.cone_backproject(q.view(), &g, &vol, 0..n, out.view_mut())
-            .unwrap();
-        let tt = t.elapsed().as_secs_f64();
-        println!(
-            "bench fdk {kernel:?} 512^3 x 720 rep {rep}: {tt:.4} s host to host (weights + filter {tf:.4} s), \
-             {:.1} GU/s",
-            gu / tt
         );
     }
 }

@@ -1,0 +1,91 @@
+//! Cone-beam back projection and FDK on the GPU, host to host:
+//! `cargo run --release -p tomors-cuda --example cone_bench` (needs a GPU;
+//! ASTRA's counterpart is `../shared/bench/astra/run.sh fdk --n 512 --angles 720`).
+
+use std::f64::consts::PI;
+use std::time::Instant;
+
+use ndarray::Array3;
+use tomors_core::cone::{fdk_filter, ConeBackend, ConeGeometry, ConeVolume, FdkOptions};
+use tomors_cuda::ConeKernel;
+
+/// Deterministic values in [-1, 1) from a seed (xorshift).
+fn random(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// 512³ from 720 projections of 512² (ASTRA's `fdk` benchmark geometry:
+/// SOD 1000, ODD 500, unit pixels and voxels), host to host: the back
+/// projection alone and FDK (weighting, GPU filtering, back projection).
+fn main() {
+    let mut be = match tomors_cuda::device_count().and_then(|_| tomors_cuda::CudaBackend::new(0)) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("cone_bench: {e}");
+            std::process::exit(1);
+        }
+    };
+    let (n, na) = (512usize, 720usize);
+    let g = ConeGeometry::new(
+        (0..na)
+            .map(|i| (2.0 * PI * i as f64 / na as f64) as f32)
+            .collect(),
+        1000.0,
+        500.0,
+        n,
+        n,
+        1.0,
+        1.0,
+    )
+    .unwrap();
+    let vol = ConeVolume::new(n, n, n, 1.0).unwrap();
+    let proj = Array3::from_shape_vec((na, n, n), random(na * n * n, 7)).unwrap();
+    let mut out = Array3::<f32>::zeros((n, n, n));
+    let gu = (n * n * n * na) as f64 * 1e-9;
+    for (kernel, rep) in [ConeKernel::Loads, ConeKernel::Texture]
+        .into_iter()
+        .flat_map(|k| (0..3).map(move |r| (k, r)))
+    {
+        be.set_cone_kernel(kernel);
+        let st = be
+            .cone_backproject_chunked(proj.view(), &g, &vol, 0..n, out.view_mut(), 0)
+            .unwrap();
+        println!(
+            "bench cone_bp {kernel:?} 512^3 x 720 rep {rep}: total {:.4} s (upload {:.4}, kernel {:.4}, \
+             download {:.4}, {} chunk(s)); kernel {:.1} GU/s, host to host {:.1} GU/s",
+            st.total_s,
+            st.upload_s,
+            st.kernel_s,
+            st.download_s,
+            st.chunks,
+            gu / st.kernel_s,
+            gu / st.total_s
+        );
+    }
+    let opts = FdkOptions::default();
+    for (kernel, rep) in [ConeKernel::Loads, ConeKernel::Texture]
+        .into_iter()
+        .flat_map(|k| (0..2).map(move |r| (k, r)))
+    {
+        be.set_cone_kernel(kernel);
+        let t = Instant::now();
+        let q = fdk_filter(&be, proj.view(), &g, &opts).unwrap();
+        let tf = t.elapsed().as_secs_f64();
+        be.cone_backproject(q.view(), &g, &vol, 0..n, out.view_mut())
+            .unwrap();
+        let tt = t.elapsed().as_secs_f64();
+        println!(
+            "bench fdk {kernel:?} 512^3 x 720 rep {rep}: {tt:.4} s host to host (weights + filter {tf:.4} s), \
+             {:.1} GU/s",
+            gu / tt
+        );
+    }
+}
