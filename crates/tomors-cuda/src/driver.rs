@@ -724,15 +724,7 @@ impl Texture {
         filter: TexFilter,
     ) -> Result<Self> {
         ctx.bind()?;
-        let (fmt, channels, flags) = match format {
-            TexFormat::Float1 => (sys::CUarray_format::CU_AD_FORMAT_FLOAT, 1, 0),
-            TexFormat::Float2 => (sys::CUarray_format::CU_AD_FORMAT_FLOAT, 2, 0),
-            TexFormat::Uint2 => (
-                sys::CUarray_format::CU_AD_FORMAT_UNSIGNED_INT32,
-                2,
-                sys::CU_TRSF_READ_AS_INTEGER,
-            ),
-        };
+        let (fmt, channels, flags, _) = format_parts(format);
         // Every byte of the union is written through the plain-integer
         // variant first, then the pitch2D variant is set field by field.
         let mut res = sys::CUDA_RESOURCE_DESC {
@@ -752,6 +744,24 @@ impl Texture {
             height,
             pitchInBytes: pitch,
         };
+        Self::create(
+            ctx,
+            &res,
+            filter,
+            flags,
+            &format!("cuTexObjectCreate ({width}×{height} texels, pitch {pitch}, {format:?})"),
+        )
+    }
+
+    /// Creates the texture object over `res`: border addressing (zeros
+    /// outside), unnormalised coordinates, `filter`, and `flags`.
+    fn create(
+        ctx: &Arc<Context>,
+        res: &sys::CUDA_RESOURCE_DESC,
+        filter: TexFilter,
+        flags: u32,
+        what: &str,
+    ) -> Result<Self> {
         let mode = sys::CUaddress_mode::CU_TR_ADDRESS_MODE_BORDER;
         let fm = match filter {
             TexFilter::Point => sys::CUfilter_mode::CU_TR_FILTER_MODE_POINT,
@@ -772,8 +782,8 @@ impl Texture {
         let mut raw = 0;
         // SAFETY: fully initialised descriptors; no resource view.
         check(
-            unsafe { sys::cuTexObjectCreate(&mut raw, &res, &tex, std::ptr::null()) },
-            &format!("cuTexObjectCreate ({width}×{height} texels, pitch {pitch}, {format:?})"),
+            unsafe { sys::cuTexObjectCreate(&mut raw, res, &tex, std::ptr::null()) },
+            what,
         )?;
         Ok(Self {
             raw,
@@ -910,32 +920,12 @@ impl Texture {
         };
         res.res.array =
             sys::CUDA_RESOURCE_DESC_st__bindgen_ty_1__bindgen_ty_1 { hArray: array.raw };
-        let mode = sys::CUaddress_mode::CU_TR_ADDRESS_MODE_BORDER;
-        let fm = match filter {
-            TexFilter::Point => sys::CUfilter_mode::CU_TR_FILTER_MODE_POINT,
-            TexFilter::Linear => sys::CUfilter_mode::CU_TR_FILTER_MODE_LINEAR,
-        };
-        let tex = sys::CUDA_TEXTURE_DESC {
-            addressMode: [mode, mode, mode],
-            filterMode: fm,
+        Self::create(
+            ctx,
+            &res,
+            filter,
             flags,
-            maxAnisotropy: 0,
-            mipmapFilterMode: sys::CUfilter_mode::CU_TR_FILTER_MODE_POINT,
-            mipmapLevelBias: 0.0,
-            minMipmapLevelClamp: 0.0,
-            maxMipmapLevelClamp: 0.0,
-            borderColor: [0.0; 4],
-            reserved: [0; 12],
-        };
-        let mut raw = 0;
-        // SAFETY: fully initialised descriptors; no resource view.
-        check(
-            unsafe { sys::cuTexObjectCreate(&mut raw, &res, &tex, std::ptr::null()) },
             &format!("cuTexObjectCreate (array {}×{})", array.width, array.height),
-        )?;
-        Ok(Self {
-            raw,
-            ctx: ctx.clone(),
-        })
+        )
     }
 }

@@ -330,64 +330,48 @@ impl Engine {
         let (a_bytes, b_bytes) = Self::fft_bytes(variant, rows, n);
         let a = ensure(&mut self.fft_a, &self.ctx, a_bytes, "FFT buffer")?;
         let edge = i32::from(job.spec.padding == Padding::Edge);
-        let (mut n_i, mut l_i, mut rows_i) = (n as i32, l as i32, rows as i64);
-        let mut src_v = src;
-        let mut stride = n as i64;
-        let mut a_v = a;
+        // Both variants pad the rows into buffer `a` with the same kernel
+        // signature: real rows (R2C) or two rows per complex row (pair).
+        let (pad, pad_name, padded_rows) = match variant {
+            FftVariant::RealToComplex => (self.filters.pad_real, "pad_real", rows),
+            FftVariant::ComplexPair => (self.filters.pad_pair, "pad_pair", rows.div_ceil(2)),
+        };
+        let (mut src_v, mut stride, mut a_v) = (src, n as i64, a);
+        let (mut n_i, mut l_i, mut rows_i, mut edge_v) = (n as i32, l as i32, rows as i64, edge);
+        // SAFETY: parameter types match pad_real / pad_pair.
+        unsafe {
+            let mut p: [*mut c_void; 7] = [
+                &mut src_v as *mut _ as _,
+                &mut stride as *mut _ as _,
+                &mut a_v as *mut _ as _,
+                &mut n_i as *mut _ as _,
+                &mut l_i as *mut _ as _,
+                &mut rows_i as *mut _ as _,
+                &mut edge_v as *mut _ as _,
+            ];
+            launch(
+                pad,
+                pad_name,
+                Self::row_grid(l, padded_rows),
+                (256, 1, 1),
+                0,
+                &self.comp,
+                &mut p,
+            )?;
+        }
+        let comp = &self.comp as *const Stream;
         match variant {
             FftVariant::RealToComplex => {
                 let b = ensure(&mut self.fft_b, &self.ctx, b_bytes, "FFT spectrum buffer")?;
-                let mut b_v = b;
                 let f = l / 2 + 1;
-                let mut f_i = f as i32;
-                // SAFETY: parameter types match pad_real / mul_half_spectrum.
-                let mut edge_v = edge;
-                unsafe {
-                    let mut p: [*mut c_void; 7] = [
-                        &mut src_v as *mut _ as _,
-                        &mut stride as *mut _ as _,
-                        &mut a_v as *mut _ as _,
-                        &mut n_i as *mut _ as _,
-                        &mut l_i as *mut _ as _,
-                        &mut rows_i as *mut _ as _,
-                        &mut edge_v as *mut _ as _,
-                    ];
-                    launch(
-                        self.filters.pad_real,
-                        "pad_real",
-                        Self::row_grid(l, rows),
-                        (256, 1, 1),
-                        0,
-                        &self.comp,
-                        &mut p,
-                    )?;
-                }
-                let comp = &self.comp as *const Stream;
                 // SAFETY: the buffers hold `rows` rows of the planned layout;
                 // `comp` outlives the call (it is a field of self).
                 unsafe {
                     self.plan(PlanKind::R2C, l, rows)?
                         .exec(a, b, true, &*comp)?;
                 }
-                let mut resp_v = resp;
-                // SAFETY: parameter types match mul_half_spectrum.
-                unsafe {
-                    let mut p: [*mut c_void; 4] = [
-                        &mut b_v as *mut _ as _,
-                        &mut resp_v as *mut _ as _,
-                        &mut f_i as *mut _ as _,
-                        &mut rows_i as *mut _ as _,
-                    ];
-                    launch(
-                        self.filters.mul_half,
-                        "mul_half_spectrum",
-                        Self::row_grid(f, rows),
-                        (256, 1, 1),
-                        0,
-                        &self.comp,
-                        &mut p,
-                    )?;
-                }
+                let mul = self.filters.mul_half;
+                self.multiply_spectrum(mul, "mul_half_spectrum", b, resp, f, rows)?;
                 // SAFETY: as above.
                 unsafe {
                     self.plan(PlanKind::C2R, l, rows)?
@@ -396,55 +380,14 @@ impl Engine {
                 Ok((a, l as i64, 0))
             }
             FftVariant::ComplexPair => {
-                let pairs = rows.div_ceil(2);
-                let mut edge_v = edge;
-                // SAFETY: parameter types match pad_pair.
-                unsafe {
-                    let mut p: [*mut c_void; 7] = [
-                        &mut src_v as *mut _ as _,
-                        &mut stride as *mut _ as _,
-                        &mut a_v as *mut _ as _,
-                        &mut n_i as *mut _ as _,
-                        &mut l_i as *mut _ as _,
-                        &mut rows_i as *mut _ as _,
-                        &mut edge_v as *mut _ as _,
-                    ];
-                    launch(
-                        self.filters.pad_pair,
-                        "pad_pair",
-                        Self::row_grid(l, pairs),
-                        (256, 1, 1),
-                        0,
-                        &self.comp,
-                        &mut p,
-                    )?;
-                }
-                let comp = &self.comp as *const Stream;
+                let pairs = padded_rows;
                 // SAFETY: in-place C2C over `pairs` rows of `l` complex values.
                 unsafe {
                     self.plan(PlanKind::C2C, l, pairs)?
                         .exec(a, a, true, &*comp)?;
                 }
-                let mut resp_v = resp;
-                let mut pairs_i = pairs as i64;
-                // SAFETY: parameter types match mul_full_spectrum.
-                unsafe {
-                    let mut p: [*mut c_void; 4] = [
-                        &mut a_v as *mut _ as _,
-                        &mut resp_v as *mut _ as _,
-                        &mut l_i as *mut _ as _,
-                        &mut pairs_i as *mut _ as _,
-                    ];
-                    launch(
-                        self.filters.mul_full,
-                        "mul_full_spectrum",
-                        Self::row_grid(l, pairs),
-                        (256, 1, 1),
-                        0,
-                        &self.comp,
-                        &mut p,
-                    )?;
-                }
+                let mul = self.filters.mul_full;
+                self.multiply_spectrum(mul, "mul_full_spectrum", a, resp, l, pairs)?;
                 // SAFETY: as above.
                 unsafe {
                     self.plan(PlanKind::C2C, l, pairs)?
@@ -452,6 +395,40 @@ impl Engine {
                 }
                 Ok((a, 2 * l as i64, 1))
             }
+        }
+    }
+
+    /// Multiplies `rows` spectra of `width` complex values at `spectrum` by
+    /// the filter response at `resp` (mul_half_spectrum / mul_full_spectrum,
+    /// which share their signature), on the compute stream.
+    fn multiply_spectrum(
+        &self,
+        kernel: Function,
+        name: &str,
+        spectrum: u64,
+        resp: u64,
+        width: usize,
+        rows: usize,
+    ) -> Result<()> {
+        let (mut spec_v, mut resp_v) = (spectrum, resp);
+        let (mut width_i, mut rows_i) = (width as i32, rows as i64);
+        // SAFETY: parameter types match mul_half_spectrum / mul_full_spectrum.
+        unsafe {
+            let mut p: [*mut c_void; 4] = [
+                &mut spec_v as *mut _ as _,
+                &mut resp_v as *mut _ as _,
+                &mut width_i as *mut _ as _,
+                &mut rows_i as *mut _ as _,
+            ];
+            launch(
+                kernel,
+                name,
+                Self::row_grid(width, rows),
+                (256, 1, 1),
+                0,
+                &self.comp,
+                &mut p,
+            )
         }
     }
 
