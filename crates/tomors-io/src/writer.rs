@@ -260,10 +260,44 @@ impl SlabCursor {
     }
 }
 
+/// An output being written under its temporary name (a file or a
+/// directory): [`Staged::commit`] moves it to the final name; dropped
+/// uncommitted, it is removed, so a failed run leaves nothing behind.
+struct Staged(PathBuf);
+
+impl Staged {
+    /// Renames the temporary output to `path`.
+    fn commit(&mut self, path: &Path) -> Result<()> {
+        std::fs::rename(&self.0, path).map_err(|e| os_err(path, e))?;
+        self.0 = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Staged {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if self.0.as_os_str().is_empty() {
+            return;
+        }
+        let _ = if self.0.is_dir() {
+            std::fs::remove_dir_all(&self.0)
+        } else {
+            std::fs::remove_file(&self.0)
+        };
+    }
+}
+
 /// `.npy` writer (float32, little endian, C order).
 pub struct NpyWriter {
     path: PathBuf,
-    tmp: PathBuf,
+    tmp: Staged,
     file: Option<BufWriter<File>>,
     cursor: SlabCursor,
 }
@@ -288,7 +322,7 @@ impl NpyWriter {
         bytes.extend_from_slice(header.as_bytes());
         let mut this = Self {
             path: path.to_path_buf(),
-            tmp: tmp.clone(),
+            tmp: Staged(tmp.clone()),
             file: None,
             cursor: SlabCursor { shape, next: 0 },
         };
@@ -328,18 +362,14 @@ impl VolumeWriter for NpyWriter {
             .map_err(|e| os_err(&self.tmp, e.into_error()))?;
         f.sync_all().map_err(|e| os_err(&self.tmp, e))?;
         drop(f);
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| os_err(&self.path, e))?;
-        self.tmp = PathBuf::new();
-        Ok(())
+        self.tmp.commit(&self.path)
     }
 }
 
 impl Drop for NpyWriter {
     fn drop(&mut self) {
+        // Close the file before `Staged` removes an unfinished one.
         self.file.take();
-        if !self.tmp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
     }
 }
 
@@ -347,7 +377,7 @@ impl Drop for NpyWriter {
 /// with the metadata as attributes of the dataset.
 pub struct Hdf5Writer {
     path: PathBuf,
-    tmp: PathBuf,
+    tmp: Staged,
     file: Option<hdf5::File>,
     ds: Option<hdf5::Dataset>,
     cursor: SlabCursor,
@@ -364,7 +394,7 @@ impl Hdf5Writer {
         let tmp = partial_file_name(path);
         let mut this = Self {
             path: path.to_path_buf(),
-            tmp: tmp.clone(),
+            tmp: Staged(tmp.clone()),
             file: None,
             ds: None,
             cursor: SlabCursor { shape, next: 0 },
@@ -431,19 +461,15 @@ impl VolumeWriter for Hdf5Writer {
             f.flush().map_err(|e| h5w(&self.tmp, e))?;
             f.close().map_err(|e| h5w(&self.tmp, e))?;
         }
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| os_err(&self.path, e))?;
-        self.tmp = PathBuf::new();
-        Ok(())
+        self.tmp.commit(&self.path)
     }
 }
 
 impl Drop for Hdf5Writer {
     fn drop(&mut self) {
+        // Close the file before `Staged` removes an unfinished one.
         self.ds.take();
         self.file.take();
-        if !self.tmp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
     }
 }
 
@@ -452,7 +478,7 @@ impl Drop for Hdf5Writer {
 /// and the scaling.
 pub struct TiffStackWriter {
     path: PathBuf,
-    tmp: PathBuf,
+    tmp: Staged,
     depth: TiffDepth,
     cursor: SlabCursor,
     digits: usize,
@@ -518,7 +544,7 @@ impl TiffStackWriter {
         std::fs::create_dir(&tmp).map_err(|e| os_err(&tmp, e))?;
         let this = Self {
             path: path.to_path_buf(),
-            tmp: tmp.clone(),
+            tmp: Staged(tmp.clone()),
             depth,
             cursor: SlabCursor { shape, next: 0 },
             digits: shape[0].saturating_sub(1).to_string().len().max(5),
@@ -568,17 +594,7 @@ impl VolumeWriter for TiffStackWriter {
                 std::fs::remove_dir(&self.path).map_err(|e| os_err(&self.path, e))?;
             }
         }
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| os_err(&self.path, e))?;
-        self.tmp = PathBuf::new();
-        Ok(())
-    }
-}
-
-impl Drop for TiffStackWriter {
-    fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            let _ = std::fs::remove_dir_all(&self.tmp);
-        }
+        self.tmp.commit(&self.path)
     }
 }
 
