@@ -542,6 +542,22 @@ pub fn reconstruct<T: Real, P: Projector<T> + ?Sized>(
         Ok(rel(r2))
     };
 
+    // Bookkeeping after a sweep of the methods that do not need the residual
+    // themselves: residual (when tracked), divergence check, callback, stop.
+    let end_iteration = |it: usize,
+                         x: &Array3<T>,
+                         ax: &mut Array3<T>,
+                         state: &mut Driver<'_, T>|
+     -> Result<Option<StopReason>> {
+        let res = if track {
+            Some(residual_of(x, ax)?)
+        } else {
+            None
+        };
+        check_iterate(x, res)?;
+        state.after(it, res, x)
+    };
+
     let stop = match options.algorithm {
         Algorithm::Sirt(weighting) => {
             let m = m_weights(projector, weighting, &all)?;
@@ -606,13 +622,7 @@ pub fn reconstruct<T: Real, P: Projector<T> + ?Sized>(
                     };
                     update(&mut x, &g, t, lambda, &clamp);
                 }
-                let res = if track {
-                    Some(residual_of(&x, &mut ax)?)
-                } else {
-                    None
-                };
-                check_iterate(&x, res)?;
-                if let Some(s) = state.after(it, res, &x)? {
+                if let Some(s) = end_iteration(it, &x, &mut ax, &mut state)? {
                     stop = s;
                     break;
                 }
@@ -637,13 +647,7 @@ pub fn reconstruct<T: Real, P: Projector<T> + ?Sized>(
                         let buf = xs.as_slice_mut().expect("standard layout");
                         art_sweep(projector, buf, b, &rays, &norms, lambda, &clamp);
                     });
-                let res = if track {
-                    Some(residual_of(&x, &mut ax)?)
-                } else {
-                    None
-                };
-                check_iterate(&x, res)?;
-                if let Some(s) = state.after(it, res, &x)? {
+                if let Some(s) = end_iteration(it, &x, &mut ax, &mut state)? {
                     stop = s;
                     break;
                 }
@@ -685,13 +689,7 @@ pub fn reconstruct<T: Real, P: Projector<T> + ?Sized>(
                         .and(&ArrayView2::from_shape((ny, nx), &sum).expect("shape"))
                         .for_each(|o, &v| *o = clamp.apply(v * inv_p));
                 }
-                let res = if track {
-                    Some(residual_of(&x, &mut ax)?)
-                } else {
-                    None
-                };
-                check_iterate(&x, res)?;
-                if let Some(s) = state.after(it, res, &x)? {
+                if let Some(s) = end_iteration(it, &x, &mut ax, &mut state)? {
                     stop = s;
                     break;
                 }
