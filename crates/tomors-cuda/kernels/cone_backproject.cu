@@ -23,6 +23,39 @@
 __constant__ double c_cos[MAXP];
 __constant__ double c_sin[MAXP];
 
+// Where the ray of projection p through column (x, y) meets the detector:
+// depth U = SOD + t, magnification m = SDD / U and the detector column. False
+// when the column lies behind the source or its ray misses the detector's
+// columns (then it adds nothing).
+__device__ __forceinline__ bool cone_column(int p, double x, double y, double sod, double sdd,
+                                            double pu, double ccol, int nc,
+                                            double& depth, double& m, double& col)
+{
+    const double cs = c_cos[p], sn = c_sin[p];
+    depth = sod + (-x * sn + y * cs);
+    if (!(depth > 0.0)) return false;
+    m = sdd / depth;
+    col = ccol + (x * cs + y * sn) * m / pu;
+    return col >= -1.0 && col < (double)nc;
+}
+
+// Writes (acc == 0) or adds (acc == 1) the ZB sums of column (ix, iy) from
+// slice kb on, skipping slices past nzs.
+__device__ __forceinline__ void store_column(float* __restrict__ vol, const float* sum, int ix,
+                                             int iy, int kb, int nx, int ny, int nzs, int acc)
+{
+    const size_t sl = (size_t)nx * ny;
+    float* o = vol + (size_t)iy * nx + ix;
+#pragma unroll
+    for (int k = 0; k < ZB; ++k) {
+        const int kk = kb + k;
+        if (kk < nzs) {
+            float* d = o + (size_t)kk * sl;
+            *d = acc ? *d + sum[k] : sum[k];
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 cone_bp(const float* __restrict__ proj, float* __restrict__ vol, int nang, int nzs, int acc,
         int nx, int ny, int nc, int nr,
@@ -43,12 +76,8 @@ cone_bp(const float* __restrict__ proj, float* __restrict__ vol, int nang, int n
 
     const size_t plane = (size_t)nr * nc;
     for (int p = 0; p < nang; ++p) {
-        const double cs = c_cos[p], sn = c_sin[p];
-        const double depth = sod + (-x * sn + y * cs);
-        if (!(depth > 0.0)) continue;
-        const double m = sdd / depth;
-        const double col = ccol + (x * cs + y * sn) * m / pu;
-        if (!(col >= -1.0 && col < (double)nc)) continue;
+        double depth, m, col;
+        if (!cone_column(p, x, y, sod, sdd, pu, ccol, nc, depth, m, col)) continue;
         const double cf = floor(col);
         const double fc = col - cf;
         const double w = (sod / depth) * (sod / depth);
@@ -76,16 +105,7 @@ cone_bp(const float* __restrict__ proj, float* __restrict__ vol, int nang, int n
             }
         }
     }
-    const size_t sl = (size_t)nx * ny;
-    float* o = vol + (size_t)iy * nx + ix;
-#pragma unroll
-    for (int k = 0; k < ZB; ++k) {
-        const int kk = kb + k;
-        if (kk < nzs) {
-            float* d = o + (size_t)kk * sl;
-            *d = acc ? *d + sum[k] : sum[k];
-        }
-    }
+    store_column(vol, sum, ix, iy, kb, nx, ny, nzs, acc);
 }
 
 // ---------------------------------------------------------------------------
@@ -118,12 +138,8 @@ cone_bp_tex(float* __restrict__ vol, int nang, int nzs, int acc, int tpg,
     for (int k = 0; k < ZB; ++k) sum[k] = 0.0f;
 
     for (int p = 0; p < nang; ++p) {
-        const double cs = c_cos[p], sn = c_sin[p];
-        const double depth = sod + (-x * sn + y * cs);
-        if (!(depth > 0.0)) continue;
-        const double m = sdd / depth;
-        const double col = ccol + (x * cs + y * sn) * m / pu;
-        if (!(col >= -1.0 && col < (double)nc)) continue;
+        double depth, m, col;
+        if (!cone_column(p, x, y, sod, sdd, pu, ccol, nc, depth, m, col)) continue;
         const float w = (float)((sod / depth) * (sod / depth));
         const float tx = (float)(col + 0.5);
         const int band = p % tpg;
@@ -142,16 +158,7 @@ cone_bp_tex(float* __restrict__ vol, int nang, int nzs, int acc, int tpg,
             }
         }
     }
-    const size_t sl = (size_t)nx * ny;
-    float* o = vol + (size_t)iy * nx + ix;
-#pragma unroll
-    for (int k = 0; k < ZB; ++k) {
-        const int kk = kb + k;
-        if (kk < nzs) {
-            float* d = o + (size_t)kk * sl;
-            *d = acc ? *d + sum[k] : sum[k];
-        }
-    }
+    store_column(vol, sum, ix, iy, kb, nx, ny, nzs, acc);
 }
 
 // Copies nang projections [angle][row][col] (contiguous) into the stacked
