@@ -506,15 +506,15 @@ impl Job<'_> {
         acc: &mut [T],
     ) {
         let linear = self.interpolation == Interpolation::Linear;
-        let rows: Vec<&[T]> = data.chunks_exact(self.padded_bins).collect();
-        for (j, (p, row)) in self.projections.iter().zip(&rows).enumerate() {
+        let rows = data.chunks_exact(self.padded_bins);
+        let ahead = rows.clone().skip(PREFETCH_AHEAD);
+        let ahead_projections = self.projections.iter().skip(PREFETCH_AHEAD);
+        let mut ahead = ahead.zip(ahead_projections);
+        for (p, row) in self.projections.iter().zip(rows) {
             // The bins of a projection a few steps ahead are fetched while
             // this one is computed: successive projections lie far apart
             // in memory, where the hardware prefetcher does not look.
-            if let (Some(next), Some(q)) = (
-                rows.get(j + PREFETCH_AHEAD),
-                self.projections.get(j + PREFETCH_AHEAD),
-            ) {
+            if let Some((next, q)) = ahead.next() {
                 prefetch_tile(next, q, x_start, y_start, width, height);
             }
             let du = p.du_dx as f32;
