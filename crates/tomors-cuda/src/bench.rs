@@ -6,7 +6,7 @@
 //! warm-up launch (module load and compilation stay outside), the median of
 //! `reps` launches. Inputs are pseudo-random non-zero sinograms.
 
-use ndarray::Array3;
+use ndarray::{Array3, ArrayView3, ArrayViewMut3};
 use rayon::prelude::*;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::{Backend, FilterSpec, Interpolation, ParallelGeometry, SliceGrid};
@@ -330,57 +330,15 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
             .for_each(|c| c.fill(1.0));
         let mut b = CudaBackend::with_options(cfg.device, CudaOptions::default())?;
         b.set_kernel(KernelChoice::Auto);
-        // Warm-up on a few full slabs (compilation, plans, device and pinned buffers).
-        {
-            let w = sino.slice(ndarray::s![..k.min(32), .., ..]);
-            let mut o = Array3::<f32>::zeros((w.shape()[0], s, s));
-            b.fbp(
-                w,
-                &geom,
-                &grid,
-                &FilterSpec::default(),
-                Interpolation::Linear,
-                o.view_mut(),
-            )?;
-        }
-        let t = std::time::Instant::now();
-        b.fbp(
-            sino.view(),
-            &geom,
-            &grid,
-            &FilterSpec::default(),
-            Interpolation::Linear,
-            out.view_mut(),
-        )?;
-        let secs = t.elapsed().as_secs_f64();
+        let secs = timed_fbp(&b, sino.view(), k.min(32), &geom, &grid, out.view_mut())?;
         let st = b.last_stats();
         eprintln!("  FBP {k} slices of {s}²: {secs:.2} s ({st})");
         rep.e2e = Some((k, s, secs, st));
         drop(b);
         if cfg.devices.len() > 1 {
             let multi = MultiCudaBackend::new(&cfg.devices, CudaOptions::default())?;
-            {
-                let w = sino.slice(ndarray::s![..k.min(128 * cfg.devices.len()), .., ..]);
-                let mut o = Array3::<f32>::zeros((w.shape()[0], s, s));
-                multi.fbp(
-                    w,
-                    &geom,
-                    &grid,
-                    &FilterSpec::default(),
-                    Interpolation::Linear,
-                    o.view_mut(),
-                )?;
-            }
-            let t = std::time::Instant::now();
-            multi.fbp(
-                sino.view(),
-                &geom,
-                &grid,
-                &FilterSpec::default(),
-                Interpolation::Linear,
-                out.view_mut(),
-            )?;
-            let secs_m = t.elapsed().as_secs_f64();
+            let warm = k.min(128 * cfg.devices.len());
+            let secs_m = timed_fbp(&multi, sino.view(), warm, &geom, &grid, out.view_mut())?;
             let sts = multi.last_stats();
             eprintln!(
                 "  FBP {k} slices of {s}² on devices {:?}: {secs_m:.2} s (speed-up {:.2}×)",
@@ -432,4 +390,25 @@ impl std::fmt::Display for BenchReport {
         }
         Ok(())
     }
+}
+
+/// Wall time of one FBP of `sino` into `out` (Ram-Lak, linear), after a
+/// warm-up FBP of its first `warm` slices (compilation, plans, device and
+/// pinned buffers stay out of the time).
+fn timed_fbp(
+    backend: &dyn Backend,
+    sino: ArrayView3<'_, f32>,
+    warm: usize,
+    geom: &ParallelGeometry,
+    grid: &SliceGrid,
+    out: ArrayViewMut3<'_, f32>,
+) -> Result<f64> {
+    let (filter, interp) = (FilterSpec::default(), Interpolation::Linear);
+    let w = sino.slice(ndarray::s![..warm, .., ..]);
+    let (_, ny, nx) = out.dim();
+    let mut o = Array3::<f32>::zeros((w.shape()[0], ny, nx));
+    backend.fbp(w, geom, grid, &filter, interp, o.view_mut())?;
+    let t = std::time::Instant::now();
+    backend.fbp(sino, geom, grid, &filter, interp, out)?;
+    Ok(t.elapsed().as_secs_f64())
 }
