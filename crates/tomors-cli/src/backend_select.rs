@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use clap::ValueEnum;
+use tomors_core::cone::ConeBackend;
 use tomors_core::cpu::CpuBackend;
 use tomors_core::Backend;
 
@@ -49,5 +50,23 @@ pub fn make_backend(args: &BackendArgs) -> Result<Box<dyn Backend>> {
                 }
             }
         }
+    }
+}
+
+/// Makes the cone-beam (FDK) backend the user asked for: one GPU, or the CPU.
+pub fn make_cone_backend(args: &BackendArgs) -> Result<Box<dyn ConeBackend>> {
+    if args.kernel.is_some() {
+        anyhow::bail!("--kernel chooses a parallel-beam kernel; cone beam has its own");
+    }
+    match args.backend {
+        BackendChoice::Cpu => Ok(Box::new(CpuBackend::new())),
+        BackendChoice::Cuda => cuda_cli::make_cone_backend(args.devices.as_deref()),
+        BackendChoice::Auto => match cuda_cli::make_cone_backend(args.devices.as_deref()) {
+            Ok(backend) => Ok(backend),
+            Err(err) => {
+                tracing::info!("no usable GPU ({err:#}); using the CPU");
+                Ok(Box::new(CpuBackend::new()))
+            }
+        },
     }
 }

@@ -33,6 +33,19 @@ pub fn make_backend(
     }
 }
 
+/// Opens the cone-beam (FDK) backend: the first device of `devices`
+/// (FDK runs on one GPU).
+pub fn make_cone_backend(devices: Option<&str>) -> Result<Box<dyn tomors_core::cone::ConeBackend>> {
+    let available = tomors_cuda::device_count()?;
+    let list = tomors_cuda::parse_devices(devices, available)?;
+    if list.len() > 1 {
+        tracing::info!("cone-beam FDK runs on one GPU: device {}", list[0]);
+    }
+    let b =
+        CudaBackend::new(list[0]).with_context(|| format!("opening CUDA device {}", list[0]))?;
+    Ok(Box::new(b))
+}
+
 /// Runs the GPU back-projection benchmark and prints a table: every kernel ×
 /// interpolation × slices per pass at 2048 bins × 2048 angles → 2048²
 /// (512² with `quick`), the size sweep `sizes` (default 256…4096), both FFT

@@ -161,13 +161,17 @@ cone_bp_tex(float* __restrict__ vol, int nang, int nzs, int acc, int tpg,
     store_column(vol, sum, ix, iy, kb, nx, ny, nzs, acc);
 }
 
-// Copies nang projections [angle][row][col] (contiguous) into the stacked
-// texture layout: projection a goes to texture a / tpg (gbytes/4 floats
-// apart), rows starting at row 1 + (a % tpg)(NR + 1), pitch floats apart.
-// The zero rows are never written (the buffer is cleared once).
-extern "C" __global__ void cone_pack(const float* __restrict__ src, float* __restrict__ dst,
-                                     int nang, int nr, int nc, int pitch, int tpg,
-                                     long long gfloats)
+// Copies nang projections of filtered detector rows into the stacked texture
+// layout. Row r of the chunk (r = a * NR + row, a = 0..nang) is plain
+// (pair = 0: row_stride floats apart) or packed two per complex row (pair = 1:
+// the real part for even r, the imaginary part for odd r, complex rows
+// row_stride floats apart). Projection a goes to global angle g = a_first + a:
+// texture g / tpg (gfloats floats apart), rows from 1 + (g % tpg)(NR + 1),
+// pitch floats apart. The zero rows are never written (the buffer is cleared
+// once).
+extern "C" __global__ void cone_pack(const float* __restrict__ src, long long row_stride, int pair,
+                                     float* __restrict__ dst, int a_first, int nang, int nr,
+                                     int nc, int pitch, int tpg, long long gfloats)
 {
     const long long total = (long long)nang * nr * nc;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
@@ -175,8 +179,34 @@ extern "C" __global__ void cone_pack(const float* __restrict__ src, float* __res
         const int c = (int)(i % nc);
         const long long ar = i / nc;
         const int r = (int)(ar % nr);
-        const int a = (int)(ar / nr);
-        const long long row = 1 + (long long)(a % tpg) * (nr + 1) + r;
-        dst[(a / tpg) * gfloats + row * pitch + c] = src[i];
+        const int g = a_first + (int)(ar / nr);
+        const float v = pair ? src[(ar >> 1) * row_stride + 2 * c + (ar & 1)]
+                             : src[ar * row_stride + c];
+        const long long row = 1 + (long long)(g % tpg) * (nr + 1) + r;
+        dst[(g / tpg) * gfloats + row * pitch + c] = v;
+    }
+}
+
+// FDK pre-weighting in place: value (a, r, c) of a chunk of nang projections
+// [angle][row][col] times cosw[r][c] * angw[a_first + a][c] (the cosine and
+// angular weights, as tomors-core's fdk_filter: v * (cos * ang) in f32). The
+// flat index of the first non-finite input value seen is kept in *bad
+// (atomicMin; the host clears it to all ones).
+extern "C" __global__ void fdk_weight(float* __restrict__ q, const float* __restrict__ cosw,
+                                      const float* __restrict__ angw, int a_first, int nang,
+                                      int nr, int nc, unsigned long long* __restrict__ bad)
+{
+    const long long total = (long long)nang * nr * nc;
+    const long long plane = (long long)nr * nc;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int c = (int)(i % nc);
+        const long long a = i / plane;
+        const long long rc = i - a * plane;
+        const float v = q[i];
+        if (!isfinite(v)) {
+            atomicMin(bad, (unsigned long long)((long long)a_first * plane + i));
+        }
+        q[i] = v * (cosw[rc] * angw[(a_first + a) * nc + c]);
     }
 }

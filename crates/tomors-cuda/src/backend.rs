@@ -30,6 +30,7 @@ pub struct CudaBackend {
     name: String,
     options: CudaOptions,
     pub(crate) cone_kernel: crate::cone::ConeKernel,
+    pub(crate) fdk_chunk: usize,
 }
 
 impl CudaBackend {
@@ -51,6 +52,7 @@ impl CudaBackend {
             name,
             options,
             cone_kernel: crate::cone::ConeKernel::default(),
+            fdk_chunk: 0,
         })
     }
 

@@ -21,15 +21,19 @@
 
 use std::ffi::c_void;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use ndarray::{ArrayView3, ArrayViewMut3};
-use tomors_core::cone::{ConeBackend, ConeGeometry, ConeVolume};
+use tomors_core::cone::{ConeBackend, ConeGeometry, ConeVolume, FdkOptions};
 use tomors_core::CoreError;
 
 use crate::backend::CudaBackend;
 use crate::compile::cubin_cached;
-use crate::driver::{launch, DeviceBuffer, Event, Module, TexFilter, TexFormat, Texture};
+use crate::driver::{
+    launch, Context, DeviceBuffer, Event, Function, Module, Stream, TexFilter, TexFormat, Texture,
+};
+use crate::engine::Engine;
 use crate::error::{CudaError, Result};
 
 /// Source of the cone-beam back projector (`cone_bp`).
@@ -43,7 +47,7 @@ pub const CONE_ZB: usize = 16;
 
 /// Rows of one stacked projection texture at most (f32 row coordinates
 /// below 8192 keep 10 fractional bits, finer than the 8-bit weights).
-const TEX_ROWS: usize = 8192;
+pub(crate) const TEX_ROWS: usize = 8192;
 
 /// How the cone-beam kernel reads the projections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -73,6 +77,333 @@ pub struct ConeStats {
     pub download_s: f64,
     /// Wall time of the whole call (s).
     pub total_s: f64,
+}
+
+/// The cone-beam kernels of one device, compiled once per engine.
+pub(crate) struct ConeModule {
+    /// The module (for its constant arrays).
+    pub module: Module,
+    /// `cone_bp`: plain loads.
+    pub bp: Function,
+    /// `cone_bp_tex`: textures.
+    pub bp_tex: Function,
+    /// `cone_pack`: filtered rows into the stacked texture layout.
+    pub pack: Function,
+    /// `fdk_weight`: FDK pre-weighting in place.
+    pub weight: Function,
+}
+
+impl ConeModule {
+    fn load(ctx: &Arc<Context>) -> Result<Self> {
+        ctx.bind()?;
+        let defines = vec![
+            ("MAXP".to_string(), CONE_MAX_ANGLES.to_string()),
+            ("ZB".to_string(), CONE_ZB.to_string()),
+        ];
+        let (cubin, _) = cubin_cached(
+            "cone_backproject",
+            CONE_BACKPROJECT_CU,
+            &defines,
+            &ctx.name,
+            ctx.cc,
+            ctx.driver,
+        )?;
+        let module = Module::load(ctx, &cubin)?;
+        Ok(Self {
+            bp: module.function("cone_bp")?,
+            bp_tex: module.function("cone_bp_tex")?,
+            pack: module.function("cone_pack")?,
+            weight: module.function("fdk_weight")?,
+            module,
+        })
+    }
+
+    /// The engine's cone-beam module, compiled or loaded on first use.
+    pub(crate) fn of(engine: &mut Engine) -> Result<Arc<Self>> {
+        if engine.cone.is_none() {
+            engine.cone = Some(Arc::new(Self::load(&engine.ctx)?));
+        }
+        Ok(engine.cone.clone().expect("just loaded"))
+    }
+
+    /// Sets the per-projection cos θ, sin θ (f64) of `angles` (at most
+    /// [`CONE_MAX_ANGLES`]) after the work queued on `stream`.
+    pub(crate) fn set_angles(&self, angles: &[f32], stream: &Stream) -> Result<()> {
+        let cos: Vec<f64> = angles.iter().map(|&a| (a as f64).cos()).collect();
+        let sin: Vec<f64> = angles.iter().map(|&a| (a as f64).sin()).collect();
+        self.module.set_global("c_cos", &cos, stream)?;
+        self.module.set_global("c_sin", &sin, stream)
+    }
+
+    /// Packs `nang` projections of filtered rows (`src`: plain rows
+    /// `row_stride` floats apart, or two rows per complex row when `pair`)
+    /// into the stacked layout at `dst`, as global angles `a_first..`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn pack(
+        &self,
+        stream: &Stream,
+        src: u64,
+        row_stride: usize,
+        pair: bool,
+        dst: u64,
+        a_first: usize,
+        nang: usize,
+        nr: usize,
+        nc: usize,
+        layout: &StackLayout,
+    ) -> Result<()> {
+        let (mut src, mut dst) = (src, dst);
+        let mut stride = row_stride as i64;
+        let mut pair = i32::from(pair);
+        let (mut a0, mut n, mut ir, mut ic) = (a_first as i32, nang as i32, nr as i32, nc as i32);
+        let mut pitch = (layout.pitch_bytes / 4) as i32;
+        let mut tpg = layout.tpg as i32;
+        let mut gf = (layout.gbytes / 4) as i64;
+        let mut params: [*mut c_void; 11] = [
+            &mut src as *mut _ as _,
+            &mut stride as *mut _ as _,
+            &mut pair as *mut _ as _,
+            &mut dst as *mut _ as _,
+            &mut a0 as *mut _ as _,
+            &mut n as *mut _ as _,
+            &mut ir as *mut _ as _,
+            &mut ic as *mut _ as _,
+            &mut pitch as *mut _ as _,
+            &mut tpg as *mut _ as _,
+            &mut gf as *mut _ as _,
+        ];
+        let blocks = (nang * nr * nc).div_ceil(256).clamp(1, 65_535 * 8) as u32;
+        // SAFETY: the parameters match `cone_pack` in order and type; the
+        // caller's buffers hold the rows and the stacked layout of every
+        // angle up to a_first + nang.
+        unsafe {
+            launch(
+                self.pack,
+                "cone_pack",
+                (blocks, 1, 1),
+                (256, 1, 1),
+                0,
+                stream,
+                &mut params,
+            )
+        }
+    }
+
+    /// Multiplies `nang` projections at `q` (`[angle][row][col]`, global
+    /// angles `a_first..`) by the FDK weights `cosw[row][col] ·
+    /// angw[angle][col]`, keeping the flat index of the first non-finite
+    /// value in `*bad`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn weight(
+        &self,
+        stream: &Stream,
+        q: u64,
+        cosw: u64,
+        angw: u64,
+        a_first: usize,
+        nang: usize,
+        nr: usize,
+        nc: usize,
+        bad: u64,
+    ) -> Result<()> {
+        let (mut q, mut cw, mut aw, mut bad) = (q, cosw, angw, bad);
+        let (mut a0, mut n, mut ir, mut ic) = (a_first as i32, nang as i32, nr as i32, nc as i32);
+        let mut params: [*mut c_void; 8] = [
+            &mut q as *mut _ as _,
+            &mut cw as *mut _ as _,
+            &mut aw as *mut _ as _,
+            &mut a0 as *mut _ as _,
+            &mut n as *mut _ as _,
+            &mut ir as *mut _ as _,
+            &mut ic as *mut _ as _,
+            &mut bad as *mut _ as _,
+        ];
+        let blocks = (nang * nr * nc).div_ceil(256).clamp(1, 65_535 * 8) as u32;
+        // SAFETY: the parameters match `fdk_weight`; `q` holds nang
+        // projections, the weights cover every angle and column.
+        unsafe {
+            launch(
+                self.weight,
+                "fdk_weight",
+                (blocks, 1, 1),
+                (256, 1, 1),
+                0,
+                stream,
+                &mut params,
+            )
+        }
+    }
+
+    /// Back projects `nang` projections (the angles set by
+    /// [`ConeModule::set_angles`]) into `nzs` slices from `z_first` (index
+    /// into `volume`) at `vol`, overwriting or (`accumulate`) adding. The
+    /// source: plain projections at `src` ([`ConeKernel::Loads`]) or the
+    /// textures already set in `c_tex` with `tpg` projections each.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn backproject(
+        &self,
+        stream: &Stream,
+        source: BpSource,
+        vol: u64,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        z_first: usize,
+        nzs: usize,
+        nang: usize,
+        accumulate: bool,
+    ) -> Result<()> {
+        let (nx, ny) = (volume.nx, volume.ny);
+        let mut vp = vol;
+        let (mut n, mut z, mut acc) = (nang as i32, nzs as i32, i32::from(accumulate));
+        let (mut ix, mut iy) = (nx as i32, ny as i32);
+        let (mut ic, mut ir) = (geometry.n_cols() as i32, geometry.n_rows() as i32);
+        let mut sod = geometry.sod();
+        let mut sdd = geometry.sdd();
+        let mut pu = geometry.pixel_u();
+        let mut pv = geometry.pixel_v();
+        let mut cc = geometry.center_col();
+        let mut cr = geometry.center_row();
+        let mut vox = volume.voxel_size as f64;
+        let mut zf = volume.z(z_first);
+        let (mut pp, mut tg) = match source {
+            BpSource::Loads(ptr) => (ptr, 0i32),
+            BpSource::Textures(tpg) => (0u64, tpg as i32),
+        };
+        let (f, name, mut params): (_, _, Vec<*mut c_void>) = match source {
+            BpSource::Loads(_) => (
+                self.bp,
+                "cone_bp",
+                vec![&mut pp as *mut _ as _, &mut vp as *mut _ as _],
+            ),
+            BpSource::Textures(_) => (self.bp_tex, "cone_bp_tex", vec![&mut vp as *mut _ as _]),
+        };
+        params.extend_from_slice(&[
+            &mut n as *mut _ as _,
+            &mut z as *mut _ as _,
+            &mut acc as *mut _ as _,
+        ]);
+        if let BpSource::Textures(_) = source {
+            params.push(&mut tg as *mut _ as _);
+        }
+        params.extend_from_slice(&[
+            &mut ix as *mut _ as _,
+            &mut iy as *mut _ as _,
+            &mut ic as *mut _ as _,
+            &mut ir as *mut _ as _,
+            &mut sod as *mut _ as _,
+            &mut sdd as *mut _ as _,
+            &mut pu as *mut _ as _,
+            &mut pv as *mut _ as _,
+            &mut cc as *mut _ as _,
+            &mut cr as *mut _ as _,
+            &mut vox as *mut _ as _,
+            &mut zf as *mut _ as _,
+        ]);
+        let grid = (
+            nx.div_ceil(16) as u32,
+            ny.div_ceil(16) as u32,
+            nzs.div_ceil(CONE_ZB) as u32,
+        );
+        // SAFETY: the parameters match `cone_bp` / `cone_bp_tex` in order
+        // and type; the source holds `nang` projections of the geometry's
+        // detector and `vol` holds nzs × ny × nx floats.
+        unsafe { launch(f, name, grid, (256, 1, 1), 0, stream, &mut params) }.map_err(|e| match e {
+            CudaError::Launch {
+                kernel,
+                dims,
+                message,
+            } => CudaError::Launch {
+                kernel,
+                dims: format!(
+                    "{dims}; {nzs} slices of {nx}×{ny} from {nang} angles of {}×{}",
+                    geometry.n_rows(),
+                    geometry.n_cols()
+                ),
+                message,
+            },
+            e => e,
+        })
+    }
+}
+
+/// Where a cone-beam launch reads its projections.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum BpSource {
+    /// Plain `[angle][row][col]` projections at this device address.
+    Loads(u64),
+    /// The textures in `c_tex`, this many projections each.
+    Textures(usize),
+}
+
+/// Projections stacked in pitched 2D textures: `tpg` projections per
+/// texture, each with a zero row above and one after the last, rows
+/// `pitch_bytes` apart, textures `gbytes` apart.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StackLayout {
+    pub tpg: usize,
+    pub pitch_bytes: usize,
+    pub gbytes: usize,
+    height: usize,
+    nc: usize,
+}
+
+impl StackLayout {
+    /// The layout for `nr` × `nc` projections on `ctx`'s device.
+    ///
+    /// Errors: a detector beyond the device's 2D texture limits.
+    pub(crate) fn new(ctx: &Context, nr: usize, nc: usize) -> Result<Self> {
+        let tpg = ((TEX_ROWS - 1) / (nr + 1)).max(1);
+        let align = ctx.pitch_align.max(32);
+        let pitch_bytes = (nc * 4).div_ceil(align) * align;
+        let height = tpg * (nr + 1) + 1;
+        if height > ctx.max_tex_height || nc > ctx.max_tex_width {
+            return Err(CudaError::Parameter(format!(
+                "a {nr}×{nc} detector exceeds the device's 2D texture limits ({}×{})",
+                ctx.max_tex_height, ctx.max_tex_width
+            )));
+        }
+        let gbytes = (height * pitch_bytes).div_ceil(512) * 512;
+        Ok(Self {
+            tpg,
+            pitch_bytes,
+            gbytes,
+            height,
+            nc,
+        })
+    }
+
+    /// Bytes of the stacked layout of `nang` projections.
+    pub(crate) fn bytes(&self, nang: usize) -> usize {
+        nang.div_ceil(self.tpg) * self.gbytes
+    }
+
+    /// The texture objects (bilinear, border zero) over the stacked layout
+    /// of `nang` projections at `base`, set into `c_tex` of `module`.
+    pub(crate) fn bind(
+        &self,
+        ctx: &Arc<Context>,
+        module: &ConeModule,
+        base: u64,
+        nang: usize,
+        stream: &Stream,
+    ) -> Result<Vec<Texture>> {
+        let textures = (0..nang.div_ceil(self.tpg))
+            .map(|g| {
+                Texture::pitch2d(
+                    ctx,
+                    base + (g * self.gbytes) as u64,
+                    self.nc,
+                    self.height,
+                    self.pitch_bytes,
+                    TexFormat::Float1,
+                    TexFilter::Linear,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let handles: Vec<u64> = textures.iter().map(|t| t.raw).collect();
+        module.module.set_global("c_tex", &handles, stream)?;
+        Ok(textures)
+    }
 }
 
 fn check_shapes(
@@ -139,53 +470,26 @@ impl CudaBackend {
         let (na, nr, nc) = projections.dim();
         let (nx, ny, nzs) = (volume.nx, volume.ny, z_range.len());
         let plane = nr * nc;
-        for (name, v) in [("columns", nc), ("rows", nr), ("x", nx), ("y", ny)] {
-            if v > i32::MAX as usize / 2 {
-                return Err(CudaError::Parameter(format!("{v} {name} is too many")));
-            }
-        }
-        let e = self.lock()?;
+        check_extents(nr, nc, volume)?;
+        let mut e = self.lock()?;
+        let module = ConeModule::of(&mut e)?;
         let ctx = e.ctx.clone();
         let stream = &e.comp;
         ctx.bind()?;
-        let defines = vec![
-            ("MAXP".to_string(), CONE_MAX_ANGLES.to_string()),
-            ("ZB".to_string(), CONE_ZB.to_string()),
-        ];
-        let (cubin, _) = cubin_cached(
-            "cone_backproject",
-            CONE_BACKPROJECT_CU,
-            &defines,
-            &ctx.name,
-            ctx.cc,
-            ctx.driver,
-        )?;
-        let module = Module::load(&ctx, &cubin)?;
-        let func = module.function("cone_bp")?;
 
         // Device slab, then as many angles as fit (keeping 256 MiB spare).
         let slab_bytes = nx * ny * nzs * 4;
         let slab = DeviceBuffer::new(&ctx, slab_bytes, "the cone-beam slab")?;
         let (free, _) = ctx.mem_info()?;
         let spare = 256usize << 20;
-        // Texture layout: `tpg` projections per texture, each with a zero row
-        // above, rows `pitch` floats apart, textures `gbytes` apart.
         let kernel = self.cone_kernel;
-        let tpg = ((TEX_ROWS - 1) / (nr + 1)).max(1);
-        let align = ctx.pitch_align.max(32);
-        let pitch_bytes = (nc * 4).div_ceil(align) * align;
-        let gbytes = ((tpg * (nr + 1) + 1) * pitch_bytes).div_ceil(512) * 512;
-        if kernel == ConeKernel::Texture
-            && (tpg * (nr + 1) + 1 > ctx.max_tex_height || nc > ctx.max_tex_width)
-        {
-            return Err(CudaError::Parameter(format!(
-                "a {nr}×{nc} detector exceeds the device's 2D texture limits ({}×{})",
-                ctx.max_tex_height, ctx.max_tex_width
-            )));
-        }
-        let per_angle = match kernel {
-            ConeKernel::Loads => plane * 4,
-            ConeKernel::Texture => plane * 4 + gbytes.div_ceil(tpg),
+        let layout = match kernel {
+            ConeKernel::Loads => None,
+            ConeKernel::Texture => Some(StackLayout::new(&ctx, nr, nc)?),
+        };
+        let per_angle = match &layout {
+            None => plane * 4,
+            Some(l) => plane * 4 + l.gbytes.div_ceil(l.tpg),
         };
         let fit = free.saturating_sub(spare) / per_angle.max(1);
         let mut chunk = fit.min(na).min(CONE_MAX_ANGLES);
@@ -199,20 +503,14 @@ impl CudaBackend {
             });
         }
         let pbuf = DeviceBuffer::new(&ctx, chunk * plane * 4, "cone-beam projections")?;
-        let tbuf = match kernel {
-            ConeKernel::Loads => None,
-            ConeKernel::Texture => {
-                let b = DeviceBuffer::new(
-                    &ctx,
-                    chunk.div_ceil(tpg) * gbytes,
-                    "cone-beam projection textures",
-                )?;
+        let tbuf = match &layout {
+            None => None,
+            Some(l) => {
+                let b = DeviceBuffer::new(&ctx, l.bytes(chunk), "cone-beam projection textures")?;
                 b.fill_bytes(0, stream)?;
                 Some(b)
             }
         };
-        let pack = module.function("cone_pack")?;
-        let func_tex = module.function("cone_bp_tex")?;
 
         let owned;
         let host: &[f32] = match projections.as_slice() {
@@ -222,139 +520,48 @@ impl CudaBackend {
                 owned.as_slice().expect("standard layout")
             }
         };
-        let trig: Vec<(f64, f64)> = geometry
-            .angles()
-            .iter()
-            .map(|&a| (a as f64).cos())
-            .zip(geometry.angles().iter().map(|&a| (a as f64).sin()))
-            .collect();
         let mut stats = ConeStats::default();
         let (start, stop) = (Event::new(&ctx)?, Event::new(&ctx)?);
-        let grid = (
-            nx.div_ceil(16) as u32,
-            ny.div_ceil(16) as u32,
-            nzs.div_ceil(CONE_ZB) as u32,
-        );
         let mut a0 = 0;
         while a0 < na {
             let a1 = (a0 + chunk).min(na);
             let t = Instant::now();
             stream.synchronize()?;
             pbuf.upload(&host[a0 * plane..a1 * plane])?;
-            let cos: Vec<f64> = trig[a0..a1].iter().map(|t| t.0).collect();
-            let sin: Vec<f64> = trig[a0..a1].iter().map(|t| t.1).collect();
-            module.set_global("c_cos", &cos, stream)?;
-            module.set_global("c_sin", &sin, stream)?;
+            module.set_angles(&geometry.angles()[a0..a1], stream)?;
             stats.upload_s += t.elapsed().as_secs_f64();
-            let mut vp = slab.ptr();
-            let (mut n, mut z, mut acc) = ((a1 - a0) as i32, nzs as i32, i32::from(a0 > 0));
-            let (mut ix, mut iy, mut ic, mut ir) = (nx as i32, ny as i32, nc as i32, nr as i32);
-            let mut tg = tpg as i32;
-            let mut sod = geometry.sod();
-            let mut sdd = geometry.sdd();
-            let mut pu = geometry.pixel_u();
-            let mut pv = geometry.pixel_v();
-            let mut cc = geometry.center_col();
-            let mut cr = geometry.center_row();
-            let mut vox = volume.voxel_size as f64;
-            let mut zf = volume.z(z_range.start);
-            let mut textures = Vec::new();
-            let mut pp = pbuf.ptr();
-            let (f, name, mut params): (_, _, Vec<*mut c_void>) = match &tbuf {
-                None => (
-                    func,
-                    "cone_bp",
-                    vec![&mut pp as *mut _ as _, &mut vp as *mut _ as _],
-                ),
-                Some(tb) => {
-                    // Pack the chunk into the stacked layout, then one texture per group.
-                    let mut dst = tb.ptr();
-                    let mut pitch = (pitch_bytes / 4) as i32;
-                    let mut gf = (gbytes / 4) as i64;
-                    let mut pk: Vec<*mut c_void> = vec![
-                        &mut pp as *mut _ as _,
-                        &mut dst as *mut _ as _,
-                        &mut n as *mut _ as _,
-                        &mut ir as *mut _ as _,
-                        &mut ic as *mut _ as _,
-                        &mut pitch as *mut _ as _,
-                        &mut tg as *mut _ as _,
-                        &mut gf as *mut _ as _,
-                    ];
-                    let blocks = ((a1 - a0) * plane).div_ceil(256).min(65_535 * 8) as u32;
-                    // SAFETY: parameters match `cone_pack`; `pbuf` holds the
-                    // chunk, `tbuf` its stacked layout (sized above).
-                    unsafe {
-                        launch(
-                            pack,
-                            "cone_pack",
-                            (blocks, 1, 1),
-                            (256, 1, 1),
-                            0,
-                            stream,
-                            &mut pk,
-                        )
-                    }?;
-                    let groups = (a1 - a0).div_ceil(tpg);
-                    for gi in 0..groups {
-                        textures.push(Texture::pitch2d(
-                            &ctx,
-                            tb.ptr() + (gi * gbytes) as u64,
-                            nc,
-                            tpg * (nr + 1) + 1,
-                            pitch_bytes,
-                            TexFormat::Float1,
-                            TexFilter::Linear,
-                        )?);
-                    }
-                    let handles: Vec<u64> = textures.iter().map(|t| t.raw).collect();
-                    module.set_global("c_tex", &handles, stream)?;
-                    (func_tex, "cone_bp_tex", vec![&mut vp as *mut _ as _])
+            let mut _textures = Vec::new();
+            let source = match (&tbuf, &layout) {
+                (Some(tb), Some(l)) => {
+                    module.pack(
+                        stream,
+                        pbuf.ptr(),
+                        nc,
+                        false,
+                        tb.ptr(),
+                        0,
+                        a1 - a0,
+                        nr,
+                        nc,
+                        l,
+                    )?;
+                    _textures = l.bind(&ctx, &module, tb.ptr(), a1 - a0, stream)?;
+                    BpSource::Textures(l.tpg)
                 }
+                _ => BpSource::Loads(pbuf.ptr()),
             };
-            params.extend_from_slice(&[
-                &mut n as *mut _ as _,
-                &mut z as *mut _ as _,
-                &mut acc as *mut _ as _,
-            ]);
-            if tbuf.is_some() {
-                params.push(&mut tg as *mut _ as _);
-            }
-            params.extend_from_slice(&[
-                &mut ix as *mut _ as _,
-                &mut iy as *mut _ as _,
-                &mut ic as *mut _ as _,
-                &mut ir as *mut _ as _,
-                &mut sod as *mut _ as _,
-                &mut sdd as *mut _ as _,
-                &mut pu as *mut _ as _,
-                &mut pv as *mut _ as _,
-                &mut cc as *mut _ as _,
-                &mut cr as *mut _ as _,
-                &mut vox as *mut _ as _,
-                &mut zf as *mut _ as _,
-            ]);
             start.record(stream)?;
-            // SAFETY: the parameters match `cone_bp` / `cone_bp_tex` in order
-            // and type; `pbuf` holds `n` projections of nr × nc floats, the
-            // textures cover them, and `slab` holds nzs × ny × nx floats.
-            unsafe { launch(f, name, grid, (256, 1, 1), 0, stream, &mut params) }.map_err(|e| {
-                match e {
-                    CudaError::Launch {
-                        kernel,
-                        dims,
-                        message,
-                    } => CudaError::Launch {
-                        kernel,
-                        dims: format!(
-                            "{dims}; {nzs} slices of {nx}×{ny} from {} angles of {nr}×{nc}",
-                            a1 - a0
-                        ),
-                        message,
-                    },
-                    e => e,
-                }
-            })?;
+            module.backproject(
+                stream,
+                source,
+                slab.ptr(),
+                geometry,
+                volume,
+                z_range.start,
+                nzs,
+                a1 - a0,
+                a0 > 0,
+            )?;
             stop.record(stream)?;
             stop.synchronize()?;
             stats.kernel_s += start.elapsed_ms(&stop)? as f64 * 1e-3;
@@ -377,6 +584,21 @@ impl CudaBackend {
     }
 }
 
+/// Rejects detectors and volumes whose extents overflow the kernels' `int`s.
+pub(crate) fn check_extents(nr: usize, nc: usize, volume: &ConeVolume) -> Result<()> {
+    for (name, v) in [
+        ("columns", nc),
+        ("rows", nr),
+        ("x", volume.nx),
+        ("y", volume.ny),
+    ] {
+        if v > i32::MAX as usize / 2 {
+            return Err(CudaError::Parameter(format!("{v} {name} is too many")));
+        }
+    }
+    Ok(())
+}
+
 impl ConeBackend for CudaBackend {
     fn cone_backproject(
         &self,
@@ -389,5 +611,17 @@ impl ConeBackend for CudaBackend {
         self.cone_backproject_chunked(projections, geometry, volume, z_range, out, 0)
             .map(|_| ())
             .map_err(CoreError::from)
+    }
+
+    fn fdk_into(
+        &self,
+        projections: ArrayView3<'_, f32>,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        options: &FdkOptions,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<()> {
+        self.fdk_device(projections, geometry, volume, options, out)
+            .map(|_| ())
     }
 }

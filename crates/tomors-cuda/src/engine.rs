@@ -123,7 +123,7 @@ struct Filters {
 }
 
 /// Grow-only device buffer slot.
-fn ensure(
+pub(crate) fn ensure(
     slot: &mut Option<DeviceBuffer>,
     ctx: &Arc<Context>,
     bytes: usize,
@@ -134,6 +134,19 @@ fn ensure(
         *slot = Some(DeviceBuffer::new(ctx, bytes, what)?);
     }
     Ok(slot.as_ref().expect("just allocated").ptr())
+}
+
+/// Grow-only pinned host buffer slot of at least `len` floats.
+pub(crate) fn ensure_pinned(
+    slot: &mut Option<PinnedBuffer>,
+    ctx: &Arc<Context>,
+    len: usize,
+) -> Result<()> {
+    if !matches!(slot, Some(b) if b.len() >= len) {
+        *slot = None;
+        *slot = Some(PinnedBuffer::new(ctx, len)?);
+    }
+    Ok(())
 }
 
 fn round_up(v: usize, a: usize) -> usize {
@@ -169,14 +182,14 @@ pub(crate) struct BpJob<'a> {
 /// One device's state. Not shared between threads without a lock.
 pub(crate) struct Engine {
     pub ctx: Arc<Context>,
-    up: Stream,
+    pub(crate) up: Stream,
     pub comp: Stream,
-    down: Stream,
+    pub(crate) down: Stream,
     filters: Filters,
     bp: HashMap<BpKey, BpModule>,
     plans: HashMap<(PlanKind, usize, usize), Plan>,
-    raw: [Option<DeviceBuffer>; 2],
-    out: [Option<DeviceBuffer>; 2],
+    pub(crate) raw: [Option<DeviceBuffer>; 2],
+    pub(crate) out: [Option<DeviceBuffer>; 2],
     fft_a: Option<DeviceBuffer>,
     fft_b: Option<DeviceBuffer>,
     tex: Option<DeviceBuffer>,
@@ -189,8 +202,8 @@ pub(crate) struct Engine {
     tex_key: Option<TexKey>,
     /// Texture storage (pitch-linear memory or CUDA arrays).
     pub tex_storage: TexStorage,
-    pin_in: [Option<PinnedBuffer>; 2],
-    pin_out: [Option<PinnedBuffer>; 2],
+    pub(crate) pin_in: [Option<PinnedBuffer>; 2],
+    pub(crate) pin_out: [Option<PinnedBuffer>; 2],
     pub fft_variant: FftVariant,
     pub gpu_fft: bool,
     pub stats: PipelineStats,
@@ -199,6 +212,10 @@ pub(crate) struct Engine {
     pub slab_override: usize,
     /// Thread order of the `standard` kernel (see [`crate::kernels::DEFAULT_STANDARD_MAP`]).
     pub standard_map: u32,
+    /// The cone-beam kernels (loaded on first use).
+    pub(crate) cone: Option<Arc<crate::cone::ConeModule>>,
+    /// The stacked texture layout of FDK's filtered projections.
+    pub(crate) cone_tex: Option<DeviceBuffer>,
 }
 
 // SAFETY: every handle inside is usable from any thread with the context bound,
@@ -253,6 +270,8 @@ impl Engine {
             min_blocks: 4,
             slab_override: 0,
             standard_map: crate::kernels::DEFAULT_STANDARD_MAP,
+            cone: None,
+            cone_tex: None,
         })
     }
 
@@ -269,6 +288,7 @@ impl Engine {
         self.plans.clear();
         self.pin_in = [None, None];
         self.pin_out = [None, None];
+        self.cone_tex = None;
     }
 
     fn row_grid(len: usize, rows: usize) -> (u32, u32, u32) {
@@ -318,7 +338,7 @@ impl Engine {
     /// Filters `rows` rows of `n` bins at `src` (row stride `n`) on the
     /// compute stream. Returns where the filtered rows are: (pointer, row
     /// stride in floats, paired layout).
-    fn filter_rows(
+    pub(crate) fn filter_rows(
         &mut self,
         src: u64,
         rows: usize,
@@ -778,14 +798,8 @@ impl Engine {
         for b in 0..2 {
             ensure(&mut self.raw[b], &self.ctx, raw * 4, "slab sinograms")?;
             ensure(&mut self.out[b], &self.ctx, out * 4, "slab slices")?;
-            if !matches!(&self.pin_in[b], Some(p) if p.len() >= raw) {
-                self.pin_in[b] = None;
-                self.pin_in[b] = Some(PinnedBuffer::new(&self.ctx, raw)?);
-            }
-            if !matches!(&self.pin_out[b], Some(p) if p.len() >= out) {
-                self.pin_out[b] = None;
-                self.pin_out[b] = Some(PinnedBuffer::new(&self.ctx, out)?);
-            }
+            ensure_pinned(&mut self.pin_in[b], &self.ctx, raw)?;
+            ensure_pinned(&mut self.pin_out[b], &self.ctx, out)?;
         }
         if filtered && self.gpu_fft {
             let rows = ss * na;
@@ -1155,7 +1169,7 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
 const COPY_CHUNK: usize = 1 << 18;
 
 /// Copies a slab into contiguous staging memory (parallel when contiguous).
-fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
+pub(crate) fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
     match src.as_slice() {
         Some(s) => dst
             .par_chunks_mut(COPY_CHUNK)
@@ -1170,7 +1184,7 @@ fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
 }
 
 /// Copies contiguous staging memory into a slab (parallel when contiguous).
-fn copy_out(src: &[f32], dst: &mut ArrayViewMut3<'_, f32>) {
+pub(crate) fn copy_out(src: &[f32], dst: &mut ArrayViewMut3<'_, f32>) {
     match dst.as_slice_mut() {
         Some(d) => d
             .par_chunks_mut(COPY_CHUNK)

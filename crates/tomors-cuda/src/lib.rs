@@ -34,6 +34,7 @@ pub mod backend;
 pub mod bench;
 pub mod compile;
 pub mod cone;
+pub mod cone_fdk;
 pub mod driver;
 mod engine;
 pub mod error;
@@ -43,6 +44,7 @@ pub mod model;
 
 pub use backend::{CudaBackend, CudaOptions, MultiCudaBackend};
 pub use cone::{ConeKernel, ConeStats};
+pub use cone_fdk::FdkStats;
 pub use engine::{PipelineStats, TexStorage};
 pub use error::{CudaError, Result};
 pub use fft::FftVariant;

@@ -217,4 +217,67 @@ fn fdk_on_the_gpu_matches_the_cpu_fdk() {
             "{kernel:?}: NRMSE {e_cpu} vs {e_gpu}"
         );
     }
+    // The device pipeline with several upload chunks (7 angles, the last
+    // one shorter) and download slabs (24 slices, the last one shorter):
+    // the same volume.
+    be.set_cone_kernel(ConeKernel::Texture);
+    be.set_fdk_chunk(7);
+    let mut piped = Array3::<f32>::zeros((N, N, N));
+    let slabbed = FdkOptions { slab: 24, ..opts };
+    let st = be
+        .fdk_device(proj.view(), &g, &vol, &slabbed, piped.view_mut())
+        .unwrap();
+    println!("pipelined GPU FDK 64³: {st}");
+    assert!(st.on_device && st.chunks == 26 && st.slabs == 3, "{st:?}");
+    let e = rel(&piped, &cpu);
+    assert!(e <= 2e-3, "pipelined GPU FDK vs CPU: {e}");
+}
+
+/// A short scan (Parker weights) on the GPU equals the CPU's, and a
+/// non-finite projection value is reported with its position (the device
+/// pipeline's check) and leaves no result.
+#[test]
+fn fdk_on_the_gpu_short_scan_and_bad_values() {
+    let Some(be) = gpu_or_skip("fdk_on_the_gpu_short_scan_and_bad_values") else {
+        return;
+    };
+    const N: usize = 48;
+    let probe = ConeGeometry::new(vec![0.0, 1.0], 300.0, 300.0, 56, 56, 2.0, 2.0).unwrap();
+    let range = probe.short_scan_range();
+    let g = ConeGeometry::new(
+        tomors_core::cone::uniform_angles_inclusive(120, range),
+        300.0,
+        300.0,
+        56,
+        56,
+        2.0,
+        2.0,
+    )
+    .unwrap();
+    let vol = ConeVolume::new(N, N, N, 1.0).unwrap();
+    let phantom = Phantom3d::shepp_logan();
+    let proj = project_cone(&phantom, &g, N as f64 / 2.0, DEFAULT_SUBPIXELS).unwrap();
+    let opts = FdkOptions {
+        scan: tomors_core::cone::ScanMode::Short,
+        ..FdkOptions::default()
+    };
+    let cpu = fdk(&CpuBackend::new(), proj.view(), &g, &vol, &opts).unwrap();
+    let mut gpu = Array3::<f32>::zeros((N, N, N));
+    let st = be
+        .fdk_device(proj.view(), &g, &vol, &opts, gpu.view_mut())
+        .unwrap();
+    assert!(st.on_device, "{st:?}");
+    let e = rel(&gpu, &cpu);
+    println!("short scan: GPU vs CPU FDK rel L2 {e:.2e}");
+    assert!(e <= 2e-3, "short scan GPU vs CPU: {e}");
+
+    let mut bad = proj.clone();
+    bad[[77, 3, 40]] = f32::NAN;
+    let err = fdk(&be, bad.view(), &g, &vol, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("non-finite") && err.contains("(77, 3, 40)"),
+        "{err}"
+    );
 }

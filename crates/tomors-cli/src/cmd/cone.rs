@@ -12,7 +12,6 @@ use tomors_core::cone::{
     fdk, project_cone, uniform_angles_inclusive, ConeGeometry, ConeVolume, FdkOptions, ScanMode,
     DEFAULT_SUBPIXELS,
 };
-use tomors_core::cpu::CpuBackend;
 use tomors_core::fbp::check_finite;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::phantom::Phantom3d;
@@ -20,7 +19,7 @@ use tomors_core::Interpolation;
 
 use super::phantom::PhantomArgs;
 use super::recon::{read_npy_f32, AngleUnit, ReconArgs};
-use crate::backend_select::BackendChoice;
+use crate::backend_select::make_cone_backend;
 use crate::output::{check_target, write_npy_atomic, write_volume};
 
 /// Beam geometry of `phantom` and `recon`.
@@ -194,7 +193,7 @@ pub fn run_phantom(args: &PhantomArgs) -> Result<()> {
 }
 
 /// `tomors recon --geometry cone`: FDK of `.npy` projections
-/// `[angle][row][col]` on the CPU.
+/// `[angle][row][col]` on one GPU (the whole FDK on the device) or the CPU.
 pub fn run_recon(args: &ReconArgs) -> Result<()> {
     let input = &args.input;
     let is_npy = input
@@ -208,9 +207,6 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
     }
     if args.slices.is_some() || args.center.is_some() {
         bail!("--slices and --center are for parallel geometry (cone beam: --principal-point)");
-    }
-    if args.backend.backend == BackendChoice::Cuda {
-        bail!("--geometry cone runs on the CPU backend for now (use --backend cpu or auto)");
     }
     if args.filter.interp != Interpolation::Linear {
         bail!("--geometry cone interpolates the detector bilinearly (--interp linear)");
@@ -248,8 +244,10 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
         vol.nz,
         vol.voxel_size
     );
+    let backend = make_cone_backend(&args.backend)?;
+    tracing::info!("backend: {}", backend.name());
     let t = Instant::now();
-    let volume = fdk(&CpuBackend::new(), projections.view(), &g, &vol, &options)
+    let volume = fdk(backend.as_ref(), projections.view(), &g, &vol, &options)
         .with_context(|| input.display().to_string())?;
     let seconds = t.elapsed().as_secs_f64();
     tracing::info!(

@@ -31,6 +31,26 @@ pub trait ConeBackend: Backend {
         z_range: Range<usize>,
         out: ArrayViewMut3<'_, f32>,
     ) -> Result<()>;
+
+    /// The whole FDK reconstruction of `projections` into `out`
+    /// (`[z][y][x]` of `volume`, overwritten); `geometry` has been checked
+    /// against `volume` ([`ConeGeometry::check_volume`]) by [`fdk`].
+    ///
+    /// The default runs [`fdk_filter`] through [`Backend::filter`] and then
+    /// [`ConeBackend::cone_backproject`] slab by slab ([`fdk_by_steps`]); a
+    /// backend overrides it to keep the filtered projections where it back
+    /// projects (the CUDA backend weights, filters and back projects on the
+    /// device with one upload of the projections).
+    fn fdk_into(
+        &self,
+        projections: ArrayView3<'_, f32>,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        options: &FdkOptions,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> Result<()> {
+        fdk_by_steps(self, projections, geometry, volume, options, out)
+    }
 }
 
 impl ConeBackend for CpuBackend {
@@ -75,8 +95,8 @@ impl Default for FdkOptions {
 /// to the column pitch at the rotation axis
 /// ([`ConeGeometry::pixel_u_at_axis`]). Back projecting the result with
 /// `(SOD/U)²` gives the FDK reconstruction.
-pub fn fdk_filter(
-    backend: &dyn Backend,
+pub fn fdk_filter<B: Backend + ?Sized>(
+    backend: &B,
     projections: ArrayView3<'_, f32>,
     geometry: &ConeGeometry,
     options: &FdkOptions,
@@ -114,8 +134,10 @@ pub fn fdk_filter(
 /// in world units) on `volume`; returns `[z][y][x]` with the object's values
 /// (attenuation per world unit).
 ///
-/// Steps: [`ConeGeometry::check_volume`], [`fdk_filter`], then
-/// [`ConeBackend::cone_backproject`] slab by slab of `options.slab` slices.
+/// Steps: [`ConeGeometry::check_volume`], then the backend's
+/// [`ConeBackend::fdk_into`] (by default [`fdk_by_steps`]: [`fdk_filter`],
+/// then [`ConeBackend::cone_backproject`] slab by slab of `options.slab`
+/// slices).
 ///
 /// Errors: geometry that cannot reconstruct the volume, shapes that do not
 /// fit, non-finite data, a bad filter, the backend's errors.
@@ -127,8 +149,35 @@ pub fn fdk(
     options: &FdkOptions,
 ) -> Result<Array3<f32>> {
     geometry.check_volume(volume)?;
-    let q = fdk_filter(backend, projections, geometry, options)?;
     let mut out = Array3::<f32>::zeros((volume.nz, volume.ny, volume.nx));
+    backend.fdk_into(projections, geometry, volume, options, out.view_mut())?;
+    Ok(out)
+}
+
+/// FDK in two steps over any [`ConeBackend`]: [`fdk_filter`] (weights on
+/// the host, ramp filtering through [`Backend::filter`]), then
+/// [`ConeBackend::cone_backproject`] slab by slab of `options.slab`
+/// slices into `out` (`[z][y][x]` of `volume`). The default of
+/// [`ConeBackend::fdk_into`].
+///
+/// Errors: shapes that do not fit, non-finite data, a bad filter, the
+/// backend's errors.
+pub fn fdk_by_steps<B: ConeBackend + ?Sized>(
+    backend: &B,
+    projections: ArrayView3<'_, f32>,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    options: &FdkOptions,
+    mut out: ArrayViewMut3<'_, f32>,
+) -> Result<()> {
+    let want = (volume.nz, volume.ny, volume.nx);
+    if out.dim() != want {
+        return Err(CoreError::Shape(format!(
+            "output is {:?}, expected {want:?} ([z][y][x])",
+            out.dim()
+        )));
+    }
+    let q = fdk_filter(backend, projections, geometry, options)?;
     let slab = if options.slab == 0 {
         volume.nz
     } else {
@@ -147,5 +196,5 @@ pub fn fdk(
         start = end;
     }
     debug_assert_eq!(out.len_of(Axis(0)), volume.nz);
-    Ok(out)
+    Ok(())
 }

@@ -21,7 +21,7 @@ mod phantom;
 pub mod weights;
 
 pub use backproject::{backproject_cone, backproject_cone_reference};
-pub use fdk::{fdk, fdk_filter, ConeBackend, FdkOptions};
+pub use fdk::{fdk, fdk_by_steps, fdk_filter, ConeBackend, FdkOptions};
 pub use geometry::{
     uniform_angles_inclusive, ConeGeometry, ConeProjection, ConeVolume, DetectorPoint,
 };
