@@ -164,3 +164,40 @@ fn bad_cone_geometry_is_one_error_line() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --sod"));
 }
+
+/// `--backend cuda` for cone beam: on a machine without a usable GPU one
+/// error line and no output; with a GPU, a volume.
+#[test]
+fn cone_on_cuda_runs_or_says_why_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    phantom(dir, &[]);
+    let target = dir.join("gpu.npy");
+    let out = tomors()
+        .args(["--quiet", "recon"])
+        .arg(dir.join("projections.npy"))
+        .args([
+            "--geometry",
+            "cone",
+            "--sod",
+            "200",
+            "--odd",
+            "200",
+            "--pixel-size",
+            "2",
+            "--backend",
+            "cuda",
+            "--out",
+        ])
+        .arg(&target)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        assert!(target.exists());
+    } else {
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!target.exists());
+        println!("no GPU: {err}");
+    }
+}
