@@ -35,6 +35,8 @@ enum Command {
     Recon(Box<cmd::recon::ReconArgs>),
     /// Back-projection speed (GU/s) on synthetic data, several sizes.
     Bench(cmd::bench::BenchArgs),
+    /// Time the GPU kernels and their parameters here; store the fastest for recon.
+    Tune(cmd::tune::TuneArgs),
     /// What is in a data file (datasets, shapes, angles, flats/darks) and how tomors reads it.
     Info(cmd::info::InfoArgs),
     /// Find the rotation centre; print it with a quality figure and write a PNG strip of trials.
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Command::Phantom(args) => cmd::phantom::run(args),
         Command::Recon(args) => cmd::recon::run(*args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Tune(args) => cmd::tune::run(&args),
         Command::Info(args) => cmd::info::run(args),
         Command::Center(args) => cmd::center::run(args),
     };

@@ -209,3 +209,205 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_texopt(const cudaText
     const int gx = x0 + ox, gy = y0 + oy;
     if (gx < NX && gy < NY) store(out, blockIdx.z, nslices, (long long)gy * NX + gx, tile[oy][ox], scale);
 }
+
+// ---------------------------------------------------------------------------
+// alu: shared-memory cache + interpolation in the ALUs (the seeds' Algorithm
+// 2). A block of 256 threads reconstructs an NS x NS tile (NS = 32 or 64).
+// Per step of SD projections the block first caches, for each projection,
+// the CW bins the tile needs (from hm = floor(min over the tile) - 1 on),
+// fetched through the texture at texel centres (point sampling, so the
+// cached values are the texels bit for bit); then every thread adds the
+// contributions of the SD cached projections to its NQ = NS*NS/256 pixels,
+// interpolating in f32 (no 8-bit weights).
+//
+// Baked parameters (besides NX, NY, NPROJ, SPT, MINB above):
+//   NS      tile side (32 or 64)
+//   SD      projections cached per step (8 or 16)
+//   CW      cached bins per projection (>= the tile's bin span + 4)
+//   LIN     1 linear, 0 nearest interpolation
+//   ADV     advanced caching (linear only): each entry holds the value and
+//           the difference to the next bin, one shared load per update
+//   FROUND  1: rounding with the 1.5 * 2^23 float trick (FADDs and an
+//           integer subtraction instead of conversion instructions)
+//
+// Thread mapping for the reconstruction: 4x4 Z-order squares of 16 threads,
+// NS/4 squares per row; a pass covers RSTEP = 256/NS pixel rows and a thread
+// steps NQ times down by RSTEP. Caching mapping: 256/SD threads per cached
+// projection row.
+//
+// The per-projection constants are read in f64 from dconst = [c0 | cx | cy]
+// (the detector bin coordinate of pixel (ix, iy) is c0 + ix cx + iy cy, bin k
+// centred at k); the tile origin's cache coordinate is formed in f64, so the
+// f32 arithmetic only spans the tile.
+#ifdef NS
+#define NQ (NS * NS / 256)
+#define RSTEP (256 / NS)
+#define TPR (256 / SD)
+#define MAGIC 12582912.0f
+#define MAGIC_BITS 0x4B400000
+
+#if SPT == 1
+typedef float val_t;
+__device__ __forceinline__ val_t tfetch(cudaTextureObject_t t, float u, float v) { return tex2D<float>(t, u, v); }
+__device__ __forceinline__ acc_t to_acc(const val_t v) { return v; }
+__device__ __forceinline__ val_t from_acc(const acc_t v) { return v; }
+__device__ __forceinline__ acc_t axpy(const acc_t a, float f, const acc_t d) { return fmaf(f, d, a); }
+__device__ __forceinline__ acc_t sub(const acc_t a, const acc_t b) { return a - b; }
+#elif SPT == 2
+typedef float2 val_t;
+__device__ __forceinline__ val_t tfetch(cudaTextureObject_t t, float u, float v) { return tex2D<float2>(t, u, v); }
+__device__ __forceinline__ acc_t to_acc(const val_t v) { return v; }
+__device__ __forceinline__ val_t from_acc(const acc_t v) { return v; }
+__device__ __forceinline__ acc_t axpy(const acc_t a, float f, const acc_t d) {
+    return make_float2(fmaf(f, d.x, a.x), fmaf(f, d.y, a.y));
+}
+__device__ __forceinline__ acc_t sub(const acc_t a, const acc_t b) { return make_float2(a.x - b.x, a.y - b.y); }
+#else
+typedef uint2 val_t;
+__device__ __forceinline__ val_t tfetch(cudaTextureObject_t t, float u, float v) { return tex2D<uint2>(t, u, v); }
+__device__ __forceinline__ acc_t to_acc(const val_t q) {
+    __half2 lo, hi;
+    *reinterpret_cast<unsigned int*>(&lo) = q.x;
+    *reinterpret_cast<unsigned int*>(&hi) = q.y;
+    const float2 a = __half22float2(lo);
+    const float2 b = __half22float2(hi);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ val_t from_acc(const acc_t v) {
+    const __half2 lo = __floats2half2_rn(v.x, v.y);
+    const __half2 hi = __floats2half2_rn(v.z, v.w);
+    uint2 q;
+    q.x = *reinterpret_cast<const unsigned int*>(&lo);
+    q.y = *reinterpret_cast<const unsigned int*>(&hi);
+    return q;
+}
+__device__ __forceinline__ acc_t axpy(const acc_t a, float f, const acc_t d) {
+    return make_float4(fmaf(f, d.x, a.x), fmaf(f, d.y, a.y), fmaf(f, d.z, a.z), fmaf(f, d.w, a.w));
+}
+__device__ __forceinline__ acc_t sub(const acc_t a, const acc_t b) {
+    return make_float4(a.x - b.x, a.y - b.y, a.z - b.z, a.w - b.w);
+}
+#endif
+
+#if LIN && ADV
+// Value (shifted by half a difference with FROUND, see below) and difference.
+struct ent_t { val_t a; val_t d; };
+#else
+typedef val_t ent_t;
+#endif
+
+// Cache coordinate h of a pixel = bin - hm. The running coordinate the loop
+// keeps is h + SHIFT: linear with FROUND rounds h - 0.5 to the nearest
+// integer (= floor h, or floor h - 1 with weight 1 at exact integers);
+// nearest without FROUND takes floor(h + 0.5).
+#if LIN
+#define SHIFT (FROUND ? -0.5 : 0.0)
+#else
+#define SHIFT (FROUND ? 0.0 : 0.5)
+#endif
+
+extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTextureObject_t* __restrict__ texs,
+                                                               float* __restrict__ out, int nslices, float scale,
+                                                               const double* __restrict__ dconst) {
+    __shared__ ent_t cache[SD][CW];
+    __shared__ float4 pc[SD];
+    const int t = threadIdx.x;
+    const int x0 = blockIdx.x * NS, y0 = blockIdx.y * NS;
+    const cudaTextureObject_t tex = texs[blockIdx.z];
+    const int z = t & 15, sq = t >> 4;
+    const int lx = 4 * (sq % (NS / 4)) + ((z & 1) | ((z >> 1) & 2));
+    const int ly = 4 * (sq / (NS / 4)) + (((z >> 1) & 1) | ((z >> 2) & 2));
+    const float fx = (float)lx, fy = (float)ly;
+    const int cj = t / TPR, ck = t % TPR;
+    acc_t s[NQ];
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) s[q] = zero();
+
+    for (int pb = 0; pb < NPROJ; pb += SD) {
+        // Stage 1: cache the bins of projection pb + cj.
+        const int p = pb + cj;
+        if (p < NPROJ) {
+            const double c0 = __ldg(dconst + p), cx = __ldg(dconst + NPROJ + p), cy = __ldg(dconst + 2 * NPROJ + p);
+            const double u0 = c0 + (double)x0 * cx + (double)y0 * cy;
+            const double umin = u0 + fmin(0.0, (NS - 1) * cx) + fmin(0.0, (NS - 1) * cy);
+            const double hm = floor(umin) - 1.0;
+            const float v = (float)p + 0.5f;
+            for (int k = ck; k < CW; k += TPR) {
+                const float u = (float)(hm + k) + 0.5f;
+#if LIN && ADV
+                const acc_t a = to_acc(tfetch(tex, u, v));
+                const acc_t d = sub(to_acc(tfetch(tex, u + 1.0f, v)), a);
+                ent_t e;
+                e.a = from_acc(FROUND ? axpy(a, 0.5f, d) : a);
+                e.d = from_acc(d);
+                cache[cj][k] = e;
+#else
+                cache[cj][k] = tfetch(tex, u, v);
+#endif
+            }
+            if (ck == 0) pc[cj] = make_float4((float)(u0 - hm + SHIFT), (float)cx, (float)cy, 0.0f);
+        } else {
+            for (int k = ck; k < CW; k += TPR) {
+#if LIN && ADV
+                ent_t e;
+                e.a = from_acc(zero());
+                e.d = e.a;
+                cache[cj][k] = e;
+#else
+                cache[cj][k] = from_acc(zero());
+#endif
+            }
+            if (ck == 0) pc[cj] = make_float4(2.0f, 0.0f, 0.0f, 0.0f);
+        }
+        __syncthreads();
+        // Stage 2: interpolate from the cache.
+#pragma unroll 2
+        for (int j = 0; j < SD; ++j) {
+            const float4 c = pc[j];
+            float h = fmaf(fy, c.z, fmaf(fx, c.y, c.x));
+            const float dh = (float)RSTEP * c.z;
+            const ent_t* __restrict__ row = cache[j];
+#pragma unroll
+            for (int q = 0; q < NQ; ++q) {
+#if FROUND
+                const float r = h + MAGIC;
+                const int i = __float_as_int(r) - MAGIC_BITS;
+#if LIN
+                const float f = h - (r - MAGIC);
+#endif
+#else
+#if LIN
+                const float fl = floorf(h);
+                const int i = (int)fl;
+                const float f = h - fl;
+#else
+                const int i = __float2int_rd(h);
+#endif
+#endif
+#if LIN && ADV
+                const ent_t e = row[i];
+                add(s[q], axpy(to_acc(e.a), f, to_acc(e.d)));
+#elif LIN
+                const acc_t a = to_acc(row[i]);
+                const acc_t b = to_acc(row[i + 1]);
+#if FROUND
+                add(s[q], axpy(a, f + 0.5f, sub(b, a)));
+#else
+                add(s[q], axpy(a, f, sub(b, a)));
+#endif
+#else
+                add(s[q], to_acc(row[i]));
+#endif
+                h += dh;
+            }
+        }
+        __syncthreads();
+    }
+    const int gx = x0 + lx;
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) {
+        const int gy = y0 + ly + q * RSTEP;
+        if (gx < NX && gy < NY) store(out, blockIdx.z, nslices, (long long)gy * NX + gx, s[q], scale);
+    }
+}
+#endif

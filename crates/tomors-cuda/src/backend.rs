@@ -31,6 +31,8 @@ pub struct CudaBackend {
     options: CudaOptions,
     pub(crate) cone_kernel: crate::cone::ConeKernel,
     pub(crate) fdk_chunk: usize,
+    /// This device's entries of the tuning cache (read once at creation).
+    tuned: crate::tuning::TuningCache,
 }
 
 impl CudaBackend {
@@ -47,12 +49,14 @@ impl CudaBackend {
         engine.slab_override = options.slab;
         engine.tex_storage = options.storage;
         let name = format!("cuda:{} {}", ordinal, engine.ctx.name);
+        let tuned = load_tuning(&engine.ctx.name, engine.ctx.driver);
         Ok(Self {
             engine: Mutex::new(engine),
             name,
             options,
             cone_kernel: crate::cone::ConeKernel::default(),
             fdk_chunk: 0,
+            tuned,
         })
     }
 
@@ -95,6 +99,27 @@ impl CudaBackend {
             .unwrap_or_default()
     }
 
+    /// The configuration a slab of `slices` slices runs with: the fixed
+    /// kernel, or for `Auto` the tuning cache's fastest exact choice for
+    /// this device, driver, interpolation and slice class, else the
+    /// default ([`KernelChoice::resolve`]).
+    pub fn kernel_for(&self, slices: usize, interp: Interpolation) -> crate::kernels::BpConfig {
+        match self.options.kernel {
+            KernelChoice::Auto => {
+                let (device, driver) = self
+                    .engine
+                    .lock()
+                    .map(|e| (e.ctx.name.clone(), e.ctx.driver))
+                    .unwrap_or_default();
+                self.tuned
+                    .best(&device, driver, interp, slices)
+                    .map(|e| e.config)
+                    .unwrap_or_else(|| KernelChoice::Auto.resolve(slices))
+            }
+            k => k.resolve(slices),
+        }
+    }
+
     pub(crate) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Engine>> {
         self.engine
             .lock()
@@ -113,7 +138,7 @@ impl CudaBackend {
         scale: f32,
         slices_hint: usize,
     ) -> Result<()> {
-        let cfg = self.options.kernel.resolve(slices_hint);
+        let cfg = self.kernel_for(slices_hint, interpolation);
         cfg.check(interpolation)?;
         let job = BpJob {
             geom: geometry,
@@ -123,6 +148,32 @@ impl CudaBackend {
             cfg,
         };
         self.lock()?.run_pipeline(chunks, filter, &job)
+    }
+}
+
+/// The tuning-cache entries of one device and driver (none when the file
+/// is missing or unreadable: a warning, never an error).
+fn load_tuning(device: &str, driver: i32) -> crate::tuning::TuningCache {
+    let Some(path) = crate::tuning::TuningCache::default_path() else {
+        return Default::default();
+    };
+    match crate::tuning::TuningCache::load(&path) {
+        Ok(mut c) => {
+            c.entries
+                .retain(|e| e.device == device && e.driver == driver);
+            if !c.entries.is_empty() {
+                tracing::debug!(
+                    "{}: {} tuned kernel choices",
+                    path.display(),
+                    c.entries.len()
+                );
+            }
+            c
+        }
+        Err(e) => {
+            tracing::warn!("{e}; using the default kernels");
+            Default::default()
+        }
     }
 }
 

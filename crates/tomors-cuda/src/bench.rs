@@ -115,7 +115,7 @@ pub struct BenchReport {
 }
 
 /// Deterministic pseudo-random values in [0.25, 1.25) (never zero).
-fn fill_random(v: &mut [f32], seed: u64) {
+pub(crate) fn fill_random(v: &mut [f32], seed: u64) {
     v.par_chunks_mut(1 << 16)
         .enumerate()
         .for_each(|(c, chunk)| {
@@ -129,7 +129,7 @@ fn fill_random(v: &mut [f32], seed: u64) {
         });
 }
 
-fn measure(
+pub(crate) fn measure(
     be: &CudaBackend,
     cfg: BpConfig,
     interp: Interpolation,
@@ -184,7 +184,8 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
     let n = cfg.size;
     let mut data = vec![0f32; cfg.slices * n * n];
     fill_random(&mut data, 1);
-    for c in BpConfig::ALL.into_iter().filter(|_| n > 0) {
+    let alu = [SliceMode::F32, SliceMode::Float2, SliceMode::Half4].map(BpConfig::alu);
+    for c in BpConfig::ALL.into_iter().chain(alu).filter(|_| n > 0) {
         for interp in interps {
             if !c.supports(interp) {
                 continue;

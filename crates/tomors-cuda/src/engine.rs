@@ -19,8 +19,8 @@ use crate::driver::{
 use crate::error::{CudaError, Result};
 use crate::fft::{cufft_available, FftVariant, Plan, PlanKind};
 use crate::kernels::{
-    bp_defines_mapped, projection_coefficients, BpConfig, KernelKind, SliceMode, BACKPROJECT_CU,
-    FILTER_CU, MAX_CMEM_PROJECTIONS,
+    alu_defines, bp_defines_mapped, projection_coefficients, projection_coefficients_f64, BpConfig,
+    KernelKind, SliceMode, BACKPROJECT_CU, FILTER_CU, MAX_CMEM_PROJECTIONS,
 };
 
 /// Times of the pipeline stages of the last `fbp`/`backproject` call.
@@ -79,6 +79,9 @@ struct BpKey {
     nx: usize,
     ny: usize,
     nproj: usize,
+    /// `alu` only (baked in): linear interpolation and the cache width.
+    linear: bool,
+    cache_width: usize,
 }
 
 struct BpModule {
@@ -86,6 +89,8 @@ struct BpModule {
     func: Function,
     cmem: bool,
     consts_hash: Option<u64>,
+    /// `alu` only: the f64 per-projection constants and their hash.
+    dconst: Option<(DeviceBuffer, u64)>,
 }
 
 /// Where the texels live.
@@ -120,6 +125,36 @@ struct Filters {
     pack1: Function,
     pack2: Function,
     pack4: Function,
+}
+
+/// `#define` names and values of a module.
+pub(crate) type Defines = Vec<(String, String)>;
+
+/// The `#define`s of the back-projection module of `cfg` for this geometry
+/// and interpolation, with whether the module bakes in linear
+/// interpolation and its cache width (`alu` only; `false, 0` otherwise).
+///
+/// Errors: invalid `alu` parameters.
+pub(crate) fn module_defines(
+    cfg: BpConfig,
+    grid: &SliceGrid,
+    geom: &ParallelGeometry,
+    interp: Interpolation,
+    min_blocks: u32,
+    standard_map: u32,
+) -> Result<(Defines, bool, usize)> {
+    let mut defines = bp_defines_mapped(cfg, grid, geom.n_angles(), min_blocks, standard_map);
+    match cfg.kernel {
+        KernelKind::Alu(p) => {
+            p.validate()?;
+            let (linear, width) = (interp == Interpolation::Linear, p.cache_width(geom, grid));
+            defines.retain(|(k, _)| k != "MINB");
+            defines.push(("MINB".into(), p.min_blocks.to_string()));
+            defines.extend(alu_defines(p, linear, width));
+            Ok((defines, linear, width))
+        }
+        _ => Ok((defines, false, 0)),
+    }
 }
 
 /// Grow-only device buffer slot.
@@ -481,9 +516,10 @@ impl Engine {
         slices: usize,
         na: usize,
         n: usize,
-        mode: SliceMode,
+        cfg: BpConfig,
         interp: Interpolation,
     ) -> Result<u64> {
+        let mode = cfg.mode;
         if na > 65535 || na > self.ctx.max_tex_height || n > self.ctx.max_tex_width {
             return Err(CudaError::Parameter(format!(
                 "{na} angles × {n} bins exceed the device's texture limits ({} × {})",
@@ -526,9 +562,12 @@ impl Engine {
                 &mut p,
             )?;
         }
-        let filter = match (interp, mode) {
-            (_, SliceMode::Half4) | (Interpolation::Nearest, _) => TexFilter::Point,
-            (Interpolation::Linear, _) => TexFilter::Linear,
+        // The alu kernel caches texels (point sampling) and interpolates itself.
+        let filter = match (interp, mode, cfg.kernel) {
+            (_, SliceMode::Half4, _)
+            | (Interpolation::Nearest, _, _)
+            | (_, _, KernelKind::Alu(_)) => TexFilter::Point,
+            (Interpolation::Linear, _, _) => TexFilter::Linear,
         };
         let key = TexKey {
             storage: self.tex_storage,
@@ -603,7 +642,10 @@ impl Engine {
         cfg: BpConfig,
         grid: &SliceGrid,
         geom: &ParallelGeometry,
+        interp: Interpolation,
     ) -> Result<BpKey> {
+        let (defines, linear, cache_width) =
+            module_defines(cfg, grid, geom, interp, self.min_blocks, self.standard_map)?;
         let key = BpKey {
             kernel: cfg.kernel,
             map: self.standard_map,
@@ -611,15 +653,10 @@ impl Engine {
             nx: grid.nx,
             ny: grid.ny,
             nproj: geom.n_angles(),
+            linear,
+            cache_width,
         };
         if !self.bp.contains_key(&key) {
-            let defines = bp_defines_mapped(
-                cfg,
-                grid,
-                geom.n_angles(),
-                self.min_blocks,
-                self.standard_map,
-            );
             let (cubin, _) = cubin_cached(
                 "backproject",
                 BACKPROJECT_CU,
@@ -637,8 +674,22 @@ impl Engine {
                     func,
                     cmem: geom.n_angles() <= MAX_CMEM_PROJECTIONS,
                     consts_hash: None,
+                    dconst: None,
                 },
             );
+        }
+        if let KernelKind::Alu(_) = cfg.kernel {
+            // The alu kernel reads its constants in f64 from a global buffer.
+            let coef = projection_coefficients_f64(geom, grid);
+            let bytes: Vec<u8> = coef.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let h = fnv1a64(&bytes);
+            if !matches!(&self.bp[&key].dconst, Some((_, old)) if *old == h) {
+                let buf = DeviceBuffer::new(&self.ctx, bytes.len(), "alu projection constants")?;
+                self.comp.synchronize()?;
+                buf.upload(&coef)?;
+                self.bp.get_mut(&key).expect("present").dconst = Some((buf, h));
+            }
+            return Ok(key);
         }
         // Upload the per-projection constants when they changed.
         let coef = projection_coefficients(geom, grid);
@@ -678,24 +729,31 @@ impl Engine {
     ) -> Result<()> {
         let m = &self.bp[&key];
         let groups = slices.div_ceil(cfg.mode.slices());
+        let tile = match cfg.kernel {
+            KernelKind::Alu(p) => p.tile as usize,
+            _ => 16,
+        };
         let grid = (
-            key.nx.div_ceil(16) as u32,
-            key.ny.div_ceil(16) as u32,
+            key.nx.div_ceil(tile) as u32,
+            key.ny.div_ceil(tile) as u32,
             groups as u32,
         );
         let block = (256, 1, 1);
         let (mut t, mut o, mut ns, mut sc) = (texs, out, slices as i32, scale);
         let mut g = self.gconst.as_ref().map_or(0, |b| b.ptr());
+        let mut d = m.dconst.as_ref().map_or(0, |b| b.0.ptr());
         let mut p: Vec<*mut c_void> = vec![
             &mut t as *mut _ as _,
             &mut o as *mut _ as _,
             &mut ns as *mut _ as _,
             &mut sc as *mut _ as _,
         ];
-        if !m.cmem {
+        if let KernelKind::Alu(_) = cfg.kernel {
+            p.push(&mut d as *mut _ as _);
+        } else if !m.cmem {
             p.push(&mut g as *mut _ as _);
         }
-        // SAFETY: parameter types match bp_standard / bp_texopt.
+        // SAFETY: parameter types match bp_standard / bp_texopt / bp_alu.
         unsafe {
             launch(
                 m.func,
@@ -748,8 +806,8 @@ impl Engine {
         if let Some((_, mid)) = marks {
             mid.record(&self.comp)?;
         }
-        let key = self.bp_module(job.cfg, job.grid, job.geom)?;
-        let texs = self.pack(src, slices, na, n, job.cfg.mode, job.interp)?;
+        let key = self.bp_module(job.cfg, job.grid, job.geom, job.interp)?;
+        let texs = self.pack(src, slices, na, n, job.cfg, job.interp)?;
         self.launch_bp(key, texs, out, slices, job.scale, job.cfg)
     }
 
@@ -1084,8 +1142,8 @@ impl Engine {
         )?;
         self.comp.synchronize()?;
         self.raw[0].as_ref().expect("allocated").upload(data)?;
-        let key = self.bp_module(job.cfg, job.grid, job.geom)?;
-        let texs = self.pack((raw, n as i64, 0), slices, na, n, job.cfg.mode, job.interp)?;
+        let key = self.bp_module(job.cfg, job.grid, job.geom, job.interp)?;
+        let texs = self.pack((raw, n as i64, 0), slices, na, n, job.cfg, job.interp)?;
         self.comp.synchronize()?;
         let _ = out;
         Ok((BpKey2(key), texs))

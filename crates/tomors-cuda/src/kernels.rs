@@ -4,7 +4,7 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
 
-/// Source of the back-projection kernels (`bp_standard`, `bp_texopt`).
+/// Source of the back-projection kernels (`bp_standard`, `bp_texopt`, `bp_alu`).
 pub const BACKPROJECT_CU: &str = include_str!("../kernels/backproject.cu");
 /// Source of the filtering and texture-packing kernels.
 pub const FILTER_CU: &str = include_str!("../kernels/filter.cu");
@@ -23,6 +23,115 @@ pub enum KernelKind {
     /// 4×4 Z-order squares, 4 projections in parallel per block, 4 pixels
     /// per thread, shuffle reduction (the seeds' Algorithm 1).
     TexOpt,
+    /// Shared-memory cache of the bins a tile needs, interpolation in the
+    /// ALUs in f32 (the seeds' Algorithm 2), with the given parameters.
+    Alu(AluParams),
+}
+
+/// Parameters of the `alu` kernel (the autotuner's search space).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AluParams {
+    /// Tile side in pixels per block of 256 threads: 32 (4 pixels per
+    /// thread) or 64 (16 pixels per thread).
+    pub tile: u8,
+    /// Projections cached per step: 8 or 16.
+    pub step: u8,
+    /// Advanced caching (linear only): value and difference per bin, one
+    /// shared load per update.
+    pub advanced: bool,
+    /// Rounding with float arithmetic (the 1.5·2²³ trick) instead of
+    /// conversion instructions.
+    pub float_round: bool,
+    /// Minimum resident blocks per multiprocessor (`__launch_bounds__`).
+    pub min_blocks: u8,
+}
+
+impl Default for AluParams {
+    fn default() -> Self {
+        Self {
+            tile: 32,
+            step: 16,
+            advanced: true,
+            float_round: true,
+            min_blocks: 2,
+        }
+    }
+}
+
+impl AluParams {
+    /// Checks the values the kernel supports.
+    pub fn validate(&self) -> Result<()> {
+        if !matches!(self.tile, 32 | 64) {
+            return Err(CudaError::Parameter(format!(
+                "alu tile {} (use 32 or 64)",
+                self.tile
+            )));
+        }
+        if !matches!(self.step, 8 | 16) {
+            return Err(CudaError::Parameter(format!(
+                "alu step {} (use 8 or 16 projections)",
+                self.step
+            )));
+        }
+        if !(1..=8).contains(&self.min_blocks) {
+            return Err(CudaError::Parameter(format!(
+                "alu min_blocks {} (use 1 to 8)",
+                self.min_blocks
+            )));
+        }
+        Ok(())
+    }
+
+    /// Compact text form, e.g. `t32,s16,a1,r1,b2` (parsed back by
+    /// [`AluParams::parse`]).
+    pub fn spec(&self) -> String {
+        format!(
+            "t{},s{},a{},r{},b{}",
+            self.tile,
+            self.step,
+            u8::from(self.advanced),
+            u8::from(self.float_round),
+            self.min_blocks
+        )
+    }
+
+    /// Parses [`AluParams::spec`]'s form; keys may be given in any order
+    /// and missing ones keep their defaults.
+    pub fn parse(s: &str) -> Result<Self> {
+        let mut p = Self::default();
+        for part in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = part.split_at(1);
+            let num: u8 = v.parse().map_err(|_| {
+                CudaError::Parameter(format!("alu parameter '{part}' (e.g. t32,s16,a1,r1,b2)"))
+            })?;
+            match k {
+                "t" => p.tile = num,
+                "s" => p.step = num,
+                "a" => p.advanced = num != 0,
+                "r" => p.float_round = num != 0,
+                "b" => p.min_blocks = num,
+                _ => {
+                    return Err(CudaError::Parameter(format!(
+                        "alu parameter '{part}' (keys t, s, a, r, b)"
+                    )))
+                }
+            }
+        }
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Cached bins per projection for `geom` on `grid`: the largest span of
+    /// a tile's bins over the projections, plus 4 (floor, the margin bin,
+    /// the linear neighbour, rounding).
+    pub fn cache_width(&self, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
+        let c = projection_coefficients_f64(geom, grid);
+        let n = geom.n_angles();
+        let span = (0..n)
+            .map(|p| (self.tile as f64 - 1.0) * (c[n + p].abs() + c[2 * n + p].abs()))
+            .fold(0.0f64, f64::max);
+        span.ceil() as usize + 4
+    }
 }
 
 impl KernelKind {
@@ -31,6 +140,7 @@ impl KernelKind {
         match self {
             Self::Standard => "standard",
             Self::TexOpt => "tex-opt",
+            Self::Alu(_) => "alu",
         }
     }
 
@@ -39,6 +149,7 @@ impl KernelKind {
         match self {
             Self::Standard => "bp_standard",
             Self::TexOpt => "bp_texopt",
+            Self::Alu(_) => "bp_alu",
         }
     }
 }
@@ -121,9 +232,20 @@ impl BpConfig {
         },
     ];
 
-    /// Whether this configuration can use `interp` (half mode is nearest only).
+    /// Whether this configuration can use `interp` (the texture kernels'
+    /// half mode is nearest only; `alu` interpolates half values itself).
     pub fn supports(&self, interp: tomors_core::Interpolation) -> bool {
-        self.mode != SliceMode::Half4 || interp == tomors_core::Interpolation::Nearest
+        self.mode != SliceMode::Half4
+            || interp == tomors_core::Interpolation::Nearest
+            || matches!(self.kernel, KernelKind::Alu(_))
+    }
+
+    /// The `alu` configurations with default parameters (f32, float2, half4).
+    pub fn alu(mode: SliceMode) -> Self {
+        Self {
+            kernel: KernelKind::Alu(AluParams::default()),
+            mode,
+        }
     }
 
     /// Checks [`BpConfig::supports`] with a clear error.
@@ -141,8 +263,12 @@ impl BpConfig {
 impl std::fmt::Display for BpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.mode {
-            SliceMode::F32 => f.write_str(self.kernel.name()),
-            m => write!(f, "{}-{}", self.kernel.name(), m.name()),
+            SliceMode::F32 => f.write_str(self.kernel.name())?,
+            m => write!(f, "{}-{}", self.kernel.name(), m.name())?,
+        }
+        match self.kernel {
+            KernelKind::Alu(p) if p != AluParams::default() => write!(f, "@{}", p.spec()),
+            _ => Ok(()),
         }
     }
 }
@@ -178,10 +304,36 @@ impl KernelChoice {
 impl std::str::FromStr for KernelChoice {
     type Err = CudaError;
     /// Accepts `auto`, `standard`, `tex-opt`, `float2` (= `tex-opt-float2`),
-    /// `half4` (= `tex-opt-half4`), and `standard-float2`, `standard-half4`,
-    /// `tex-opt-float2`, `tex-opt-half4`.
+    /// `half4` (= `tex-opt-half4`), `standard-float2`, `standard-half4`,
+    /// `tex-opt-float2`, `tex-opt-half4`, and `alu`, `alu-float2`,
+    /// `alu-half4`, optionally with parameters after `@` (e.g.
+    /// `alu-float2@t64,s8,a1,r1,b1`, see [`AluParams::parse`]).
     fn from_str(s: &str) -> Result<Self> {
         let k = s.to_ascii_lowercase().replace('_', "-");
+        let (k, params) = match k.split_once('@') {
+            Some((a, b)) => (a.to_string(), Some(b.to_string())),
+            None => (k, None),
+        };
+        if let Some(mode) = match k.as_str() {
+            "alu" => Some(SliceMode::F32),
+            "alu-float2" => Some(SliceMode::Float2),
+            "alu-half4" | "alu-half" => Some(SliceMode::Half4),
+            _ => None,
+        } {
+            let p = match &params {
+                Some(spec) => AluParams::parse(spec)?,
+                None => AluParams::default(),
+            };
+            return Ok(Self::Fixed(BpConfig {
+                kernel: KernelKind::Alu(p),
+                mode,
+            }));
+        }
+        if params.is_some() {
+            return Err(CudaError::Parameter(format!(
+                "kernel '{s}': only the alu kernels take parameters after @"
+            )));
+        }
         let (kernel, mode) = match k.as_str() {
             "auto" => return Ok(Self::Auto),
             "standard" => (KernelKind::Standard, SliceMode::F32),
@@ -197,7 +349,7 @@ impl std::str::FromStr for KernelChoice {
             _ => {
                 return Err(CudaError::Parameter(format!(
                     "unknown CUDA kernel '{s}' (use auto, standard, tex-opt, float2, half4, \
-                     standard-float2, standard-half4)"
+                     standard-float2, standard-half4, alu, alu-float2, alu-half4)"
                 )))
             }
         };
@@ -211,7 +363,18 @@ impl std::str::FromStr for KernelChoice {
 /// rounded once to f32). Returned as `[c0..., cx..., cy...]`.
 pub fn projection_coefficients(geom: &ParallelGeometry, grid: &SliceGrid) -> Vec<f32> {
     let n = geom.n_angles();
-    let mut v = vec![0f32; 3 * n];
+    let mut v = projection_coefficients_f64(geom, grid);
+    // Texture coordinate = bin coordinate + 0.5 (texel k spans [k, k + 1)).
+    v[..n].iter_mut().for_each(|c| *c += 0.5);
+    v.into_iter().map(|c| c as f32).collect()
+}
+
+/// Per-projection detector coordinates in f64 for the `alu` kernel: the
+/// bin coordinate (bin `k` centred at `k`) of pixel `(ix, iy)` is
+/// `c0[p] + ix·cx[p] + iy·cy[p]`. Returned as `[c0..., cx..., cy...]`.
+pub fn projection_coefficients_f64(geom: &ParallelGeometry, grid: &SliceGrid) -> Vec<f64> {
+    let n = geom.n_angles();
+    let mut v = vec![0f64; 3 * n];
     let bw = geom.bin_width() as f64;
     let ps = grid.pixel_size as f64;
     let hx = (grid.nx as f64 - 1.0) * 0.5;
@@ -220,12 +383,24 @@ pub fn projection_coefficients(geom: &ParallelGeometry, grid: &SliceGrid) -> Vec
         let (s, c) = (a as f64).sin_cos();
         let cx = ps * c / bw;
         let cy = -ps * s / bw;
-        let c0 = geom.center(p) as f64 + 0.5 - hx * cx - hy * cy;
-        v[p] = c0 as f32;
-        v[n + p] = cx as f32;
-        v[2 * n + p] = cy as f32;
+        v[p] = geom.center(p) as f64 - hx * cx - hy * cy;
+        v[n + p] = cx;
+        v[2 * n + p] = cy;
     }
     v
+}
+
+/// The extra `#define`s of an `alu` module: tile, step, cache width,
+/// interpolation and the caching and rounding variants.
+pub fn alu_defines(p: AluParams, linear: bool, cache_width: usize) -> Vec<(String, String)> {
+    vec![
+        ("NS".into(), p.tile.to_string()),
+        ("SD".into(), p.step.to_string()),
+        ("CW".into(), cache_width.to_string()),
+        ("LIN".into(), u8::from(linear).to_string()),
+        ("ADV".into(), u8::from(p.advanced && linear).to_string()),
+        ("FROUND".into(), u8::from(p.float_round).to_string()),
+    ]
 }
 
 /// `#define`s of a back-projection module.

@@ -41,6 +41,8 @@ pub mod error;
 pub mod fft;
 pub mod kernels;
 pub mod model;
+pub mod tune;
+pub mod tuning;
 
 pub use backend::{CudaBackend, CudaOptions, MultiCudaBackend};
 pub use cone::{ConeKernel, ConeStats};

@@ -255,6 +255,24 @@ fn every_kernel_compiles_with_nvrtc() {
                 .unwrap_or_else(|e| panic!("{c} map {map}: {e}"));
         }
     }
+    // The alu kernel: the quick tuning candidates, linear and nearest, and
+    // the non-default caching variants.
+    let alu = tomors_cuda::tune::candidates(true)
+        .into_iter()
+        .filter(|c| matches!(c.kernel, tomors_cuda::KernelKind::Alu(_)));
+    for c in alu {
+        let tomors_cuda::KernelKind::Alu(p) = c.kernel else {
+            unreachable!()
+        };
+        for (linear, advanced) in [(true, true), (true, false), (false, false)] {
+            let p = tomors_cuda::kernels::AluParams { advanced, ..p };
+            let mut defines = bp_defines(c, &grid, 90, p.min_blocks as u32);
+            defines.extend(tomors_cuda::kernels::alu_defines(p, linear, 50));
+            let src = build_source(&defines, BACKPROJECT_CU);
+            compile_cubin("backproject", &src, &opts)
+                .unwrap_or_else(|e| panic!("{c} linear {linear} advanced {advanced}: {e}"));
+        }
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ pub mod info;
 pub mod iterative;
 pub mod phantom;
 pub mod recon;
+pub mod tune;
 
 use tomors_core::{FilterKind, Interpolation, Padding};
 
