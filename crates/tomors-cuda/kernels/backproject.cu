@@ -229,6 +229,9 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_texopt(const cudaText
 //           the difference to the next bin, one shared load per update
 //   FROUND  1: rounding with the 1.5 * 2^23 float trick (FADDs and an
 //           integer subtraction instead of conversion instructions)
+//   OVS     samples cached per bin: 1, or 4 (oversampling: offsets 0, 1/4,
+//           1/2, 3/4 fetched through a linearly filtered texture, nearest
+//           lookup in sub-bin units; LIN 0)
 //
 // Thread mapping for the reconstruction: 4x4 Z-order squares of 16 threads,
 // NS/4 squares per row; a pass covers RSTEP = 256/NS pixel rows and a thread
@@ -245,6 +248,9 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_texopt(const cudaText
 #define TPR (256 / SD)
 #define MAGIC 12582912.0f
 #define MAGIC_BITS 0x4B400000
+#ifndef OVS
+#define OVS 1
+#endif
 
 #if SPT == 1
 typedef float val_t;
@@ -309,7 +315,7 @@ typedef val_t ent_t;
 extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTextureObject_t* __restrict__ texs,
                                                                float* __restrict__ out, int nslices, float scale,
                                                                const double* __restrict__ dconst) {
-    __shared__ ent_t cache[SD][CW];
+    __shared__ ent_t cache[SD][CW * OVS];
     __shared__ float4 pc[SD];
     const int t = threadIdx.x;
     const int x0 = blockIdx.x * NS, y0 = blockIdx.y * NS;
@@ -332,8 +338,8 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
             const double umin = u0 + fmin(0.0, (NS - 1) * cx) + fmin(0.0, (NS - 1) * cy);
             const double hm = floor(umin) - 1.0;
             const float v = (float)p + 0.5f;
-            for (int k = ck; k < CW; k += TPR) {
-                const float u = (float)(hm + k) + 0.5f;
+            for (int k = ck; k < CW * OVS; k += TPR) {
+                const float u = (float)hm + (float)k * (1.0f / OVS) + 0.5f;
 #if LIN && ADV
                 const acc_t a = to_acc(tfetch(tex, u, v));
                 const acc_t d = sub(to_acc(tfetch(tex, u + 1.0f, v)), a);
@@ -345,9 +351,10 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
                 cache[cj][k] = tfetch(tex, u, v);
 #endif
             }
-            if (ck == 0) pc[cj] = make_float4((float)(u0 - hm + SHIFT), (float)cx, (float)cy, 0.0f);
+            if (ck == 0)
+                pc[cj] = make_float4((float)((u0 - hm) * OVS + SHIFT), (float)(cx * OVS), (float)(cy * OVS), 0.0f);
         } else {
-            for (int k = ck; k < CW; k += TPR) {
+            for (int k = ck; k < CW * OVS; k += TPR) {
 #if LIN && ADV
                 ent_t e;
                 e.a = from_acc(zero());

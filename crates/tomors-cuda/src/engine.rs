@@ -562,8 +562,12 @@ impl Engine {
                 &mut p,
             )?;
         }
-        // The alu kernel caches texels (point sampling) and interpolates itself.
+        // The alu kernel caches texels (point sampling) and interpolates
+        // itself, except when it oversamples (linear sub-bin samples).
         let filter = match (interp, mode, cfg.kernel) {
+            (_, SliceMode::F32 | SliceMode::Float2, KernelKind::Alu(p)) if p.oversample => {
+                TexFilter::Linear
+            }
             (_, SliceMode::Half4, _)
             | (Interpolation::Nearest, _, _)
             | (_, _, KernelKind::Alu(_)) => TexFilter::Point,

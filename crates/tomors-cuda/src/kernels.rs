@@ -44,6 +44,11 @@ pub struct AluParams {
     pub float_round: bool,
     /// Minimum resident blocks per multiprocessor (`__launch_bounds__`).
     pub min_blocks: u8,
+    /// Oversampling: 4 samples per bin (offsets 0, ¼, ½, ¾, linearly
+    /// interpolated by the texture unit) cached, nearest lookup at
+    /// reconstruction time: an approximation of linear interpolation at the
+    /// cost of nearest (f32 and float2 texels, linear requests only).
+    pub oversample: bool,
 }
 
 impl Default for AluParams {
@@ -54,6 +59,7 @@ impl Default for AluParams {
             advanced: true,
             float_round: true,
             min_blocks: 2,
+            oversample: false,
         }
     }
 }
@@ -82,17 +88,30 @@ impl AluParams {
         Ok(())
     }
 
-    /// Compact text form, e.g. `t32,s16,a1,r1,b2` (parsed back by
-    /// [`AluParams::parse`]).
+    /// Compact text form, e.g. `t32,s16,a1,r1,b2` (`,o1` with
+    /// oversampling; parsed back by [`AluParams::parse`]).
     pub fn spec(&self) -> String {
-        format!(
+        let mut s = format!(
             "t{},s{},a{},r{},b{}",
             self.tile,
             self.step,
             u8::from(self.advanced),
             u8::from(self.float_round),
             self.min_blocks
-        )
+        );
+        if self.oversample {
+            s.push_str(",o1");
+        }
+        s
+    }
+
+    /// Samples cached per bin: 4 with oversampling, else 1.
+    pub fn samples_per_bin(&self) -> usize {
+        if self.oversample {
+            4
+        } else {
+            1
+        }
     }
 
     /// Parses [`AluParams::spec`]'s form; keys may be given in any order
@@ -110,9 +129,10 @@ impl AluParams {
                 "a" => p.advanced = num != 0,
                 "r" => p.float_round = num != 0,
                 "b" => p.min_blocks = num,
+                "o" => p.oversample = num != 0,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "alu parameter '{part}' (keys t, s, a, r, b)"
+                        "alu parameter '{part}' (keys t, s, a, r, b, o)"
                     )))
                 }
             }
@@ -233,11 +253,17 @@ impl BpConfig {
     ];
 
     /// Whether this configuration can use `interp` (the texture kernels'
-    /// half mode is nearest only; `alu` interpolates half values itself).
+    /// half mode is nearest only; `alu` interpolates half values itself;
+    /// oversampling approximates linear interpolation, through a linearly
+    /// filtered f32 or float2 texture).
     pub fn supports(&self, interp: tomors_core::Interpolation) -> bool {
-        self.mode != SliceMode::Half4
-            || interp == tomors_core::Interpolation::Nearest
-            || matches!(self.kernel, KernelKind::Alu(_))
+        match self.kernel {
+            KernelKind::Alu(p) if p.oversample => {
+                self.mode != SliceMode::Half4 && interp == tomors_core::Interpolation::Linear
+            }
+            KernelKind::Alu(_) => true,
+            _ => self.mode != SliceMode::Half4 || interp == tomors_core::Interpolation::Nearest,
+        }
     }
 
     /// The `alu` configurations with default parameters (f32, float2, half4).
@@ -254,7 +280,8 @@ impl BpConfig {
             Ok(())
         } else {
             Err(CudaError::Parameter(format!(
-                "kernel {self} supports nearest interpolation only (asked for {interp})"
+                "kernel {self} does not support {interp} interpolation (half texels: nearest \
+                 only; oversampling: linear with f32 or float2 texels)"
             )))
         }
     }
@@ -392,7 +419,10 @@ pub fn projection_coefficients_f64(geom: &ParallelGeometry, grid: &SliceGrid) ->
 
 /// The extra `#define`s of an `alu` module: tile, step, cache width,
 /// interpolation and the caching and rounding variants.
+/// With oversampling the lookup is nearest (`LIN` 0) in `OVS` = 4 samples
+/// per bin.
 pub fn alu_defines(p: AluParams, linear: bool, cache_width: usize) -> Vec<(String, String)> {
+    let linear = linear && !p.oversample;
     vec![
         ("NS".into(), p.tile.to_string()),
         ("SD".into(), p.step.to_string()),
@@ -400,6 +430,7 @@ pub fn alu_defines(p: AluParams, linear: bool, cache_width: usize) -> Vec<(Strin
         ("LIN".into(), u8::from(linear).to_string()),
         ("ADV".into(), u8::from(p.advanced && linear).to_string()),
         ("FROUND".into(), u8::from(p.float_round).to_string()),
+        ("OVS".into(), p.samples_per_bin().to_string()),
     ]
 }
 

@@ -105,6 +105,7 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
                                 advanced,
                                 float_round,
                                 min_blocks,
+                                oversample: false,
                             });
                         }
                     }
@@ -116,6 +117,21 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
         for p in &params {
             v.push(BpConfig {
                 kernel: KernelKind::Alu(*p),
+                mode,
+            });
+        }
+    }
+    // Oversampling (linear requests, f32 and float2 texels).
+    for mode in [SliceMode::F32, SliceMode::Float2] {
+        for (tile, min_blocks) in [(32u8, 2u8), (64, 1)] {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(AluParams {
+                    tile,
+                    min_blocks,
+                    advanced: false,
+                    oversample: true,
+                    ..AluParams::default()
+                }),
                 mode,
             });
         }

@@ -49,18 +49,24 @@ pub fn slice_class(slices: usize) -> usize {
 }
 
 /// The family name of a configuration (kernel and texel mode), e.g.
-/// `alu-float2`, `tex-opt`.
+/// `alu-float2`, `tex-opt`, `alu-oversample-float2`.
 pub fn family(cfg: &BpConfig) -> String {
+    let kernel = match cfg.kernel {
+        crate::kernels::KernelKind::Alu(p) if p.oversample => "alu-oversample",
+        k => k.name(),
+    };
     match cfg.mode {
-        SliceMode::F32 => cfg.kernel.name().to_string(),
-        m => format!("{}-{}", cfg.kernel.name(), m.name()),
+        SliceMode::F32 => kernel.to_string(),
+        m => format!("{kernel}-{}", m.name()),
     }
 }
 
-/// Whether a configuration computes in f32 throughout (no half values):
-/// the only ones [`TuningCache::best`] picks for `Auto`.
+/// Whether a configuration computes in f32 throughout and interpolates as
+/// asked (no half values, no oversampling): the only ones
+/// [`TuningCache::best`] picks for `Auto`.
 pub fn is_exact(cfg: &BpConfig) -> bool {
     cfg.mode != SliceMode::Half4
+        && !matches!(cfg.kernel, crate::kernels::KernelKind::Alu(p) if p.oversample)
 }
 
 /// The entries of a tuning file.
