@@ -229,13 +229,16 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_texopt(const cudaText
 //           the difference to the next bin, one shared load per update
 //   FROUND  1: rounding with the 1.5 * 2^23 float trick (FADDs and an
 //           integer subtraction instead of conversion instructions)
+//   HYB     hybrid: HYB of every 8 blocks per multiprocessor take the
+//           texture path (0: none)
 //   OVS     samples cached per bin: 1, or 4 (oversampling: offsets 0, 1/4,
 //           1/2, 3/4 fetched through a linearly filtered texture, nearest
 //           lookup in sub-bin units; LIN 0)
 //
 // Thread mapping for the reconstruction: 4x4 Z-order squares of 16 threads,
 // NS/4 squares per row; a pass covers RSTEP = 256/NS pixel rows and a thread
-// steps NQ times down by RSTEP. Caching mapping: 256/SD threads per cached
+// steps NQ times down by RSTEP (each row's cache coordinate is one FMA from
+// the thread's column term, so no rounding accumulates over the tile). Caching mapping: 256/SD threads per cached
 // projection row.
 //
 // The per-projection constants are read in f64 from dconst = [c0 | cx | cy]
@@ -312,6 +315,21 @@ typedef val_t ent_t;
 #define SHIFT (FROUND ? 0.0 : 0.5)
 #endif
 
+#ifndef HYB
+#define HYB 0
+#endif
+#if HYB > 0
+// hybrid: per multiprocessor, HYB of every 8 blocks run through the texture
+// unit (hardware interpolation of the same texture) instead of the cache.
+// The counters only grow; a block's rank on its SM is taken modulo 8.
+__device__ unsigned int hyb_blocks[1024];
+__device__ __forceinline__ unsigned int sm_id() {
+    unsigned int r;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+    return r;
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTextureObject_t* __restrict__ texs,
                                                                float* __restrict__ out, int nslices, float scale,
                                                                const double* __restrict__ dconst) {
@@ -328,6 +346,44 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
     acc_t s[NQ];
 #pragma unroll
     for (int q = 0; q < NQ; ++q) s[q] = zero();
+#if HYB > 0
+    __shared__ unsigned int rank;
+    if (t == 0) rank = atomicAdd(&hyb_blocks[sm_id() & 1023u], 1u);
+    __syncthreads();
+    if ((rank & 7u) < HYB) {
+        // Texture path: the same pixels, one fetch per pixel and projection.
+        for (int pb = 0; pb < NPROJ; pb += SD) {
+            if (t < SD) {
+                const int p = pb + t;
+                if (p < NPROJ) {
+                    const double c0 = __ldg(dconst + p), cx = __ldg(dconst + NPROJ + p),
+                                 cy = __ldg(dconst + 2 * NPROJ + p);
+                    pc[t] = make_float4((float)(c0 + (double)x0 * cx + (double)y0 * cy + 0.5), (float)cx,
+                                        (float)cy, 0.0f);
+                } else {
+                    pc[t] = make_float4(-1.0e6f, 0.0f, 0.0f, 0.0f);
+                }
+            }
+            __syncthreads();
+#pragma unroll 2
+            for (int j = 0; j < SD; ++j) {
+                const float4 c = pc[j];
+                const float hx = fmaf(fx, c.y, c.x);
+                const float v = (float)(pb + j) + 0.5f;
+#pragma unroll
+                for (int q = 0; q < NQ; ++q) add(s[q], fetch(tex, fmaf(fy + (float)(q * RSTEP), c.z, hx), v));
+            }
+            __syncthreads();
+        }
+        const int gx = x0 + lx;
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) {
+            const int gy = y0 + ly + q * RSTEP;
+            if (gx < NX && gy < NY) store(out, blockIdx.z, nslices, (long long)gy * NX + gx, s[q], scale);
+        }
+        return;
+    }
+#endif
 
     for (int pb = 0; pb < NPROJ; pb += SD) {
         // Stage 1: cache the bins of projection pb + cj.
@@ -371,11 +427,12 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
 #pragma unroll 2
         for (int j = 0; j < SD; ++j) {
             const float4 c = pc[j];
-            float h = fmaf(fy, c.z, fmaf(fx, c.y, c.x));
-            const float dh = (float)RSTEP * c.z;
+            const float hx = fmaf(fx, c.y, c.x);
             const ent_t* __restrict__ row = cache[j];
 #pragma unroll
             for (int q = 0; q < NQ; ++q) {
+                // One FMA from the row's coordinate (no accumulated rounding).
+                const float h = fmaf(fy + (float)(q * RSTEP), c.z, hx);
 #if FROUND
                 const float r = h + MAGIC;
                 const int i = __float_as_int(r) - MAGIC_BITS;
@@ -405,7 +462,6 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
 #else
                 add(s[q], to_acc(row[i]));
 #endif
-                h += dh;
             }
         }
         __syncthreads();

@@ -172,6 +172,26 @@ pub(crate) fn measure(
     })
 }
 
+/// Times one configuration on device `device`: `n` bins × `n` angles → `n²`,
+/// `slices` slices, GPU-resident data, the median of `reps` launches after a
+/// warm-up (for profilers and one-off comparisons).
+///
+/// Errors: no usable device, compilation or launch errors.
+pub fn time_kernel(
+    device: usize,
+    cfg: BpConfig,
+    interp: Interpolation,
+    n: usize,
+    slices: usize,
+    reps: usize,
+) -> Result<BenchRow> {
+    cfg.check(interp)?;
+    let be = CudaBackend::new(device)?;
+    let mut data = vec![0f32; slices * n * n];
+    fill_random(&mut data, 3);
+    measure(&be, cfg, interp, n, slices, reps, &data)
+}
+
 /// Runs the benchmark, printing progress lines to stderr.
 pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
     let be = CudaBackend::new(cfg.device)?;

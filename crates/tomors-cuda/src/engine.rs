@@ -565,7 +565,9 @@ impl Engine {
         // The alu kernel caches texels (point sampling) and interpolates
         // itself, except when it oversamples (linear sub-bin samples).
         let filter = match (interp, mode, cfg.kernel) {
-            (_, SliceMode::F32 | SliceMode::Float2, KernelKind::Alu(p)) if p.oversample => {
+            (_, SliceMode::F32 | SliceMode::Float2, KernelKind::Alu(p))
+                if p.oversample || (p.hybrid > 0 && interp == Interpolation::Linear) =>
+            {
                 TexFilter::Linear
             }
             (_, SliceMode::Half4, _)

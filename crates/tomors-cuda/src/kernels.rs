@@ -49,6 +49,10 @@ pub struct AluParams {
     /// reconstruction time: an approximation of linear interpolation at the
     /// cost of nearest (f32 and float2 texels, linear requests only).
     pub oversample: bool,
+    /// Hybrid: of every 8 blocks on a multiprocessor, this many interpolate
+    /// through the texture unit instead of the cache (0: pure `alu`), so
+    /// the texture unit and the shared memory work at the same time.
+    pub hybrid: u8,
 }
 
 impl Default for AluParams {
@@ -60,6 +64,7 @@ impl Default for AluParams {
             float_round: true,
             min_blocks: 2,
             oversample: false,
+            hybrid: 0,
         }
     }
 }
@@ -77,6 +82,12 @@ impl AluParams {
             return Err(CudaError::Parameter(format!(
                 "alu step {} (use 8 or 16 projections)",
                 self.step
+            )));
+        }
+        if self.hybrid > 7 || (self.hybrid > 0 && self.oversample) {
+            return Err(CudaError::Parameter(format!(
+                "hybrid {} (use 0 to 7 of 8 blocks, not with oversampling)",
+                self.hybrid
             )));
         }
         if !(1..=8).contains(&self.min_blocks) {
@@ -101,6 +112,9 @@ impl AluParams {
         );
         if self.oversample {
             s.push_str(",o1");
+        }
+        if self.hybrid > 0 {
+            s.push_str(&format!(",h{}", self.hybrid));
         }
         s
     }
@@ -130,9 +144,10 @@ impl AluParams {
                 "r" => p.float_round = num != 0,
                 "b" => p.min_blocks = num,
                 "o" => p.oversample = num != 0,
+                "h" => p.hybrid = num,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "alu parameter '{part}' (keys t, s, a, r, b, o)"
+                        "alu parameter '{part}' (keys t, s, a, r, b, o, h)"
                     )))
                 }
             }
@@ -160,6 +175,7 @@ impl KernelKind {
         match self {
             Self::Standard => "standard",
             Self::TexOpt => "tex-opt",
+            Self::Alu(p) if p.hybrid > 0 => "hybrid",
             Self::Alu(_) => "alu",
         }
     }
@@ -261,6 +277,9 @@ impl BpConfig {
             KernelKind::Alu(p) if p.oversample => {
                 self.mode != SliceMode::Half4 && interp == tomors_core::Interpolation::Linear
             }
+            KernelKind::Alu(p) if p.hybrid > 0 => {
+                self.mode != SliceMode::Half4 || interp == tomors_core::Interpolation::Nearest
+            }
             KernelKind::Alu(_) => true,
             _ => self.mode != SliceMode::Half4 || interp == tomors_core::Interpolation::Nearest,
         }
@@ -333,7 +352,9 @@ impl std::str::FromStr for KernelChoice {
     /// Accepts `auto`, `standard`, `tex-opt`, `float2` (= `tex-opt-float2`),
     /// `half4` (= `tex-opt-half4`), `standard-float2`, `standard-half4`,
     /// `tex-opt-float2`, `tex-opt-half4`, and `alu`, `alu-float2`,
-    /// `alu-half4`, optionally with parameters after `@` (e.g.
+    /// `alu-half4` (and `hybrid`, `hybrid-float2`, `hybrid-half4`: 4 of 8
+    /// blocks through the texture unit unless `h` says otherwise),
+    /// optionally with parameters after `@` (e.g.
     /// `alu-float2@t64,s8,a1,r1,b1`, see [`AluParams::parse`]).
     fn from_str(s: &str) -> Result<Self> {
         let k = s.to_ascii_lowercase().replace('_', "-");
@@ -341,16 +362,29 @@ impl std::str::FromStr for KernelChoice {
             Some((a, b)) => (a.to_string(), Some(b.to_string())),
             None => (k, None),
         };
-        if let Some(mode) = match k.as_str() {
+        let (base, hybrid) = match k.strip_prefix("hybrid") {
+            Some(rest) => (format!("alu{rest}"), true),
+            None => (k.clone(), false),
+        };
+        if let Some(mode) = match base.as_str() {
             "alu" => Some(SliceMode::F32),
             "alu-float2" => Some(SliceMode::Float2),
             "alu-half4" | "alu-half" => Some(SliceMode::Half4),
             _ => None,
         } {
-            let p = match &params {
+            let mut p = match &params {
                 Some(spec) => AluParams::parse(spec)?,
                 None => AluParams::default(),
             };
+            if hybrid && p.hybrid == 0 {
+                p.hybrid = 4;
+                p.validate()?;
+            }
+            if !hybrid && p.hybrid > 0 {
+                return Err(CudaError::Parameter(format!(
+                    "kernel '{s}': a hybrid ratio needs the name hybrid"
+                )));
+            }
             return Ok(Self::Fixed(BpConfig {
                 kernel: KernelKind::Alu(p),
                 mode,
@@ -376,7 +410,8 @@ impl std::str::FromStr for KernelChoice {
             _ => {
                 return Err(CudaError::Parameter(format!(
                     "unknown CUDA kernel '{s}' (use auto, standard, tex-opt, float2, half4, \
-                     standard-float2, standard-half4, alu, alu-float2, alu-half4)"
+                     standard-float2, standard-half4, alu, alu-float2, alu-half4, hybrid, \
+                     hybrid-float2, hybrid-half4)"
                 )))
             }
         };
@@ -431,6 +466,7 @@ pub fn alu_defines(p: AluParams, linear: bool, cache_width: usize) -> Vec<(Strin
         ("ADV".into(), u8::from(p.advanced && linear).to_string()),
         ("FROUND".into(), u8::from(p.float_round).to_string()),
         ("OVS".into(), p.samples_per_bin().to_string()),
+        ("HYB".into(), p.hybrid.to_string()),
     ]
 }
 

@@ -106,6 +106,7 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
                                 float_round,
                                 min_blocks,
                                 oversample: false,
+                                hybrid: 0,
                             });
                         }
                     }
@@ -117,6 +118,19 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
         for p in &params {
             v.push(BpConfig {
                 kernel: KernelKind::Alu(*p),
+                mode,
+            });
+        }
+    }
+    // Hybrid: 2, 3 or 4 of 8 blocks through the texture unit.
+    for mode in modes {
+        for hybrid in [2u8, 3, 4] {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(AluParams {
+                    tile: 64,
+                    hybrid,
+                    ..AluParams::default()
+                }),
                 mode,
             });
         }
