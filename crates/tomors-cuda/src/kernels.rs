@@ -70,6 +70,18 @@ impl Default for AluParams {
 }
 
 impl AluParams {
+    /// The configuration `Auto` uses without a tuning cache: 64×64 tiles,
+    /// 16 projections per step, advanced caching, float rounding, 2 blocks
+    /// per multiprocessor — the tuner's choice for linear interpolation on
+    /// an H100 (`docs/perf-notes.md`), within 3 % of its choice for every
+    /// other case measured there.
+    pub fn untuned() -> Self {
+        Self {
+            tile: 64,
+            ..Self::default()
+        }
+    }
+
     /// Checks the values the kernel supports.
     pub fn validate(&self) -> Result<()> {
         if !matches!(self.tile, 32 | 64) {
@@ -322,8 +334,10 @@ impl std::fmt::Display for BpConfig {
 /// Which kernel a backend uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum KernelChoice {
-    /// The fastest exact configuration (`tex-opt` with `float2` texels when a
-    /// slab has 2 or more slices, else `tex-opt`).
+    /// The fastest exact configuration: the tuning cache's choice for the
+    /// device when `tomors tune` has run there (see [`crate::tuning`]), else
+    /// the untuned default [`AluParams::untuned`] with `float2` texels when
+    /// a slab has 2 or more slices (f32 texels otherwise).
     #[default]
     Auto,
     /// A fixed configuration.
@@ -336,7 +350,7 @@ impl KernelChoice {
         match self {
             Self::Fixed(c) => c,
             Self::Auto => BpConfig {
-                kernel: KernelKind::TexOpt,
+                kernel: KernelKind::Alu(AluParams::untuned()),
                 mode: if slices >= 2 {
                     SliceMode::Float2
                 } else {
