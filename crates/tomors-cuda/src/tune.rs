@@ -153,6 +153,12 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
     v
 }
 
+/// Whether an advanced `alu` candidate has no plain twin in the grid (the
+/// quick grid keeps only advanced ones, so they are timed for nearest too).
+fn quick_twinless(quick: bool, p: AluParams) -> bool {
+    quick && p.advanced && !p.oversample
+}
+
 /// Runs the search on `opts.device`, calling `progress` with one line per
 /// timed candidate.
 ///
@@ -170,8 +176,9 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
     let mut jobs: Vec<(BpConfig, Interpolation)> = Vec::new();
     for cfg in candidates(opts.quick) {
         for interp in interps {
-            // advanced caching only changes linear modules.
-            let redundant = matches!(cfg.kernel, KernelKind::Alu(p) if p.advanced)
+            // advanced caching only changes linear modules: the nearest
+            // module of an advanced alu candidate is its plain twin's.
+            let redundant = matches!(cfg.kernel, KernelKind::Alu(p) if p.advanced && p.hybrid == 0 && !quick_twinless(opts.quick, p))
                 && interp == Interpolation::Nearest;
             if cfg.supports(interp) && !redundant {
                 jobs.push((cfg, interp));
