@@ -70,7 +70,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let gu = (n * n * n) as f64 * na as f64 * 1e-9;
     println!("sirt_bench: {n}³ volume, {na} projections of {n} bins over π, {iters} iterations");
 
-    // Kernels alone, device resident.
+    // Kernels alone, device resident, for each slice group and rays per thread.
     {
         let op = CudaJoseph::new(&be, &geom, &grid, 8)?;
         println!("device: {}", op.context().name);
@@ -84,7 +84,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let mut out_v = op.alloc_volume(n)?;
         let mut vt2 = op.alloc_volume(n)?;
         let (e0, e1) = (Event::new(op.context())?, Event::new(op.context())?);
-        let time = |f: &mut dyn FnMut() -> tomors_cuda::Result<()>| -> tomors_cuda::Result<f64> {
+        let time = |op: &CudaJoseph,
+                    f: &mut dyn FnMut() -> tomors_cuda::Result<()>|
+         -> tomors_cuda::Result<f64> {
             f()?;
             let mut ts = Vec::new();
             for _ in 0..5 {
@@ -96,17 +98,24 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             Ok(median(ts))
         };
-        let fp = time(&mut || op.forward_dev(&v, &vt, &mut out_s))?;
-        let bp = time(&mut || op.back_dev(&s, &mut out_v))?;
-        let tr = time(&mut || op.transpose_dev(&v, &mut vt2))?;
-        println!(
-            "bench forward projection (jp_forward, 8 slices/thread): {fp:.4} s, {:.1} GU/s",
-            gu / fp
-        );
-        println!(
-            "bench back projection (jp_back, exact transpose, gather): {bp:.4} s, {:.1} GU/s",
-            gu / bp
-        );
+        for (sg, ap) in [(8, 4), (8, 2), (8, 1), (4, 4), (4, 2), (4, 1)] {
+            let op = CudaJoseph::tuned(&be, &geom, &grid, sg, ap)?;
+            let fp = time(&op, &mut || op.forward_dev(&v, &vt, &mut out_s))?;
+            println!(
+                "bench forward projection (jp_forward, {sg} slices × {ap} projections per thread): \
+                 {fp:.4} s, {:.1} GU/s",
+                gu / fp
+            );
+            if ap == 4 {
+                let bp = time(&op, &mut || op.back_dev(&s, &mut out_v))?;
+                println!(
+                    "bench back projection (jp_back, exact transpose, gather, {sg} slices per \
+                     thread): {bp:.4} s, {:.1} GU/s",
+                    gu / bp
+                );
+            }
+        }
+        let tr = time(&op, &mut || op.transpose_dev(&v, &mut vt2))?;
         println!("bench transpose of the volume: {tr:.5} s");
     }
 

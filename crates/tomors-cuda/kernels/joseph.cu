@@ -4,10 +4,13 @@
 // docs/iterative.md for the derivation.
 //
 // Defines baked in at compile time:
-//   SG  slices per group (4 or 8): device arrays interleave SG slices per
-//       pixel / bin, `[group][row][col][SG]`, so one thread reads the SG
-//       values of a pixel with SG/4 16-byte loads and shares its geometry
-//       between the SG slices.
+//   SG  slices per thread of the projectors (4 or 8). Device arrays
+//       interleave 4 slices per pixel / bin, `[quad][row][col][4]`, so a
+//       thread reads the SG values of a pixel with SG/4 16-byte loads (one per
+//       quad plane, each fully coalesced across the warp) and shares its
+//       geometry between the SG slices. Stacks are padded to a multiple of
+//       SG slices.
+//   AP  projections per forward-projection thread (1, 2 or 4).
 //   KM  extra bins on each side in the back projector's gather (0 when the
 //       hat footprint 1/sigma of every projection is at most one bin).
 //
@@ -27,6 +30,11 @@
 #endif
 
 #define NV (SG / 4)
+// Rays (projections) per forward thread: neighbouring projections of one
+// bin step through nearly the same pixels, so they share the L1 cache.
+#ifndef AP
+#define AP 4
+#endif
 
 // Per-projection constants of the forward projector (computed in f64 on the
 // host). Rays step over `steps` lines of the image read from `vol`
@@ -51,10 +59,11 @@ struct BpAngle {
     float len;
 };
 
-__device__ __forceinline__ void ld(float (&v)[SG], const float* p) {
+// The SG values of one pixel / bin: NV float4s `stride` floats apart.
+__device__ __forceinline__ void ld(float (&v)[SG], const float* p, size_t stride) {
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-        float4 t = __ldg(reinterpret_cast<const float4*>(p) + i);
+        float4 t = __ldg(reinterpret_cast<const float4*>(p + i * stride));
         v[4 * i] = t.x;
         v[4 * i + 1] = t.y;
         v[4 * i + 2] = t.z;
@@ -62,98 +71,138 @@ __device__ __forceinline__ void ld(float (&v)[SG], const float* p) {
     }
 }
 
-__device__ __forceinline__ void st(float* p, const float (&v)[SG]) {
+__device__ __forceinline__ void st(float* p, size_t stride, const float (&v)[SG]) {
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-        reinterpret_cast<float4*>(p)[i] =
+        *reinterpret_cast<float4*>(p + i * stride) =
             make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
     }
 }
 
-// Forward projection: one thread per (bin k, projection a, slice group g).
-// SQ: squared weights (row norms ||a_i||^2 when the volume is all ones).
+// A group of up to AP projections of the same stepping direction (host-built,
+// neighbouring angles).
+struct FpGroup {
+    int idx[4];
+    int count;
+    int transposed;
+};
+
+// Forward projection: one thread per (bin k, group of AP projections, group
+// of SG slices). SQ: squared weights (row norms ||a_i||^2 of an all-ones
+// volume).
 template <bool SQ>
 __device__ __forceinline__ void forward_body(const float* __restrict__ vol,
                                              const float* __restrict__ volT,
                                              float* __restrict__ out,
-                                             const FpAngle* __restrict__ angs, int nx,
+                                             const FpAngle* __restrict__ angs,
+                                             const FpGroup* __restrict__ groups, int nx,
                                              int ny, int na, int nb) {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    const int a = blockIdx.y;
+    const FpGroup grp = groups[blockIdx.y];
     const int g = blockIdx.z;
     if (k >= nb) return;
-    const FpAngle p = angs[a];
-    const size_t plane = (size_t)nx * ny * SG;
+    const size_t plane = (size_t)nx * ny * 4;
     const float* img;
     int steps, width;
-    if (p.transposed) {
-        img = volT + g * plane;
+    if (grp.transposed) {
+        img = volT + (size_t)g * NV * plane;
         steps = nx;
         width = ny;
     } else {
-        img = vol + g * plane;
+        img = vol + (size_t)g * NV * plane;
         steps = ny;
         width = nx;
     }
-    // Steps whose position lies in (-1, width), loose by one on each side
-    // (the index tests below are exact).
-    const double q = p.q0 + (double)k * p.qk;
-    int lo = 0, hi = steps;
-    if (p.qs == 0.0) {
-        if (!(q > -1.0 && q < (double)width)) hi = 0;
-    } else {
-        double t1 = (-1.0 - q) / p.qs, t2 = ((double)width - q) / p.qs;
-        double tmin = fmin(t1, t2), tmax = fmax(t1, t2);
-        lo = (int)fmax(0.0, fmin((double)steps, floor(tmin) - 1.0));
-        hi = (int)fmax((double)lo, fmin((double)steps, ceil(tmax) + 1.0));
-    }
-    float acc[SG];
+    // Per ray: steps whose position lies in (-1, width), loose by one on each
+    // side (the index tests below are exact); the thread steps over the union.
+    long long pos[AP], dfix[AP];
+    double qa[AP];
+    int lo = steps, hi = 0;
 #pragma unroll
-    for (int j = 0; j < SG; ++j) acc[j] = 0.0f;
-    long long pos = __double2ll_rn((q + (double)lo * p.qs) * 4294967296.0);
-    const float* line = img + (size_t)lo * width * SG;
-    const size_t stride = (size_t)width * SG;
-#pragma unroll 2
-    for (int t = lo; t < hi; ++t, pos += p.dfix, line += stride) {
-        const int i0 = (int)(pos >> 32);
-        // Fraction: the low 32 bits, top 23 of them as a float mantissa (exact).
-        float w1 = __uint_as_float(0x3f800000u | ((unsigned)pos >> 9)) - 1.0f;
-        float w0 = 1.0f - w1;
-        if (SQ) {
-            w0 *= w0;
-            w1 *= w1;
+    for (int r = 0; r < AP; ++r) {
+        const FpAngle p = angs[r < grp.count ? grp.idx[r] : grp.idx[0]];
+        const double q = p.q0 + (double)k * p.qk;
+        int l = 0, h = steps;
+        if (p.qs == 0.0) {
+            if (!(q > -1.0 && q < (double)width)) h = 0;
+        } else {
+            double t1 = (-1.0 - q) / p.qs, t2 = ((double)width - q) / p.qs;
+            double tmin = fmin(t1, t2), tmax = fmax(t1, t2);
+            l = (int)fmax(0.0, fmin((double)steps, floor(tmin) - 1.0));
+            h = (int)fmax((double)l, fmin((double)steps, ceil(tmax) + 1.0));
         }
-        const int i1 = i0 + 1;
-        if (i0 < 0 || i0 >= width) w0 = 0.0f;
-        if (i1 < 0 || i1 >= width) w1 = 0.0f;
-        const int c0 = min(max(i0, 0), width - 1);
-        const int c1 = min(max(i1, 0), width - 1);
-        float v0[SG], v1[SG];
-        ld(v0, line + (size_t)c0 * SG);
-        ld(v1, line + (size_t)c1 * SG);
-#pragma unroll
-        for (int j = 0; j < SG; ++j) acc[j] = fmaf(w0, v0[j], fmaf(w1, v1[j], acc[j]));
+        if (h > l) {
+            lo = min(lo, l);
+            hi = max(hi, h);
+        }
+        qa[r] = q;
+        dfix[r] = p.dfix;
     }
-    const float len = SQ ? p.len * p.len : p.len;
 #pragma unroll
-    for (int j = 0; j < SG; ++j) acc[j] *= len;
-    st(out + (((size_t)g * na + a) * nb + k) * SG, acc);
+    for (int r = 0; r < AP; ++r) {
+        const FpAngle p = angs[r < grp.count ? grp.idx[r] : grp.idx[0]];
+        pos[r] = __double2ll_rn((qa[r] + (double)lo * p.qs) * 4294967296.0);
+    }
+    float acc[AP][SG];
+#pragma unroll
+    for (int r = 0; r < AP; ++r)
+#pragma unroll
+        for (int j = 0; j < SG; ++j) acc[r][j] = 0.0f;
+    const float* line = img + (size_t)lo * width * 4;
+    const size_t stride = (size_t)width * 4;
+    for (int t = lo; t < hi; ++t, line += stride) {
+#pragma unroll
+        for (int r = 0; r < AP; ++r) {
+            const int i0 = (int)(pos[r] >> 32);
+            // Fraction: the low 32 bits, top 23 of them as a float mantissa (exact).
+            float w1 = __uint_as_float(0x3f800000u | ((unsigned)pos[r] >> 9)) - 1.0f;
+            float w0 = 1.0f - w1;
+            pos[r] += dfix[r];
+            if (SQ) {
+                w0 *= w0;
+                w1 *= w1;
+            }
+            const int i1 = i0 + 1;
+            if (i0 < 0 || i0 >= width) w0 = 0.0f;
+            if (i1 < 0 || i1 >= width) w1 = 0.0f;
+            const int c0 = min(max(i0, 0), width - 1);
+            const int c1 = min(max(i1, 0), width - 1);
+            float v0[SG], v1[SG];
+            ld(v0, line + (size_t)c0 * 4, plane);
+            ld(v1, line + (size_t)c1 * 4, plane);
+#pragma unroll
+            for (int j = 0; j < SG; ++j) acc[r][j] = fmaf(w0, v0[j], fmaf(w1, v1[j], acc[r][j]));
+        }
+    }
+    const size_t splane = (size_t)na * nb * 4;
+#pragma unroll
+    for (int r = 0; r < AP; ++r) {
+        if (r < grp.count) {
+            const int a = grp.idx[r];
+            const float len = SQ ? angs[a].len * angs[a].len : angs[a].len;
+#pragma unroll
+            for (int j = 0; j < SG; ++j) acc[r][j] *= len;
+            st(out + (size_t)g * NV * splane + ((size_t)a * nb + k) * 4, splane, acc[r]);
+        }
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(128) jp_forward(const float* __restrict__ vol,
                                                              const float* __restrict__ volT,
                                                              float* __restrict__ out,
                                                              const FpAngle* __restrict__ angs,
+                                                             const FpGroup* __restrict__ groups,
                                                              int nx, int ny, int na, int nb) {
-    forward_body<false>(vol, volT, out, angs, nx, ny, na, nb);
+    forward_body<false>(vol, volT, out, angs, groups, nx, ny, na, nb);
 }
 
 extern "C" __global__ void __launch_bounds__(128) jp_forward_sq(const float* __restrict__ vol,
                                                                 const float* __restrict__ volT,
                                                                 float* __restrict__ out,
                                                                 const FpAngle* __restrict__ angs,
+                                                                const FpGroup* __restrict__ groups,
                                                                 int nx, int ny, int na, int nb) {
-    forward_body<true>(vol, volT, out, angs, nx, ny, na, nb);
+    forward_body<true>(vol, volT, out, angs, groups, nx, ny, na, nb);
 }
 
 // Back projection (exact transpose of jp_forward) as a gather: one thread
@@ -184,7 +233,8 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
     const int ix = bx + tx, iy = by + ty;
     const int g = blockIdx.z;
     const float dx = (float)tx, dy = (float)ty;
-    const float* sg = sino + (size_t)g * na * nb * SG;
+    const size_t splane = (size_t)na * nb * 4;
+    const float* sg = sino + (size_t)g * NV * splane;
     float acc[SG];
 #pragma unroll
     for (int j = 0; j < SG; ++j) acc[j] = 0.0f;
@@ -205,8 +255,8 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
             sh[i] = s;
         }
         __syncthreads();
-        const float* row = sg + (size_t)a0 * nb * SG;
-        for (int i = 0; i < n; ++i, row += (size_t)nb * SG) {
+        const float* row = sg + (size_t)a0 * nb * 4;
+        for (int i = 0; i < n; ++i, row += (size_t)nb * 4) {
             const BpShared s = sh[i];
             const float u = fmaf(dy, s.cy, fmaf(dx, s.cx, s.fb));
             const float fl = floorf(u);
@@ -219,16 +269,18 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
                 if (kk < 0 || kk >= nb) w = 0.0f;
                 const int kc = min(max(kk, 0), nb - 1);
                 float v[SG];
-                ld(v, row + (size_t)kc * SG);
+                ld(v, row + (size_t)kc * 4, splane);
 #pragma unroll
                 for (int j = 0; j < SG; ++j) acc[j] = fmaf(w, v[j], acc[j]);
             }
         }
     }
-    if (ix < nx && iy < ny) st(out + (((size_t)g * ny + iy) * nx + ix) * SG, acc);
+    const size_t vplane = (size_t)nx * ny * 4;
+    if (ix < nx && iy < ny)
+        st(out + (size_t)g * NV * vplane + ((size_t)iy * nx + ix) * 4, vplane, acc);
 }
 
-// [slice][plane] (host order) -> [group][plane][SG]; slices past ns are zero.
+// [slice][plane] (host order) -> [group][plane][4]; slices past ns are zero.
 extern "C" __global__ void jp_interleave(const float* __restrict__ src, float* __restrict__ dst,
                                          int ns, long long plane, int groups) {
     const long long total = plane * groups;
@@ -236,17 +288,17 @@ extern "C" __global__ void jp_interleave(const float* __restrict__ src, float* _
          i += (long long)gridDim.x * blockDim.x) {
         const int g = (int)(i / plane);
         const long long p = i - (long long)g * plane;
-        float v[SG];
+        float v[4];
 #pragma unroll
-        for (int j = 0; j < SG; ++j) {
-            const int s = g * SG + j;
+        for (int j = 0; j < 4; ++j) {
+            const int s = g * 4 + j;
             v[j] = s < ns ? src[(size_t)s * plane + p] : 0.0f;
         }
-        st(dst + (size_t)i * SG, v);
+        *reinterpret_cast<float4*>(dst + (size_t)i * 4) = make_float4(v[0], v[1], v[2], v[3]);
     }
 }
 
-// [group][plane][SG] -> [slice][plane] for the first ns slices.
+// [group][plane][4] -> [slice][plane] for the first ns slices.
 extern "C" __global__ void jp_deinterleave(const float* __restrict__ src, float* __restrict__ dst,
                                            int ns, long long plane, int groups) {
     const long long total = plane * groups;
@@ -254,11 +306,15 @@ extern "C" __global__ void jp_deinterleave(const float* __restrict__ src, float*
          i += (long long)gridDim.x * blockDim.x) {
         const int g = (int)(i / plane);
         const long long p = i - (long long)g * plane;
-        float v[SG];
-        ld(v, src + (size_t)i * SG);
+        float v[4];
+        const float4 t4 = __ldg(reinterpret_cast<const float4*>(src + (size_t)i * 4));
+        v[0] = t4.x;
+        v[1] = t4.y;
+        v[2] = t4.z;
+        v[3] = t4.w;
 #pragma unroll
-        for (int j = 0; j < SG; ++j) {
-            const int s = g * SG + j;
+        for (int j = 0; j < 4; ++j) {
+            const int s = g * 4 + j;
             if (s < ns) dst[(size_t)s * plane + p] = v[j];
         }
     }
@@ -271,24 +327,24 @@ extern "C" __global__ void jp_transpose(const float* __restrict__ src, float* __
                                         int nx, int ny) {
     __shared__ float4 tile[TT][TT + 1];
     const int g = blockIdx.z;
-    const size_t plane = (size_t)nx * ny * SG;
+    const size_t plane = (size_t)nx * ny * 4;
     const float* s = src + g * plane;
     float* d = dst + g * plane;
     const int x0 = blockIdx.x * TT, y0 = blockIdx.y * TT;
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
+    {
+        const int v = 0;
         __syncthreads();
         for (int r = threadIdx.y; r < TT; r += blockDim.y) {
             const int iy = y0 + r, ix = x0 + threadIdx.x;
             if (ix < nx && iy < ny)
                 tile[r][threadIdx.x] =
-                    __ldg(reinterpret_cast<const float4*>(s + ((size_t)iy * nx + ix) * SG) + v);
+                    __ldg(reinterpret_cast<const float4*>(s + ((size_t)iy * nx + ix) * 4) + v);
         }
         __syncthreads();
         for (int c = threadIdx.y; c < TT; c += blockDim.y) {
             const int ix = x0 + c, iy = y0 + threadIdx.x;
             if (ix < nx && iy < ny)
-                reinterpret_cast<float4*>(d + ((size_t)ix * ny + iy) * SG)[v] =
+                reinterpret_cast<float4*>(d + ((size_t)ix * ny + iy) * 4)[v] =
                     tile[threadIdx.x][c];
         }
     }
@@ -315,8 +371,8 @@ extern "C" __global__ void jp_residual(const float* __restrict__ b, float* __res
     double sum = 0.0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
-        const long long e = i / SG;
-        const int slice = (int)(e / per) * SG + (int)(i - e * SG);
+        const long long e = i / 4;
+        const int slice = (int)(e / per) * 4 + (int)(i - e * 4);
         float d = b[i] - ax[i];
         if (slice >= ns) d = 0.0f;
         sum += (double)d * (double)d;
@@ -332,8 +388,8 @@ extern "C" __global__ void jp_sqsum(const float* __restrict__ y, double* __restr
     double sum = 0.0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
-        const long long e = i / SG;
-        const int slice = (int)(e / per) * SG + (int)(i - e * SG);
+        const long long e = i / 4;
+        const int slice = (int)(e / per) * 4 + (int)(i - e * 4);
         const double v = slice < ns ? (double)y[i] : 0.0;
         sum += v * v;
     }
@@ -341,12 +397,12 @@ extern "C" __global__ void jp_sqsum(const float* __restrict__ y, double* __restr
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-// y[i] *= c * w[(i / SG) % per] (w may be null: y *= c).
+// y[i] *= c * w[(i / 4) % per] (w may be null: y *= c).
 extern "C" __global__ void jp_scale(float* __restrict__ y, const float* __restrict__ w, float c,
                                     long long n, long long per) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
-        const float f = w ? c * __ldg(w + (i / SG) % per) : c;
+        const float f = w ? c * __ldg(w + (i / 4) % per) : c;
         y[i] *= f;
     }
 }
@@ -373,20 +429,20 @@ extern "C" __global__ void jp_update(float* __restrict__ x, float* __restrict__ 
                                      int nx, int ny) {
     __shared__ float4 tile[TT][TT + 1];
     const int g = blockIdx.z;
-    const size_t plane = (size_t)nx * ny * SG;
+    const size_t plane = (size_t)nx * ny * 4;
     float* xs = x + g * plane;
     float* xd = xT + g * plane;
     const float* gs = grad + g * plane;
     const int x0 = blockIdx.x * TT, y0 = blockIdx.y * TT;
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
+    {
+        const int v = 0;
         __syncthreads();
         for (int r = threadIdx.y; r < TT; r += blockDim.y) {
             const int iy = y0 + r, ix = x0 + threadIdx.x;
             if (ix < nx && iy < ny) {
                 const size_t e = (size_t)iy * nx + ix;
-                float4* px = reinterpret_cast<float4*>(xs + e * SG) + v;
-                const float4 gv = __ldg(reinterpret_cast<const float4*>(gs + e * SG) + v);
+                float4* px = reinterpret_cast<float4*>(xs + e * 4) + v;
+                const float4 gv = __ldg(reinterpret_cast<const float4*>(gs + e * 4) + v);
                 const float l = t ? lambda * __ldg(t + e) : lambda;
                 float4 xv = *px;
                 xv.x = clampf(xv.x + l * gv.x, has_lo, lo, has_hi, hi);
@@ -401,7 +457,7 @@ extern "C" __global__ void jp_update(float* __restrict__ x, float* __restrict__ 
         for (int c = threadIdx.y; c < TT; c += blockDim.y) {
             const int ix = x0 + c, iy = y0 + threadIdx.x;
             if (ix < nx && iy < ny)
-                reinterpret_cast<float4*>(xd + ((size_t)ix * ny + iy) * SG)[v] =
+                reinterpret_cast<float4*>(xd + ((size_t)ix * ny + iy) * 4)[v] =
                     tile[threadIdx.x][c];
         }
     }

@@ -45,11 +45,14 @@ use tomors_core::{CoreError, ParallelGeometry, SliceGrid};
 
 use crate::backend::{CudaBackend, MultiCudaBackend};
 use crate::compile::cubin_cached;
-use crate::driver::{launch, Context, DeviceBuffer, Event, Function, Module, Stream};
+use crate::driver::{launch, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream};
 use crate::error::{CudaError, Result};
 
 /// Source of the Joseph projector and SIRT kernels.
 pub const JOSEPH_CU: &str = include_str!("../kernels/joseph.cu");
+
+/// Floats per pinned staging chunk of large transfers (32 MiB).
+const PIN_CHUNK: usize = 8 << 20;
 
 /// Blocks of the reduction kernels (fixed, so the partial sums and thus the
 /// residuals are deterministic).
@@ -75,6 +78,50 @@ struct FpAngle {
     dfix: i64,
     len: f32,
     transposed: i32,
+}
+
+/// Most rays (projections) per thread of `jp_forward` (`AP` in the kernel).
+const AP: usize = 4;
+
+/// A group of up to [`AP`] projections of one stepping direction, processed
+/// together by `jp_forward` (layout of `FpGroup`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct FpGroup {
+    idx: [i32; AP],
+    count: i32,
+    transposed: i32,
+}
+
+/// Groups of neighbouring projections (sorted by stepping direction and
+/// angle modulo π) for `jp_forward`.
+fn angle_groups(geometry: &ParallelGeometry, fp: &[FpAngle], per: usize) -> Vec<FpGroup> {
+    let pi = std::f64::consts::PI;
+    let mut order: Vec<usize> = (0..fp.len()).collect();
+    let key = |i: usize| (geometry.angles()[i] as f64).rem_euclid(pi);
+    order.sort_by(|&a, &b| {
+        fp[a]
+            .transposed
+            .cmp(&fp[b].transposed)
+            .then(key(a).total_cmp(&key(b)))
+    });
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < order.len() {
+        let flag = fp[order[i]].transposed;
+        let mut g = FpGroup {
+            idx: [order[i] as i32; AP],
+            count: 0,
+            transposed: flag,
+        };
+        while i < order.len() && (g.count as usize) < per && fp[order[i]].transposed == flag {
+            g.idx[g.count as usize] = order[i] as i32;
+            g.count += 1;
+            i += 1;
+        }
+        groups.push(g);
+    }
+    groups
 }
 
 /// Per-projection constants of `jp_back` (layout of `BpAngle`).
@@ -145,8 +192,8 @@ fn angle_tables(
 }
 
 /// An interleaved stack on the device: `slices` images of `rows × cols`
-/// stored as `[group][row][col][slice in group]` with groups of
-/// [`CudaJoseph::slice_group`] slices (the last one padded with zeros).
+/// stored as `[quad][row][col][slice in quad]` with quads of 4 slices,
+/// padded with zero slices to a multiple of [`CudaJoseph::slice_group`].
 /// Volumes are `[slice][y][x]` stacks, sinograms `[slice][angle][bin]`.
 pub struct DeviceStack {
     buf: DeviceBuffer,
@@ -167,9 +214,14 @@ impl DeviceStack {
         (self.slices, self.rows, self.cols)
     }
 
-    /// Number of slice groups.
+    /// Number of slice groups of the projectors' threads.
     pub fn groups(&self) -> usize {
         self.slices.div_ceil(self.sg)
+    }
+
+    /// Number of quads of 4 slices stored.
+    fn quads(&self) -> usize {
+        self.groups() * self.sg / 4
     }
 
     /// Floats stored (padding included).
@@ -207,8 +259,11 @@ pub struct CudaJoseph {
     na: usize,
     nb: usize,
     fp_angles: DeviceBuffer,
+    fp_groups: DeviceBuffer,
+    n_fp_groups: usize,
     bp_angles: DeviceBuffer,
     partial: DeviceBuffer,
+    pins: Mutex<Vec<PinnedBuffer>>,
 }
 
 /// Checks that sizes fit the kernels' 32-bit indices and grid limits.
@@ -244,8 +299,21 @@ impl CudaJoseph {
         grid: &SliceGrid,
         slice_group: usize,
     ) -> Result<Self> {
+        Self::tuned(backend, geometry, grid, slice_group, AP)
+    }
+
+    /// [`CudaJoseph::new`] with `rays_per_thread` (1, 2 or 4; default 4)
+    /// neighbouring projections per forward-projection thread (a tuning
+    /// knob: the result does not depend on it).
+    pub fn tuned(
+        backend: &CudaBackend,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        slice_group: usize,
+        rays_per_thread: usize,
+    ) -> Result<Self> {
         let ctx = backend.lock()?.ctx.clone();
-        Self::on_context(ctx, geometry, grid, slice_group)
+        Self::on_context(ctx, geometry, grid, slice_group, rays_per_thread)
     }
 
     fn on_context(
@@ -253,10 +321,16 @@ impl CudaJoseph {
         geometry: &ParallelGeometry,
         grid: &SliceGrid,
         sg: usize,
+        ap: usize,
     ) -> Result<Self> {
         if sg != 4 && sg != 8 {
             return Err(CudaError::Parameter(format!(
                 "slice group {sg}: use 4 or 8"
+            )));
+        }
+        if !(1..=AP).contains(&ap) {
+            return Err(CudaError::Parameter(format!(
+                "{ap} rays per thread: use 1 to {AP}"
             )));
         }
         check_sizes(geometry, grid)?;
@@ -274,6 +348,7 @@ impl CudaJoseph {
         let defines = vec![
             ("SG".to_string(), sg.to_string()),
             ("KM".to_string(), extra.to_string()),
+            ("AP".to_string(), ap.to_string()),
         ];
         let (cubin, _) =
             cubin_cached("joseph", JOSEPH_CU, &defines, &ctx.name, ctx.cc, ctx.driver)?;
@@ -292,6 +367,9 @@ impl CudaJoseph {
             update: module.function("jp_update")?,
         };
         let stream = Stream::new(&ctx)?;
+        let groups = angle_groups(geometry, &fp, ap);
+        let fp_groups =
+            DeviceBuffer::new(&ctx, std::mem::size_of_val(&groups[..]), "forward groups")?;
         let fp_angles =
             DeviceBuffer::new(&ctx, std::mem::size_of_val(&fp[..]), "forward constants")?;
         let bp_angles = DeviceBuffer::new(&ctx, std::mem::size_of_val(&bp[..]), "back constants")?;
@@ -307,10 +385,14 @@ impl CudaJoseph {
             na: geometry.n_angles(),
             nb: geometry.n_bins(),
             fp_angles,
+            fp_groups,
+            n_fp_groups: groups.len(),
             bp_angles,
             partial,
+            pins: Mutex::new(Vec::new()),
         };
         me.put(&me.fp_angles, &fp)?;
+        me.put(&me.fp_groups, &groups)?;
         me.put(&me.bp_angles, &bp)?;
         Ok(me)
     }
@@ -368,6 +450,86 @@ impl CudaJoseph {
             )?;
         }
         self.stream.synchronize()
+    }
+
+    /// Two pinned staging buffers of [`PIN_CHUNK`] floats (allocated once).
+    fn pinned(&self) -> Result<std::sync::MutexGuard<'_, Vec<PinnedBuffer>>> {
+        let mut p = self
+            .pins
+            .lock()
+            .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
+        while p.len() < 2 {
+            p.push(PinnedBuffer::new(&self.ctx, PIN_CHUNK)?);
+        }
+        Ok(p)
+    }
+
+    /// Uploads `data` to the start of `buf` through pinned chunks (host
+    /// copies in parallel, overlapped with the transfers), and waits.
+    fn put_f32(&self, buf: &DeviceBuffer, data: &[f32]) -> Result<()> {
+        if data.len() <= PIN_CHUNK {
+            return self.put(buf, data);
+        }
+        self.ctx.bind()?;
+        let mut pins = self.pinned()?;
+        let ev = [Event::new(&self.ctx)?, Event::new(&self.ctx)?];
+        for (i, chunk) in data.chunks(PIN_CHUNK).enumerate() {
+            if i >= 2 {
+                ev[i % 2].synchronize()?;
+            }
+            let pin = &mut pins[i % 2].as_mut_slice()[..chunk.len()];
+            par_copy(chunk, pin);
+            // SAFETY: the pinned chunk is not written again before its event
+            // (recorded right after the copy) has completed.
+            unsafe {
+                buf.upload_async(
+                    i * PIN_CHUNK * 4,
+                    pin.as_ptr() as *const u8,
+                    chunk.len() * 4,
+                    &self.stream,
+                )?;
+            }
+            ev[i % 2].record(&self.stream)?;
+        }
+        self.stream.synchronize()
+    }
+
+    /// Downloads the start of `buf` into `out` through pinned chunks (after
+    /// the stream's work), and waits.
+    fn get_f32(&self, buf: &DeviceBuffer, out: &mut [f32]) -> Result<()> {
+        if out.len() <= PIN_CHUNK {
+            return self.get(buf, out);
+        }
+        self.ctx.bind()?;
+        let mut pins = self.pinned()?;
+        let ev = [Event::new(&self.ctx)?, Event::new(&self.ctx)?];
+        let chunks: Vec<&mut [f32]> = out.chunks_mut(PIN_CHUNK).collect();
+        let n = chunks.len();
+        let mut pending: Option<(usize, &mut [f32])> = None;
+        let mut it = chunks.into_iter().enumerate();
+        for step in 0..=n {
+            let next = if step < n { it.next() } else { None };
+            if let Some((i, dst)) = &next {
+                let pin = &mut pins[i % 2];
+                // SAFETY: the pinned buffer is read on the host only after
+                // its event has completed, and not reused before that read.
+                unsafe {
+                    buf.download_async(
+                        i * PIN_CHUNK * 4,
+                        pin.as_mut_slice().as_mut_ptr() as *mut u8,
+                        dst.len() * 4,
+                        &self.stream,
+                    )?;
+                }
+                ev[i % 2].record(&self.stream)?;
+            }
+            if let Some((j, dst)) = pending.take() {
+                ev[j % 2].synchronize()?;
+                par_copy(&pins[j % 2].as_slice()[..dst.len()], dst);
+            }
+            pending = next;
+        }
+        Ok(())
     }
 
     /// A device stack of `slices` images of `rows × cols` (contents undefined).
@@ -437,16 +599,16 @@ impl CudaJoseph {
                 owned.as_slice().expect("standard layout")
             }
         };
-        self.put(&staging.buf, data)?;
+        self.put_f32(&staging.buf, data)?;
         let mut src = staging.buf.ptr();
         let mut d = dst.buf.ptr();
         let mut ns = dst.slices as i32;
         let mut plane = (dst.rows * dst.cols) as i64;
-        let mut groups = dst.groups() as i32;
+        let mut groups = dst.quads() as i32;
         self.launch(
             self.f.interleave,
             "jp_interleave",
-            Self::elementwise_grid(dst.groups() * dst.rows * dst.cols),
+            Self::elementwise_grid(dst.quads() * dst.rows * dst.cols),
             (256, 1, 1),
             &mut [
                 &mut src as *mut _ as _,
@@ -477,11 +639,11 @@ impl CudaJoseph {
         let mut d = staging.buf.ptr();
         let mut ns = src.slices as i32;
         let mut plane = (src.rows * src.cols) as i64;
-        let mut groups = src.groups() as i32;
+        let mut groups = src.quads() as i32;
         self.launch(
             self.f.deinterleave,
             "jp_deinterleave",
-            Self::elementwise_grid(src.groups() * src.rows * src.cols),
+            Self::elementwise_grid(src.quads() * src.rows * src.cols),
             (256, 1, 1),
             &mut [
                 &mut s as *mut _ as _,
@@ -492,10 +654,10 @@ impl CudaJoseph {
             ],
         )?;
         match out.as_slice_mut() {
-            Some(dst) => self.get(&staging.buf, dst),
+            Some(dst) => self.get_f32(&staging.buf, dst),
             None => {
                 let mut tmp = vec![0f32; src.slices * src.rows * src.cols];
-                self.get(&staging.buf, &mut tmp)?;
+                self.get_f32(&staging.buf, &mut tmp)?;
                 out.iter_mut().zip(tmp).for_each(|(o, v)| *o = v);
                 Ok(())
             }
@@ -503,7 +665,10 @@ impl CudaJoseph {
     }
 
     fn check_volume(&self, v: &DeviceStack, what: &str) -> Result<()> {
-        if v.sg != self.sg || v.rows != self.ny || v.cols != self.nx {
+        if v.quads() * 4 < v.slices.div_ceil(self.sg) * self.sg
+            || v.rows != self.ny
+            || v.cols != self.nx
+        {
             return Err(CudaError::Parameter(format!(
                 "{what} is a stack of {}×{} images (groups of {}), the projector's grid is {}×{} \
                  (groups of {})",
@@ -514,7 +679,10 @@ impl CudaJoseph {
     }
 
     fn check_sinograms(&self, s: &DeviceStack, what: &str) -> Result<()> {
-        if s.sg != self.sg || s.rows != self.na || s.cols != self.nb {
+        if s.quads() * 4 < s.slices.div_ceil(self.sg) * self.sg
+            || s.rows != self.na
+            || s.cols != self.nb
+        {
             return Err(CudaError::Parameter(format!(
                 "{what} are {}×{} sinograms (groups of {}), the projector's geometry has {} \
                  angles × {} bins (groups of {})",
@@ -548,7 +716,7 @@ impl CudaJoseph {
             (
                 self.nx.div_ceil(32) as u32,
                 self.ny.div_ceil(32) as u32,
-                vol.groups() as u32,
+                vol.quads() as u32,
             ),
             (32, 8, 1),
             &mut [
@@ -580,6 +748,7 @@ impl CudaJoseph {
         let mut vt = vol_t.buf.ptr();
         let mut o = out.buf.ptr();
         let mut ap = self.fp_angles.ptr();
+        let mut gp = self.fp_groups.ptr();
         let (mut nx, mut ny, mut na, mut nb) = (
             self.nx as i32,
             self.ny as i32,
@@ -596,8 +765,8 @@ impl CudaJoseph {
             name,
             (
                 self.nb.div_ceil(128) as u32,
-                self.na as u32,
-                vol.groups() as u32,
+                self.n_fp_groups as u32,
+                vol.slices.div_ceil(self.sg) as u32,
             ),
             (128, 1, 1),
             &mut [
@@ -605,6 +774,7 @@ impl CudaJoseph {
                 &mut vt as *mut _ as _,
                 &mut o as *mut _ as _,
                 &mut ap as *mut _ as _,
+                &mut gp as *mut _ as _,
                 &mut nx as *mut _ as _,
                 &mut ny as *mut _ as _,
                 &mut na as *mut _ as _,
@@ -655,7 +825,7 @@ impl CudaJoseph {
             (
                 self.nx.div_ceil(16) as u32,
                 self.ny.div_ceil(16) as u32,
-                sino.groups() as u32,
+                sino.slices.div_ceil(self.sg) as u32,
             ),
             (16, 16, 1),
             &mut [
@@ -881,7 +1051,7 @@ impl CudaJoseph {
             (
                 self.nx.div_ceil(32) as u32,
                 self.ny.div_ceil(32) as u32,
-                x.groups() as u32,
+                x.quads() as u32,
             ),
             (32, 8, 1),
             &mut [
@@ -1008,6 +1178,14 @@ impl CudaJoseph {
     }
 }
 
+/// `dst.copy_from_slice(src)` on all cores.
+fn par_copy(src: &[f32], dst: &mut [f32]) {
+    use rayon::prelude::*;
+    dst.par_chunks_mut(1 << 18)
+        .zip(src.par_chunks(1 << 18))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
 /// `1/v` for `v` above `WEIGHT_FLOOR` × the largest, else 0 (as tomors-core).
 fn invert(a: &mut Array2<f32>) {
     let max = a.iter().fold(0.0f64, |m, &v| m.max(v as f64));
@@ -1041,6 +1219,8 @@ pub struct GpuSirtOptions {
     pub slab: usize,
     /// Slices per thread: 4 or 8 (0: 8 for stacks of 8 slices or more, else 4).
     pub slice_group: usize,
+    /// Projections per forward-projection thread, 1 to 4 (0: the default, 4).
+    pub rays_per_thread: usize,
 }
 
 /// Times of a [`sirt_cuda`] run, summed over slabs and devices.
@@ -1226,7 +1406,14 @@ fn solve_slab(
     let op = &dev.op;
     let t_setup = Instant::now();
     let ns = b_host.len_of(Axis(0));
-    let b_sq: f64 = b_host.iter().map(|&v| v as f64 * v as f64).sum();
+    let b_sq: f64 = {
+        use rayon::prelude::*;
+        b_host
+            .outer_iter()
+            .into_par_iter()
+            .map(|s| s.iter().map(|&v| v as f64 * v as f64).sum::<f64>())
+            .sum()
+    };
     let b_norm = b_sq.sqrt();
     let rel = |r2: f64| {
         if b_norm > 0.0 {
@@ -1413,7 +1600,12 @@ fn sirt_on(
             .iter()
             .map(|d| {
                 s.spawn(move || -> Result<DeviceRun> {
-                    let op = CudaJoseph::new(d, geometry, grid, sg)?;
+                    let ap = if gpu.rays_per_thread == 0 {
+                        AP
+                    } else {
+                        gpu.rays_per_thread
+                    };
+                    let op = CudaJoseph::tuned(d, geometry, grid, sg, ap)?;
                     let (m, t) = op.weights(weighting)?;
                     Ok(DeviceRun { op, m, t })
                 })

@@ -281,21 +281,26 @@ fn slabs_initial_volume_and_stopping() {
         tolerance: None,
         track_residual: true,
     };
+    let run_ap =
+        |slab: usize, sg: usize, ap: usize, init: Option<&Array3<f32>>, opt: &IterativeOptions| {
+            sirt_cuda(
+                &be,
+                &geom,
+                &grid,
+                sino.view(),
+                init.map(|a| a.view()),
+                opt,
+                &GpuSirtOptions {
+                    slab,
+                    slice_group: sg,
+                    rays_per_thread: ap,
+                },
+                &no_progress(),
+            )
+            .unwrap()
+        };
     let run = |slab: usize, sg: usize, init: Option<&Array3<f32>>, opt: &IterativeOptions| {
-        sirt_cuda(
-            &be,
-            &geom,
-            &grid,
-            sino.view(),
-            init.map(|a| a.view()),
-            opt,
-            &GpuSirtOptions {
-                slab,
-                slice_group: sg,
-            },
-            &no_progress(),
-        )
-        .unwrap()
+        run_ap(slab, sg, 0, init, opt)
     };
     let (whole, _) = run(0, 8, None, &options);
     let (slabs, st) = run(8, 8, None, &options);
@@ -305,6 +310,12 @@ fn slabs_initial_volume_and_stopping() {
     let e2 = rel_l2(&flat(&slabs4.x), &flat(&whole.x));
     eprintln!("slabs vs whole {e1:.2e}, group 4 vs 8 {e2:.2e}");
     assert!(e1 <= 1e-6 && e2 <= 1e-6);
+    for ap in [1, 2, 3] {
+        let (r, _) = run_ap(0, 8, ap, None, &options);
+        let e = rel_l2(&flat(&r.x), &flat(&whole.x));
+        eprintln!("{ap} projections per thread vs 4: {e:.2e}");
+        assert!(e <= 1e-6, "{ap} projections per thread: {e:.3e}");
+    }
     for (a, b) in slabs.residuals.iter().zip(&whole.residuals) {
         assert!((a - b).abs() <= 1e-6 * b);
     }
