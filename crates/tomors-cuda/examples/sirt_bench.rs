@@ -98,15 +98,25 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             Ok(median(ts))
         };
-        for (sg, ap) in [(8, 4), (8, 2), (8, 1), (4, 4), (4, 2), (4, 1)] {
-            let op = CudaJoseph::tuned(&be, &geom, &grid, sg, ap)?;
+        for (sg, ap, pair) in [
+            (8, 4, false),
+            (8, 1, false),
+            (4, 1, false),
+            (8, 4, true),
+            (8, 2, true),
+            (8, 1, true),
+            (4, 4, true),
+            (4, 1, true),
+        ] {
+            let op = CudaJoseph::tuned(&be, &geom, &grid, sg, ap, pair)?;
             let fp = time(&op, &mut || op.forward_dev(&v, &vt, &mut out_s))?;
             println!(
-                "bench forward projection (jp_forward, {sg} slices × {ap} projections per thread): \
+                "bench forward projection (jp_forward, {sg} slices × {ap} projections per thread, \
+                 paired {pair}): \
                  {fp:.4} s, {:.1} GU/s",
                 gu / fp
             );
-            if ap == 4 {
+            if ap == 4 && !pair {
                 let bp = time(&op, &mut || op.back_dev(&s, &mut out_v))?;
                 println!(
                     "bench back projection (jp_back, exact transpose, gather, {sg} slices per \
@@ -151,7 +161,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let it = res.iterations as f64;
         println!(
             "bench sirt rep {rep}: {:.4} s/iteration device-resident loop, {:.4} s/iteration host to \
-             host ({total:.3} s for {} iterations: setup+upload {:.3} s, loop {:.3} s, download {:.3} s); \
+             host ({total:.3} s for {} iterations: setup+upload {:.3} s, loop {:.3} s, download {:.3} s, \
+             free {:.3} s, in the call {:.3} s); \
              per iteration: forward {:.4} s ({:.1} GU/s), back {:.4} s ({:.1} GU/s), update+residual \
              {:.4} s; final relative residual {:.4e}",
             st.loop_s / it,
@@ -160,6 +171,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             st.setup_s,
             st.loop_s,
             st.download_s,
+            st.free_s,
+            st.total_s,
             st.forward_s / st.forward_count as f64,
             gu * st.forward_count as f64 / st.forward_s,
             st.back_s / it,

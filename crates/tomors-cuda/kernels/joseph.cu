@@ -10,7 +10,8 @@
 //       quad plane, each fully coalesced across the warp) and shares its
 //       geometry between the SG slices. Stacks are padded to a multiple of
 //       SG slices.
-//   AP  projections per forward-projection thread (1, 2 or 4).
+//   AP  projections per forward-projection thread (1 to 4).
+//   PAIR threads per forward-projection ray (1 or 2).
 //   KM  extra bins on each side in the back projector's gather (0 when the
 //       hat footprint 1/sigma of every projection is at most one bin).
 //
@@ -34,6 +35,12 @@
 // bin step through nearly the same pixels, so they share the L1 cache.
 #ifndef AP
 #define AP 4
+#endif
+// Threads per ray of the forward projection: 1, or 2 (each reads one of the
+// two pixels of every step; the partial sums meet through a shuffle), which
+// halves the span of the pixels a warp reads per load.
+#ifndef PAIR
+#define PAIR 1
 #endif
 
 // Per-projection constants of the forward projector (computed in f64 on the
@@ -97,10 +104,13 @@ __device__ __forceinline__ void forward_body(const float* __restrict__ vol,
                                              const FpAngle* __restrict__ angs,
                                              const FpGroup* __restrict__ groups, int nx,
                                              int ny, int na, int nb) {
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int tk = blockIdx.x * blockDim.x + threadIdx.x;
+    const int half = tk % PAIR;
+    const bool valid = tk / PAIR < nb;
+    const int k = min(tk / PAIR, nb - 1);
     const FpGroup grp = groups[blockIdx.y];
     const int g = blockIdx.z;
-    if (k >= nb) return;
+    if (PAIR == 1 && !valid) return;
     const size_t plane = (size_t)nx * ny * 4;
     const float* img;
     int steps, width;
@@ -162,17 +172,36 @@ __device__ __forceinline__ void forward_body(const float* __restrict__ vol,
                 w0 *= w0;
                 w1 *= w1;
             }
-            const int i1 = i0 + 1;
-            if (i0 < 0 || i0 >= width) w0 = 0.0f;
-            if (i1 < 0 || i1 >= width) w1 = 0.0f;
-            const int c0 = min(max(i0, 0), width - 1);
-            const int c1 = min(max(i1, 0), width - 1);
-            float v0[SG], v1[SG];
-            ld(v0, line + (size_t)c0 * 4, plane);
-            ld(v1, line + (size_t)c1 * 4, plane);
+            if (PAIR == 2) {
+                const int i = i0 + half;
+                float w = half ? w1 : w0;
+                if (i < 0 || i >= width) w = 0.0f;
+                const int c = min(max(i, 0), width - 1);
+                float v[SG];
+                ld(v, line + (size_t)c * 4, plane);
 #pragma unroll
-            for (int j = 0; j < SG; ++j) acc[r][j] = fmaf(w0, v0[j], fmaf(w1, v1[j], acc[r][j]));
+                for (int j = 0; j < SG; ++j) acc[r][j] = fmaf(w, v[j], acc[r][j]);
+            } else {
+                const int i1 = i0 + 1;
+                if (i0 < 0 || i0 >= width) w0 = 0.0f;
+                if (i1 < 0 || i1 >= width) w1 = 0.0f;
+                const int c0 = min(max(i0, 0), width - 1);
+                const int c1 = min(max(i1, 0), width - 1);
+                float v0[SG], v1[SG];
+                ld(v0, line + (size_t)c0 * 4, plane);
+                ld(v1, line + (size_t)c1 * 4, plane);
+#pragma unroll
+                for (int j = 0; j < SG; ++j)
+                    acc[r][j] = fmaf(w0, v0[j], fmaf(w1, v1[j], acc[r][j]));
+            }
         }
+    }
+    if (PAIR == 2) {
+#pragma unroll
+        for (int r = 0; r < AP; ++r)
+#pragma unroll
+            for (int j = 0; j < SG; ++j) acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], 1);
+        if (half != 0 || !valid) return;
     }
     const size_t splane = (size_t)na * nb * 4;
 #pragma unroll
@@ -206,20 +235,25 @@ extern "C" __global__ void __launch_bounds__(128) jp_forward_sq(const float* __r
 }
 
 // Back projection (exact transpose of jp_forward) as a gather: one thread
-// per pixel of a 16x16 tile and slice group, looping over the projections.
-// Detector positions are computed relative to the tile's corner: the
-// corner's u in f64 (once per block and projection, in shared memory), the
-// offset within the tile in f32 (small, so f32 keeps ~1e-6 bins).
+// per pixel of a 16x16 tile and slice group, looping over the projections;
+// each warp covers an 8x4 part of the tile (a compact footprint on the
+// detector). Detector positions are computed relative to the tile's corner:
+// the corner's u in f64 (once per block and projection, in shared memory),
+// the offset within the tile in f32 (small, so f32 keeps ~1e-6 bins).
+// Projections whose bins for the whole tile lie inside the detector skip the
+// bounds tests.
 #define BP_TILE 16
 #define BP_CHUNK 256
 
 struct BpShared {
-    int kb;     // integer part of u at the tile corner
-    float fb;   // fraction of u at the tile corner
+    int kb;        // integer part of u at the tile corner
+    float fb;      // fraction of u at the tile corner
     float cx;
     float cy;
-    float sigma;
+    float sl;      // sigma * len
     float len;
+    int interior;  // every bin the tile reads lies in [0, nb)
+    int pad;
 };
 
 extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restrict__ sino,
@@ -227,8 +261,10 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
                                                           const BpAngle* __restrict__ angs,
                                                           int nx, int ny, int na, int nb) {
     __shared__ BpShared sh[BP_CHUNK];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int tid = ty * BP_TILE + tx;
+    const int tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int tx = (warp & 1) * 8 + (lane & 7);
+    const int ty = (warp >> 1) * 4 + (lane >> 3);
     const int bx = blockIdx.x * BP_TILE, by = blockIdx.y * BP_TILE;
     const int ix = bx + tx, iy = by + ty;
     const int g = blockIdx.z;
@@ -250,8 +286,12 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
             s.fb = (float)(u - f);
             s.cx = (float)p.cx;
             s.cy = (float)p.cy;
-            s.sigma = p.sigma;
+            s.sl = p.sigma * p.len;
             s.len = p.len;
+            const double span = (BP_TILE - 1) * (fabs(p.cx) + fabs(p.cy));
+            const double kmin = floor(u - span) - KM - 2, kmax = floor(u + span) + KM + 3;
+            s.interior = (kmin >= 0.0 && kmax <= (double)(nb - 1)) ? 1 : 0;
+            s.pad = 0;
             sh[i] = s;
         }
         __syncthreads();
@@ -262,16 +302,28 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
             const float fl = floorf(u);
             const float fr = u - fl;
             const int k = s.kb + (int)fl;
+            if (s.interior) {
+                const float* base = row + (size_t)k * 4;
 #pragma unroll
-            for (int m = -KM; m <= KM + 1; ++m) {
-                const int kk = k + m;
-                float w = fmaxf(0.0f, 1.0f - s.sigma * fabsf(fr - (float)m)) * s.len;
-                if (kk < 0 || kk >= nb) w = 0.0f;
-                const int kc = min(max(kk, 0), nb - 1);
-                float v[SG];
-                ld(v, row + (size_t)kc * 4, splane);
+                for (int m = -KM; m <= KM + 1; ++m) {
+                    const float w = fmaxf(0.0f, fmaf(-s.sl, fabsf(fr - (float)m), s.len));
+                    float v[SG];
+                    ld(v, base + m * 4, splane);
 #pragma unroll
-                for (int j = 0; j < SG; ++j) acc[j] = fmaf(w, v[j], acc[j]);
+                    for (int j = 0; j < SG; ++j) acc[j] = fmaf(w, v[j], acc[j]);
+                }
+            } else {
+#pragma unroll
+                for (int m = -KM; m <= KM + 1; ++m) {
+                    const int kk = k + m;
+                    float w = fmaxf(0.0f, fmaf(-s.sl, fabsf(fr - (float)m), s.len));
+                    if (kk < 0 || kk >= nb) w = 0.0f;
+                    const int kc = min(max(kk, 0), nb - 1);
+                    float v[SG];
+                    ld(v, row + (size_t)kc * 4, splane);
+#pragma unroll
+                    for (int j = 0; j < SG; ++j) acc[j] = fmaf(w, v[j], acc[j]);
+                }
             }
         }
     }

@@ -83,6 +83,9 @@ struct FpAngle {
 /// Most rays (projections) per thread of `jp_forward` (`AP` in the kernel).
 const AP: usize = 4;
 
+/// Whether `jp_forward` uses two threads per ray by default.
+const DEFAULT_PAIR: bool = false;
+
 /// A group of up to [`AP`] projections of one stepping direction, processed
 /// together by `jp_forward` (layout of `FpGroup`).
 #[repr(C)]
@@ -261,6 +264,7 @@ pub struct CudaJoseph {
     fp_angles: DeviceBuffer,
     fp_groups: DeviceBuffer,
     n_fp_groups: usize,
+    pair: usize,
     bp_angles: DeviceBuffer,
     partial: DeviceBuffer,
     pins: Mutex<Vec<PinnedBuffer>>,
@@ -299,21 +303,24 @@ impl CudaJoseph {
         grid: &SliceGrid,
         slice_group: usize,
     ) -> Result<Self> {
-        Self::tuned(backend, geometry, grid, slice_group, AP)
+        Self::tuned(backend, geometry, grid, slice_group, AP, DEFAULT_PAIR)
     }
 
-    /// [`CudaJoseph::new`] with `rays_per_thread` (1, 2 or 4; default 4)
-    /// neighbouring projections per forward-projection thread (a tuning
-    /// knob: the result does not depend on it).
+    /// [`CudaJoseph::new`] with `rays_per_thread` (1 to 4; default 4)
+    /// neighbouring projections per forward-projection thread, and
+    /// `paired` (two threads per ray, each reading one of the two pixels of
+    /// every step). Tuning knobs: the result does not depend on them beyond
+    /// rounding.
     pub fn tuned(
         backend: &CudaBackend,
         geometry: &ParallelGeometry,
         grid: &SliceGrid,
         slice_group: usize,
         rays_per_thread: usize,
+        paired: bool,
     ) -> Result<Self> {
         let ctx = backend.lock()?.ctx.clone();
-        Self::on_context(ctx, geometry, grid, slice_group, rays_per_thread)
+        Self::on_context(ctx, geometry, grid, slice_group, rays_per_thread, paired)
     }
 
     fn on_context(
@@ -322,6 +329,7 @@ impl CudaJoseph {
         grid: &SliceGrid,
         sg: usize,
         ap: usize,
+        paired: bool,
     ) -> Result<Self> {
         if sg != 4 && sg != 8 {
             return Err(CudaError::Parameter(format!(
@@ -349,6 +357,10 @@ impl CudaJoseph {
             ("SG".to_string(), sg.to_string()),
             ("KM".to_string(), extra.to_string()),
             ("AP".to_string(), ap.to_string()),
+            (
+                "PAIR".to_string(),
+                if paired { "2" } else { "1" }.to_string(),
+            ),
         ];
         let (cubin, _) =
             cubin_cached("joseph", JOSEPH_CU, &defines, &ctx.name, ctx.cc, ctx.driver)?;
@@ -387,6 +399,7 @@ impl CudaJoseph {
             fp_angles,
             fp_groups,
             n_fp_groups: groups.len(),
+            pair: if paired { 2 } else { 1 },
             bp_angles,
             partial,
             pins: Mutex::new(Vec::new()),
@@ -764,7 +777,7 @@ impl CudaJoseph {
             f,
             name,
             (
-                self.nb.div_ceil(128) as u32,
+                (self.nb * self.pair).div_ceil(128) as u32,
                 self.n_fp_groups as u32,
                 vol.slices.div_ceil(self.sg) as u32,
             ),
@@ -827,7 +840,7 @@ impl CudaJoseph {
                 self.ny.div_ceil(16) as u32,
                 sino.slices.div_ceil(self.sg) as u32,
             ),
-            (16, 16, 1),
+            (256, 1, 1),
             &mut [
                 &mut s as *mut _ as _,
                 &mut o as *mut _ as _,
@@ -1221,6 +1234,8 @@ pub struct GpuSirtOptions {
     pub slice_group: usize,
     /// Projections per forward-projection thread, 1 to 4 (0: the default, 4).
     pub rays_per_thread: usize,
+    /// Two threads per forward-projection ray (`None`: the default).
+    pub paired: Option<bool>,
 }
 
 /// Times of a [`sirt_cuda`] run, summed over slabs and devices.
@@ -1242,6 +1257,10 @@ pub struct SirtStats {
     pub setup_s: f64,
     /// Downloads of the volume (wall, s), summed over slabs.
     pub download_s: f64,
+    /// Freeing device and pinned memory (wall, s).
+    pub free_s: f64,
+    /// The whole call (wall, s).
+    pub total_s: f64,
     /// Forward projections timed.
     pub forward_count: usize,
 }
@@ -1257,6 +1276,7 @@ impl SirtStats {
         self.setup_s += o.setup_s;
         self.download_s += o.download_s;
         self.forward_count += o.forward_count;
+        self.free_s += o.free_s;
     }
 }
 
@@ -1504,6 +1524,9 @@ fn solve_slab(
     let t_down = Instant::now();
     op.download_from(&x, &g, out)?;
     stats.download_s += t_down.elapsed().as_secs_f64();
+    let t_free = Instant::now();
+    drop((b, r, x, xt, g, ev));
+    stats.free_s += t_free.elapsed().as_secs_f64();
     stats.slabs += 1;
     Ok(SlabOut { sq, b_sq, stop })
 }
@@ -1605,7 +1628,14 @@ fn sirt_on(
                     } else {
                         gpu.rays_per_thread
                     };
-                    let op = CudaJoseph::tuned(d, geometry, grid, sg, ap)?;
+                    let op = CudaJoseph::tuned(
+                        d,
+                        geometry,
+                        grid,
+                        sg,
+                        ap,
+                        gpu.paired.unwrap_or(DEFAULT_PAIR),
+                    )?;
                     let (m, t) = op.weights(weighting)?;
                     Ok(DeviceRun { op, m, t })
                 })
@@ -1733,6 +1763,10 @@ fn sirt_on(
         .into_inner()
         .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
     stats.setup_s += setup_s;
+    let t_free = Instant::now();
+    drop(runs);
+    stats.free_s += t_free.elapsed().as_secs_f64();
+    stats.total_s = t0.elapsed().as_secs_f64();
     let done = outs.iter().map(|o| o.1.sq.len()).max().unwrap_or(0);
     let b_sq: f64 = outs.iter().map(|o| o.1.b_sq).sum();
     let b_norm = b_sq.sqrt();

@@ -116,15 +116,18 @@ fn forward_and_back_match_the_cpu_joseph() {
         let y = Array3::from_shape_vec((ns, na, nb), random(ns * na * nb, seed ^ 3)).unwrap();
         let want_f = cpu_forward(&cpu, &x);
         let want_b = cpu_back(&cpu, &y);
-        for sg in [4, 8] {
-            let gpu = CudaJoseph::new(&be, &geom, &grid, sg).unwrap();
+        for (sg, ap, paired) in [(4, 4, false), (8, 4, false), (8, 3, true), (4, 1, true)] {
+            let gpu = CudaJoseph::tuned(&be, &geom, &grid, sg, ap, paired).unwrap();
             let mut got_f = Array3::<f32>::from_elem((ns, na, nb), f32::NAN);
             gpu.forward(x.view(), got_f.view_mut()).unwrap();
             let ef = rel_l2(&flat(&got_f), &flat(&want_f));
             let mut got_b = Array3::<f32>::from_elem((ns, grid.ny, grid.nx), f32::NAN);
             gpu.back(y.view(), got_b.view_mut()).unwrap();
             let eb = rel_l2(&flat(&got_b), &flat(&want_b));
-            eprintln!("{name}, slice group {sg}: forward rel L2 {ef:.2e}, back {eb:.2e}");
+            eprintln!(
+                "{name}, slice group {sg}, {ap} rays per thread, paired {paired}: forward rel L2 \
+                 {ef:.2e}, back {eb:.2e}"
+            );
             assert!(ef <= 1e-5, "{name} sg {sg}: forward rel L2 {ef:.3e}");
             assert!(eb <= 1e-5, "{name} sg {sg}: back rel L2 {eb:.3e}");
         }
@@ -294,6 +297,7 @@ fn slabs_initial_volume_and_stopping() {
                     slab,
                     slice_group: sg,
                     rays_per_thread: ap,
+                    paired: Some(ap == 2),
                 },
                 &no_progress(),
             )
