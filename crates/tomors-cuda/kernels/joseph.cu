@@ -42,6 +42,10 @@
 #ifndef PAIR
 #define PAIR 1
 #endif
+// Projections per unrolled step of the back projection (1, 2 or 4).
+#ifndef BPU
+#define BPU 2
+#endif
 
 // Per-projection constants of the forward projector (computed in f64 on the
 // host). Rays step over `steps` lines of the image read from `vol`
@@ -256,6 +260,26 @@ struct BpShared {
     int pad;
 };
 
+// One projection of the back projection with bounds tests.
+__device__ __forceinline__ void bp_one(float (&acc)[SG], const BpShared s, const float* row,
+                                       float dx, float dy, int nb, size_t splane) {
+    const float u = fmaf(dy, s.cy, fmaf(dx, s.cx, s.fb));
+    const float fl = floorf(u);
+    const float fr = u - fl;
+    const int k = s.kb + (int)fl;
+#pragma unroll
+    for (int m = -KM; m <= KM + 1; ++m) {
+        const int kk = k + m;
+        float w = fmaxf(0.0f, fmaf(-s.sl, fabsf(fr - (float)m), s.len));
+        if (kk < 0 || kk >= nb) w = 0.0f;
+        const int kc = min(max(kk, 0), nb - 1);
+        float v[SG];
+        ld(v, row + (size_t)kc * 4, splane);
+#pragma unroll
+        for (int j = 0; j < SG; ++j) acc[j] = fmaf(w, v[j], acc[j]);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restrict__ sino,
                                                           float* __restrict__ out,
                                                           const BpAngle* __restrict__ angs,
@@ -295,37 +319,45 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
             sh[i] = s;
         }
         __syncthreads();
-        const float* row = sg + (size_t)a0 * nb * 4;
-        for (int i = 0; i < n; ++i, row += (size_t)nb * 4) {
-            const BpShared s = sh[i];
-            const float u = fmaf(dy, s.cy, fmaf(dx, s.cx, s.fb));
-            const float fl = floorf(u);
-            const float fr = u - fl;
-            const int k = s.kb + (int)fl;
-            if (s.interior) {
-                const float* base = row + (size_t)k * 4;
+        const float* rows = sg + (size_t)a0 * nb * 4;
+        int i = 0;
+        // BPU projections at a time when all of them are interior: their
+        // loads are independent and in flight together.
+        for (; i + BPU <= n; i += BPU) {
+            bool all = true;
+#pragma unroll
+            for (int r = 0; r < BPU; ++r) all = all && sh[i + r].interior;
+            if (!all) {
+#pragma unroll 1
+                for (int r = 0; r < BPU; ++r)
+                    bp_one(acc, sh[i + r], rows + (size_t)(i + r) * nb * 4, dx, dy, nb, splane);
+                continue;
+            }
+            float w[BPU][2 * KM + 2];
+            const float* base[BPU];
+#pragma unroll
+            for (int r = 0; r < BPU; ++r) {
+                const BpShared s = sh[i + r];
+                const float u = fmaf(dy, s.cy, fmaf(dx, s.cx, s.fb));
+                const float fl = floorf(u);
+                const float fr = u - fl;
+                base[r] = rows + ((size_t)(i + r) * nb + (s.kb + (int)fl)) * 4;
+#pragma unroll
+                for (int m = -KM; m <= KM + 1; ++m)
+                    w[r][m + KM] = fmaxf(0.0f, fmaf(-s.sl, fabsf(fr - (float)m), s.len));
+            }
+#pragma unroll
+            for (int r = 0; r < BPU; ++r) {
 #pragma unroll
                 for (int m = -KM; m <= KM + 1; ++m) {
-                    const float w = fmaxf(0.0f, fmaf(-s.sl, fabsf(fr - (float)m), s.len));
                     float v[SG];
-                    ld(v, base + m * 4, splane);
+                    ld(v, base[r] + m * 4, splane);
 #pragma unroll
-                    for (int j = 0; j < SG; ++j) acc[j] = fmaf(w, v[j], acc[j]);
-                }
-            } else {
-#pragma unroll
-                for (int m = -KM; m <= KM + 1; ++m) {
-                    const int kk = k + m;
-                    float w = fmaxf(0.0f, fmaf(-s.sl, fabsf(fr - (float)m), s.len));
-                    if (kk < 0 || kk >= nb) w = 0.0f;
-                    const int kc = min(max(kk, 0), nb - 1);
-                    float v[SG];
-                    ld(v, row + (size_t)kc * 4, splane);
-#pragma unroll
-                    for (int j = 0; j < SG; ++j) acc[j] = fmaf(w, v[j], acc[j]);
+                    for (int j = 0; j < SG; ++j) acc[j] = fmaf(w[r][m + KM], v[j], acc[j]);
                 }
             }
         }
+        for (; i < n; ++i) bp_one(acc, sh[i], rows + (size_t)i * nb * 4, dx, dy, nb, splane);
     }
     const size_t vplane = (size_t)nx * ny * 4;
     if (ix < nx && iy < ny)

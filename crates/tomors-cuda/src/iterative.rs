@@ -84,7 +84,10 @@ struct FpAngle {
 const AP: usize = 4;
 
 /// Whether `jp_forward` uses two threads per ray by default.
-const DEFAULT_PAIR: bool = false;
+const DEFAULT_PAIR: bool = true;
+
+/// Projections per unrolled step of `jp_back` (`BPU` in the kernel).
+const DEFAULT_BPU: usize = 2;
 
 /// A group of up to [`AP`] projections of one stepping direction, processed
 /// together by `jp_forward` (layout of `FpGroup`).
@@ -268,6 +271,18 @@ pub struct CudaJoseph {
     bp_angles: DeviceBuffer,
     partial: DeviceBuffer,
     pins: Mutex<Vec<PinnedBuffer>>,
+}
+
+/// Projections per unrolled back-projection step: `TOMORS_BP_UNROLL` (1, 2
+/// or 4; for benchmarks), else the default.
+fn bpu() -> usize {
+    match std::env::var("TOMORS_BP_UNROLL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(v @ (1 | 2 | 4)) => v,
+        _ => DEFAULT_BPU,
+    }
 }
 
 /// Checks that sizes fit the kernels' 32-bit indices and grid limits.
@@ -1314,6 +1329,14 @@ fn clamp(c: &Constraint, v: f32) -> f32 {
 }
 
 fn find_non_finite(a: &ArrayView3<'_, f32>, what: &str) -> Result<()> {
+    use rayon::prelude::*;
+    let all_finite = a
+        .outer_iter()
+        .into_par_iter()
+        .all(|s| s.iter().all(|v| v.is_finite()));
+    if all_finite {
+        return Ok(());
+    }
     if let Some((pos, _)) = a.indexed_iter().find(|(_, v)| !v.is_finite()) {
         return Err(CoreError::Data(format!("{what} has a non-finite value at {pos:?}")).into());
     }
