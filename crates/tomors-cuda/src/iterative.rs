@@ -376,6 +376,7 @@ impl CudaJoseph {
                 "PAIR".to_string(),
                 if paired { "2" } else { "1" }.to_string(),
             ),
+            ("BPU".to_string(), bpu().to_string()),
         ];
         let (cubin, _) =
             cubin_cached("joseph", JOSEPH_CU, &defines, &ctx.name, ctx.cc, ctx.driver)?;
