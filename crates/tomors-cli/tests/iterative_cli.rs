@@ -125,7 +125,14 @@ fn bad_iterative_options_fail_cleanly() {
         (vec!["--tolerance", "-1"], "tolerance"),
         (vec!["--backend", "cuda", "--algorithm", "art"], "CPU"),
         (
-            vec!["--backend", "cuda", "--algorithm", "sirt", "--projector", "line"],
+            vec![
+                "--backend",
+                "cuda",
+                "--algorithm",
+                "sirt",
+                "--projector",
+                "line",
+            ],
             "CPU",
         ),
     ] {

@@ -21,7 +21,7 @@ use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::driver::Event;
-use tomors_cuda::{sirt_cuda, CudaBackend, CudaJoseph, GpuSirtOptions};
+use tomors_cuda::{sirt_cuda, CudaBackend, CudaJoseph, GpuSirtOptions, JosephTuning};
 
 /// Deterministic values in [0, 1) from a seed (xorshift), in parallel chunks.
 fn random01(len: usize, seed: u64) -> Vec<f32> {
@@ -98,8 +98,18 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             Ok(median(ts))
         };
-        for (sg, ap, pair) in [(8, 4, true), (8, 4, false), (4, 4, true)] {
-            let op = CudaJoseph::tuned(&be, &geom, &grid, sg, ap, pair)?;
+        for (sg, bsg, ap, pair) in [(8, 8, 4, true), (8, 16, 4, false), (4, 4, 4, true)] {
+            let op = CudaJoseph::tuned(
+                &be,
+                &geom,
+                &grid,
+                &JosephTuning {
+                    slice_group: sg,
+                    back_slice_group: bsg,
+                    rays_per_thread: ap,
+                    paired: pair,
+                },
+            )?;
             let fp = time(&op, &mut || op.forward_dev(&v, &vt, &mut out_s))?;
             println!(
                 "bench forward projection (jp_forward, {sg} slices × {ap} projections per thread, \
@@ -107,10 +117,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                  {fp:.4} s, {:.1} GU/s",
                 gu / fp
             );
-            if pair {
+            if pair || bsg == 16 {
                 let bp = time(&op, &mut || op.back_dev(&s, &mut out_v))?;
                 println!(
-                    "bench back projection (jp_back, exact transpose, gather, {sg} slices per \
+                    "bench back projection (jp_back, exact transpose, gather, {bsg} slices per \
                      thread, {} projections unrolled): {bp:.4} s, {:.1} GU/s",
                     std::env::var("TOMORS_BP_UNROLL").unwrap_or_else(|_| "2".into()),
                     gu / bp

@@ -31,6 +31,10 @@
 #endif
 
 #define NV (SG / 4)
+// Slices per thread of the back projection (4, 8 or 16; default SG).
+#ifndef SGB
+#define SGB SG
+#endif
 // Rays (projections) per forward thread: neighbouring projections of one
 // bin step through nearly the same pixels, so they share the L1 cache.
 #ifndef AP
@@ -70,10 +74,11 @@ struct BpAngle {
     float len;
 };
 
-// The SG values of one pixel / bin: NV float4s `stride` floats apart.
-__device__ __forceinline__ void ld(float (&v)[SG], const float* p, size_t stride) {
+// The S values of one pixel / bin: S/4 float4s `stride` floats apart.
+template <int S>
+__device__ __forceinline__ void ld(float (&v)[S], const float* p, size_t stride) {
 #pragma unroll
-    for (int i = 0; i < NV; ++i) {
+    for (int i = 0; i < S / 4; ++i) {
         float4 t = __ldg(reinterpret_cast<const float4*>(p + i * stride));
         v[4 * i] = t.x;
         v[4 * i + 1] = t.y;
@@ -82,9 +87,10 @@ __device__ __forceinline__ void ld(float (&v)[SG], const float* p, size_t stride
     }
 }
 
-__device__ __forceinline__ void st(float* p, size_t stride, const float (&v)[SG]) {
+template <int S>
+__device__ __forceinline__ void st(float* p, size_t stride, const float (&v)[S]) {
 #pragma unroll
-    for (int i = 0; i < NV; ++i) {
+    for (int i = 0; i < S / 4; ++i) {
         *reinterpret_cast<float4*>(p + i * stride) =
             make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
     }
@@ -261,7 +267,7 @@ struct BpShared {
 };
 
 // One projection of the back projection with bounds tests.
-__device__ __forceinline__ void bp_one(float (&acc)[SG], const BpShared s, const float* row,
+__device__ __forceinline__ void bp_one(float (&acc)[SGB], const BpShared s, const float* row,
                                        float dx, float dy, int nb, size_t splane) {
     const float u = fmaf(dy, s.cy, fmaf(dx, s.cx, s.fb));
     const float fl = floorf(u);
@@ -273,10 +279,10 @@ __device__ __forceinline__ void bp_one(float (&acc)[SG], const BpShared s, const
         float w = fmaxf(0.0f, fmaf(-s.sl, fabsf(fr - (float)m), s.len));
         if (kk < 0 || kk >= nb) w = 0.0f;
         const int kc = min(max(kk, 0), nb - 1);
-        float v[SG];
+        float v[SGB];
         ld(v, row + (size_t)kc * 4, splane);
 #pragma unroll
-        for (int j = 0; j < SG; ++j) acc[j] = fmaf(w, v[j], acc[j]);
+        for (int j = 0; j < SGB; ++j) acc[j] = fmaf(w, v[j], acc[j]);
     }
 }
 
@@ -294,10 +300,10 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
     const int g = blockIdx.z;
     const float dx = (float)tx, dy = (float)ty;
     const size_t splane = (size_t)na * nb * 4;
-    const float* sg = sino + (size_t)g * NV * splane;
-    float acc[SG];
+    const float* sg = sino + (size_t)g * (SGB / 4) * splane;
+    float acc[SGB];
 #pragma unroll
-    for (int j = 0; j < SG; ++j) acc[j] = 0.0f;
+    for (int j = 0; j < SGB; ++j) acc[j] = 0.0f;
     for (int a0 = 0; a0 < na; a0 += BP_CHUNK) {
         const int n = min(BP_CHUNK, na - a0);
         __syncthreads();
@@ -350,10 +356,10 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
             for (int r = 0; r < BPU; ++r) {
 #pragma unroll
                 for (int m = -KM; m <= KM + 1; ++m) {
-                    float v[SG];
+                    float v[SGB];
                     ld(v, base[r] + m * 4, splane);
 #pragma unroll
-                    for (int j = 0; j < SG; ++j) acc[j] = fmaf(w[r][m + KM], v[j], acc[j]);
+                    for (int j = 0; j < SGB; ++j) acc[j] = fmaf(w[r][m + KM], v[j], acc[j]);
                 }
             }
         }
@@ -361,7 +367,7 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
     }
     const size_t vplane = (size_t)nx * ny * 4;
     if (ix < nx && iy < ny)
-        st(out + (size_t)g * NV * vplane + ((size_t)iy * nx + ix) * 4, vplane, acc);
+        st(out + (size_t)g * (SGB / 4) * vplane + ((size_t)iy * nx + ix) * 4, vplane, acc);
 }
 
 // [slice][plane] (host order) -> [group][plane][4]; slices past ns are zero.

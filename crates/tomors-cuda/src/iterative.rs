@@ -65,6 +65,10 @@ const WEIGHT_FLOOR: f64 = 1e-6;
 /// Most power iterations for the default relaxation (as tomors-core).
 const POWER_ITERATIONS: usize = 50;
 
+/// Most slices of one device stack (the kernels' grids have at most 65535
+/// quads of 4 slices in z).
+const MAX_SLAB_SLICES: usize = 65_528 * 4;
+
 /// Largest pixel size / bin width ratio the back projector's gather handles.
 const MAX_EXTRA_BINS: usize = 8;
 
@@ -82,6 +86,9 @@ struct FpAngle {
 
 /// Most rays (projections) per thread of `jp_forward` (`AP` in the kernel).
 const AP: usize = 4;
+
+/// Slices per back-projection thread by default.
+const DEFAULT_BACK_GROUP: usize = 8;
 
 /// Whether `jp_forward` uses two threads per ray by default.
 const DEFAULT_PAIR: bool = true;
@@ -197,6 +204,32 @@ fn angle_tables(
     (fp, bp, extra)
 }
 
+/// Kernel parameters of [`CudaJoseph`] (tuning knobs: results do not depend
+/// on them beyond rounding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JosephTuning {
+    /// Slices per forward-projection thread (4 or 8).
+    pub slice_group: usize,
+    /// Slices per back-projection thread (4, 8 or 16).
+    pub back_slice_group: usize,
+    /// Neighbouring projections per forward-projection thread (1 to 4).
+    pub rays_per_thread: usize,
+    /// Two threads per forward-projection ray, each reading one of the two
+    /// pixels of every step.
+    pub paired: bool,
+}
+
+impl Default for JosephTuning {
+    fn default() -> Self {
+        Self {
+            slice_group: 8,
+            back_slice_group: DEFAULT_BACK_GROUP,
+            rays_per_thread: AP,
+            paired: DEFAULT_PAIR,
+        }
+    }
+}
+
 /// An interleaved stack on the device: `slices` images of `rows × cols`
 /// stored as `[quad][row][col][slice in quad]` with quads of 4 slices,
 /// padded with zero slices to a multiple of [`CudaJoseph::slice_group`].
@@ -260,6 +293,8 @@ pub struct CudaJoseph {
     _module: Module,
     f: Fns,
     sg: usize,
+    bsg: usize,
+    pad: usize,
     nx: usize,
     ny: usize,
     na: usize,
@@ -287,7 +322,7 @@ fn bpu() -> usize {
 
 /// Checks that sizes fit the kernels' 32-bit indices and grid limits.
 fn check_sizes(geometry: &ParallelGeometry, grid: &SliceGrid) -> Result<()> {
-    let lim = 1usize << 20;
+    let lim = 1usize << 19;
     if grid.nx > lim || grid.ny > lim || geometry.n_bins() > lim {
         return Err(CudaError::Parameter(format!(
             "a {}×{} grid with {} bins is too large for the GPU projector (at most {lim} a side)",
@@ -318,37 +353,51 @@ impl CudaJoseph {
         grid: &SliceGrid,
         slice_group: usize,
     ) -> Result<Self> {
-        Self::tuned(backend, geometry, grid, slice_group, AP, DEFAULT_PAIR)
+        Self::tuned(
+            backend,
+            geometry,
+            grid,
+            &JosephTuning {
+                slice_group,
+                back_slice_group: slice_group,
+                ..JosephTuning::default()
+            },
+        )
     }
 
-    /// [`CudaJoseph::new`] with `rays_per_thread` (1 to 4; default 4)
-    /// neighbouring projections per forward-projection thread, and
-    /// `paired` (two threads per ray, each reading one of the two pixels of
-    /// every step). Tuning knobs: the result does not depend on them beyond
-    /// rounding.
+    /// The projector with explicit kernel parameters ([`JosephTuning`]).
+    ///
+    /// Errors: as [`CudaJoseph::new`], and parameters out of range.
     pub fn tuned(
         backend: &CudaBackend,
         geometry: &ParallelGeometry,
         grid: &SliceGrid,
-        slice_group: usize,
-        rays_per_thread: usize,
-        paired: bool,
+        tuning: &JosephTuning,
     ) -> Result<Self> {
         let ctx = backend.lock()?.ctx.clone();
-        Self::on_context(ctx, geometry, grid, slice_group, rays_per_thread, paired)
+        Self::on_context(ctx, geometry, grid, tuning)
     }
 
     fn on_context(
         ctx: Arc<Context>,
         geometry: &ParallelGeometry,
         grid: &SliceGrid,
-        sg: usize,
-        ap: usize,
-        paired: bool,
+        tuning: &JosephTuning,
     ) -> Result<Self> {
+        let (sg, bsg, ap, paired) = (
+            tuning.slice_group,
+            tuning.back_slice_group,
+            tuning.rays_per_thread,
+            tuning.paired,
+        );
         if sg != 4 && sg != 8 {
             return Err(CudaError::Parameter(format!(
                 "slice group {sg}: use 4 or 8"
+            )));
+        }
+        if ![4, 8, 16].contains(&bsg) {
+            return Err(CudaError::Parameter(format!(
+                "back-projection slice group {bsg}: use 4, 8 or 16"
             )));
         }
         if !(1..=AP).contains(&ap) {
@@ -370,6 +419,7 @@ impl CudaJoseph {
         ctx.bind()?;
         let defines = vec![
             ("SG".to_string(), sg.to_string()),
+            ("SGB".to_string(), bsg.to_string()),
             ("KM".to_string(), extra.to_string()),
             ("AP".to_string(), ap.to_string()),
             (
@@ -408,6 +458,8 @@ impl CudaJoseph {
             _module: module,
             f,
             sg,
+            bsg,
+            pad: sg.max(bsg),
             nx: grid.nx,
             ny: grid.ny,
             na: geometry.n_angles(),
@@ -426,9 +478,14 @@ impl CudaJoseph {
         Ok(me)
     }
 
-    /// Slices per thread (4 or 8).
+    /// Slices per forward-projection thread (4 or 8).
     pub fn slice_group(&self) -> usize {
         self.sg
+    }
+
+    /// Slices per back-projection thread (4, 8 or 16).
+    pub fn back_slice_group(&self) -> usize {
+        self.bsg
     }
 
     /// The device context.
@@ -566,14 +623,19 @@ impl CudaJoseph {
         if slices == 0 {
             return Err(CudaError::Parameter(format!("{what}: no slices")));
         }
-        let groups = slices.div_ceil(self.sg);
-        let bytes = groups * self.sg * rows * cols * 4;
+        let groups = slices.div_ceil(self.pad);
+        if groups * self.pad > MAX_SLAB_SLICES {
+            return Err(CudaError::Parameter(format!(
+                "{what}: {slices} slices in one device stack (at most {MAX_SLAB_SLICES})"
+            )));
+        }
+        let bytes = groups * self.pad * rows * cols * 4;
         Ok(DeviceStack {
             buf: DeviceBuffer::new(&self.ctx, bytes, what)?,
             slices,
             rows,
             cols,
-            sg: self.sg,
+            sg: self.pad,
         })
     }
 
@@ -595,6 +657,7 @@ impl CudaJoseph {
         block: (u32, u32, u32),
         params: &mut [*mut c_void],
     ) -> Result<()> {
+        self.ctx.bind()?;
         // SAFETY: every caller passes parameters matching the kernel's
         // signature in `kernels/joseph.cu`, with device pointers into
         // buffers sized for the launch.
@@ -694,28 +757,28 @@ impl CudaJoseph {
     }
 
     fn check_volume(&self, v: &DeviceStack, what: &str) -> Result<()> {
-        if v.quads() * 4 < v.slices.div_ceil(self.sg) * self.sg
+        if v.quads() * 4 < v.slices.div_ceil(self.pad) * self.pad
             || v.rows != self.ny
             || v.cols != self.nx
         {
             return Err(CudaError::Parameter(format!(
                 "{what} is a stack of {}×{} images (groups of {}), the projector's grid is {}×{} \
                  (groups of {})",
-                v.rows, v.cols, v.sg, self.ny, self.nx, self.sg
+                v.rows, v.cols, v.sg, self.ny, self.nx, self.pad
             )));
         }
         Ok(())
     }
 
     fn check_sinograms(&self, s: &DeviceStack, what: &str) -> Result<()> {
-        if s.quads() * 4 < s.slices.div_ceil(self.sg) * self.sg
+        if s.quads() * 4 < s.slices.div_ceil(self.pad) * self.pad
             || s.rows != self.na
             || s.cols != self.nb
         {
             return Err(CudaError::Parameter(format!(
                 "{what} are {}×{} sinograms (groups of {}), the projector's geometry has {} \
                  angles × {} bins (groups of {})",
-                s.rows, s.cols, s.sg, self.na, self.nb, self.sg
+                s.rows, s.cols, s.sg, self.na, self.nb, self.pad
             )));
         }
         Ok(())
@@ -854,7 +917,7 @@ impl CudaJoseph {
             (
                 self.nx.div_ceil(16) as u32,
                 self.ny.div_ceil(16) as u32,
-                sino.slices.div_ceil(self.sg) as u32,
+                sino.slices.div_ceil(self.bsg) as u32,
             ),
             (256, 1, 1),
             &mut [
@@ -1252,6 +1315,8 @@ pub struct GpuSirtOptions {
     pub rays_per_thread: usize,
     /// Two threads per forward-projection ray (`None`: the default).
     pub paired: Option<bool>,
+    /// Slices per back-projection thread, 4, 8 or 16 (0: the default).
+    pub back_slice_group: usize,
 }
 
 /// Times of a [`sirt_cuda`] run, summed over slabs and devices.
@@ -1652,13 +1717,20 @@ fn sirt_on(
                     } else {
                         gpu.rays_per_thread
                     };
+                    let bsg = match gpu.back_slice_group {
+                        0 => DEFAULT_BACK_GROUP.min(if ns >= 16 { 16 } else { sg }),
+                        b => b,
+                    };
                     let op = CudaJoseph::tuned(
                         d,
                         geometry,
                         grid,
-                        sg,
-                        ap,
-                        gpu.paired.unwrap_or(DEFAULT_PAIR),
+                        &JosephTuning {
+                            slice_group: sg,
+                            back_slice_group: bsg,
+                            rays_per_thread: ap,
+                            paired: gpu.paired.unwrap_or(DEFAULT_PAIR),
+                        },
                     )?;
                     let (m, t) = op.weights(weighting)?;
                     Ok(DeviceRun { op, m, t })
@@ -1692,7 +1764,8 @@ fn sirt_on(
     };
     // Slab size: what fits beside 512 MiB spare on the smallest device,
     // shared evenly between the devices.
-    let per_group = sg * 4 * (2 * na * nb + 3 * ny * nx);
+    let unit = runs.iter().map(|r| r.op.pad).max().unwrap_or(sg);
+    let per_group = unit * 4 * (2 * na * nb + 3 * ny * nx);
     let mut fit = usize::MAX;
     for r in &runs {
         let (free, _) = r.op.ctx.mem_info()?;
@@ -1700,14 +1773,14 @@ fn sirt_on(
     }
     if fit == 0 {
         return Err(CudaError::OutOfMemory {
-            what: format!("holding {sg} slices of the SIRT state"),
+            what: format!("holding {unit} slices of the SIRT state"),
             bytes: per_group,
         });
     }
-    let even = ns.div_ceil(devices.len()).div_ceil(sg) * sg;
-    let mut slab = (fit * sg).min(even).max(sg);
+    let even = ns.div_ceil(devices.len()).div_ceil(unit) * unit;
+    let mut slab = (fit * unit).min(even).min(MAX_SLAB_SLICES).max(unit);
     if gpu.slab > 0 {
-        slab = slab.min(gpu.slab.div_ceil(sg) * sg).max(sg);
+        slab = slab.min(gpu.slab.div_ceil(unit) * unit).max(unit);
     }
     let n_slabs = ns.div_ceil(slab);
     let setup_s = t0.elapsed().as_secs_f64();

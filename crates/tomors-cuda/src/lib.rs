@@ -50,7 +50,9 @@ pub use cone::{ConeKernel, ConeStats};
 pub use engine::{PipelineStats, TexStorage};
 pub use error::{CudaError, Result};
 pub use fft::FftVariant;
-pub use iterative::{sirt_cuda, sirt_cuda_multi, CudaJoseph, GpuSirtOptions, SirtStats};
+pub use iterative::{
+    sirt_cuda, sirt_cuda_multi, CudaJoseph, GpuSirtOptions, JosephTuning, SirtStats,
+};
 pub use kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
 
 /// Number of usable CUDA devices. Errors (one line, with the reason) when

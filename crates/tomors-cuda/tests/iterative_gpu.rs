@@ -18,7 +18,7 @@ use tomors_core::iterative::{
 use tomors_core::phantom::Phantom2d;
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::{check_sirt_inputs, GpuIteration};
-use tomors_cuda::{sirt_cuda, CudaJoseph, GpuSirtOptions};
+use tomors_cuda::{sirt_cuda, CudaJoseph, GpuSirtOptions, JosephTuning};
 
 const PI: f32 = std::f32::consts::PI;
 
@@ -116,8 +116,24 @@ fn forward_and_back_match_the_cpu_joseph() {
         let y = Array3::from_shape_vec((ns, na, nb), random(ns * na * nb, seed ^ 3)).unwrap();
         let want_f = cpu_forward(&cpu, &x);
         let want_b = cpu_back(&cpu, &y);
-        for (sg, ap, paired) in [(4, 4, false), (8, 4, false), (8, 3, true), (4, 1, true)] {
-            let gpu = CudaJoseph::tuned(&be, &geom, &grid, sg, ap, paired).unwrap();
+        for (sg, bsg, ap, paired) in [
+            (4, 4, 4, false),
+            (8, 8, 4, false),
+            (8, 16, 3, true),
+            (4, 16, 1, true),
+        ] {
+            let gpu = CudaJoseph::tuned(
+                &be,
+                &geom,
+                &grid,
+                &JosephTuning {
+                    slice_group: sg,
+                    back_slice_group: bsg,
+                    rays_per_thread: ap,
+                    paired,
+                },
+            )
+            .unwrap();
             let mut got_f = Array3::<f32>::from_elem((ns, na, nb), f32::NAN);
             gpu.forward(x.view(), got_f.view_mut()).unwrap();
             let ef = rel_l2(&flat(&got_f), &flat(&want_f));
@@ -125,7 +141,7 @@ fn forward_and_back_match_the_cpu_joseph() {
             gpu.back(y.view(), got_b.view_mut()).unwrap();
             let eb = rel_l2(&flat(&got_b), &flat(&want_b));
             eprintln!(
-                "{name}, slice group {sg}, {ap} rays per thread, paired {paired}: forward rel L2 \
+                "{name}, slice groups {sg}/{bsg}, {ap} rays per thread, paired {paired}: forward rel L2 \
                  {ef:.2e}, back {eb:.2e}"
             );
             assert!(ef <= 1e-5, "{name} sg {sg}: forward rel L2 {ef:.3e}");
@@ -298,6 +314,7 @@ fn slabs_initial_volume_and_stopping() {
                     slice_group: sg,
                     rays_per_thread: ap,
                     paired: Some(ap == 2),
+                    back_slice_group: if sg == 4 { 16 } else { 0 },
                 },
                 &no_progress(),
             )
