@@ -88,7 +88,7 @@ struct FpAngle {
 const AP: usize = 4;
 
 /// Slices per back-projection thread by default.
-const DEFAULT_BACK_GROUP: usize = 8;
+const DEFAULT_BACK_GROUP: usize = 16;
 
 /// Whether `jp_forward` uses two threads per ray by default.
 const DEFAULT_PAIR: bool = true;

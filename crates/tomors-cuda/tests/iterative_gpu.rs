@@ -314,7 +314,7 @@ fn slabs_initial_volume_and_stopping() {
                     slice_group: sg,
                     rays_per_thread: ap,
                     paired: Some(ap == 2),
-                    back_slice_group: if sg == 4 { 16 } else { 0 },
+                    back_slice_group: if sg == 4 { 16 } else { 8 },
                 },
                 &no_progress(),
             )
