@@ -123,7 +123,18 @@ fn bad_iterative_options_fail_cleanly() {
         ),
         (vec!["--block-size", "3"], "--block-size"),
         (vec!["--tolerance", "-1"], "tolerance"),
-        (vec!["--backend", "cuda"], "CPU"),
+        (vec!["--backend", "cuda", "--algorithm", "art"], "CPU"),
+        (
+            vec![
+                "--backend",
+                "cuda",
+                "--algorithm",
+                "sirt",
+                "--projector",
+                "line",
+            ],
+            "CPU",
+        ),
     ] {
         let mut args = vec!["recon", p.to_str().unwrap(), "--out", out.to_str().unwrap()];
         if !extra.contains(&"--algorithm") {
@@ -157,4 +168,50 @@ fn bad_iterative_options_fail_cleanly() {
     assert!(!result.status.success());
     assert!(String::from_utf8_lossy(&result.stderr).contains("5 angles for 24 projections"));
     assert!(!out.exists());
+}
+
+/// `--backend cuda` SIRT from the command line equals the CPU SIRT (when a
+/// GPU is usable; skipped with a reason otherwise, a failure under
+/// `TOMORS_REQUIRE_GPU=1`).
+#[test]
+fn gpu_sirt_matches_cpu_sirt() {
+    if let Err(e) = tomors_cuda::device_count() {
+        if std::env::var("TOMORS_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+            panic!("TOMORS_REQUIRE_GPU=1 but no GPU is usable: {e}");
+        }
+        eprintln!("skipping gpu_sirt_matches_cpu_sirt: {e}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    phantom(dir.path());
+    let p = dir.path().join("projections.npy");
+    let mut results = Vec::new();
+    for backend in ["cpu", "cuda"] {
+        let out = dir.path().join(format!("sirt_{backend}.npy"));
+        let r = run(&[
+            "recon",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--algorithm",
+            "sirt",
+            "--iterations",
+            "20",
+            "--min",
+            "0",
+            "--backend",
+            backend,
+        ]);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
+        results.push(x.into_dimensionality::<Ix3>().unwrap());
+    }
+    let (mut num, mut den) = (0f64, 0f64);
+    for (&a, &b) in results[1].iter().zip(&results[0]) {
+        num += (a as f64 - b as f64).powi(2);
+        den += (b as f64).powi(2);
+    }
+    let rel = (num / den).sqrt();
+    println!("GPU vs CPU SIRT from the command line: relative L2 {rel:.2e}");
+    assert!(rel <= 1e-4, "GPU vs CPU: {rel:.3e}");
 }

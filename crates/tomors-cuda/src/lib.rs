@@ -28,6 +28,9 @@
 //! - Cone beam: [`ConeBackend`](tomors_core::cone::ConeBackend) for
 //!   [`CudaBackend`] (FDK back projection, texture or plain-load kernels,
 //!   see [`cone`]).
+//! - Iterative reconstruction: Joseph's projector and its exact transpose
+//!   ([`CudaJoseph`]) and SIRT resident on the device ([`sirt_cuda`],
+//!   [`sirt_cuda_multi`]), see [`iterative`].
 //! - [`bench`](mod@bench) measures GU/s (voxels × projections / s) and end-to-end FBP.
 
 pub mod backend;
@@ -39,6 +42,7 @@ pub mod driver;
 mod engine;
 pub mod error;
 pub mod fft;
+pub mod iterative;
 pub mod kernels;
 pub mod model;
 pub mod tune;
@@ -50,6 +54,9 @@ pub use cone_fdk::FdkStats;
 pub use engine::{PipelineStats, TexStorage};
 pub use error::{CudaError, Result};
 pub use fft::FftVariant;
+pub use iterative::{
+    sirt_cuda, sirt_cuda_multi, CudaJoseph, GpuSirtOptions, JosephTuning, SirtStats,
+};
 pub use kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
 
 /// Number of usable CUDA devices. Errors (one line, with the reason) when

@@ -273,6 +273,18 @@ fn every_kernel_compiles_with_nvrtc() {
                 .unwrap_or_else(|e| panic!("{c} linear {linear} advanced {advanced}: {e}"));
         }
     }
+    for sg in [4, 8] {
+        for km in [0, 1, 3] {
+            let defines = vec![
+                ("SG".to_string(), sg.to_string()),
+                ("KM".to_string(), km.to_string()),
+            ];
+            let src = build_source(&defines, tomors_cuda::iterative::JOSEPH_CU);
+            let cubin = compile_cubin("joseph", &src, &opts)
+                .unwrap_or_else(|e| panic!("joseph SG={sg} KM={km}: {e}"));
+            assert_eq!(&cubin[..4], b"\x7fELF");
+        }
+    }
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `tomors recon --algorithm …`: algebraic iterative reconstruction of
-//! parallel-beam .npy projections on the CPU (see docs/iterative.md).
+//! parallel-beam .npy projections on the CPU, or (sirt, landweber, cimmino
+//! with the joseph projector) on NVIDIA GPUs (see docs/iterative.md).
 
 use std::time::Instant;
 
@@ -11,7 +12,9 @@ use tomors_core::iterative::{
     projector, reconstruct, Algorithm, Constraint, IterativeOptions, ProjectorKind, RayOrder,
     Weighting,
 };
-use tomors_core::{ParallelGeometry, SliceGrid};
+use tomors_core::{Backend, ParallelGeometry, SliceGrid};
+use tomors_cuda::iterative::GpuIteration;
+use tomors_cuda::{sirt_cuda_multi, CudaOptions, GpuSirtOptions, MultiCudaBackend};
 
 use super::recon::{load_angles, parse_rows, read_npy_f32, CenterArg, ReconArgs};
 use crate::backend_select::BackendChoice;
@@ -40,7 +43,8 @@ pub enum AlgorithmName {
 /// Options of the iterative methods (`--algorithm` switches from FBP).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct IterativeArgs {
-    /// Reconstruct iteratively instead of by FBP (CPU, parallel beam, .npy input).
+    /// Reconstruct iteratively instead of by FBP (parallel beam, .npy input; sirt,
+    /// landweber and cimmino with the joseph projector also run on the GPU).
     #[arg(long, value_enum)]
     pub algorithm: Option<AlgorithmName>,
     /// Iterations of --algorithm (sweeps over all projections for art and the block methods).
@@ -141,10 +145,41 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
             input.display()
         );
     }
-    if args.backend.backend == BackendChoice::Cuda {
-        bail!("--algorithm runs on the CPU for now (use --backend cpu or auto)");
-    }
     let options = args.iterative.options()?;
+    let gpu_capable = matches!(options.algorithm, Algorithm::Sirt(_))
+        && args.iterative.projector == ProjectorKind::Joseph;
+    if args.backend.backend == BackendChoice::Cuda && !gpu_capable {
+        bail!(
+            "--backend cuda runs sirt, landweber and cimmino with the joseph projector; \
+             {:?} with the {:?} projector runs on the CPU (use --backend cpu or auto)",
+            args.iterative.algorithm.context("no --algorithm given")?,
+            args.iterative.projector
+        );
+    }
+    if args.backend.kernel.is_some() {
+        tracing::warn!("--kernel selects the FBP back projector; --algorithm does not use it");
+    }
+    // The GPU when asked for, or (auto) when the method runs there and a GPU
+    // is usable.
+    let gpus = match args.backend.backend {
+        BackendChoice::Cpu => None,
+        BackendChoice::Cuda => Some(open_gpus(args.backend.devices.as_deref())?),
+        BackendChoice::Auto if gpu_capable => match open_gpus(args.backend.devices.as_deref()) {
+            Ok(g) => Some(g),
+            Err(err) => {
+                tracing::info!("no usable GPU ({err:#}); iterating on the CPU");
+                None
+            }
+        },
+        BackendChoice::Auto => {
+            tracing::info!(
+                "{:?} with the {:?} projector runs on the CPU",
+                options.algorithm,
+                args.iterative.projector
+            );
+            None
+        }
+    };
     check_target(&args.out, args.overwrite)?;
     let data = read_npy_f32(input)?;
     let projections = match data.ndim() {
@@ -176,6 +211,9 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
     let grid = SliceGrid::for_geometry(&geometry);
     let sinograms = projections_to_sinograms(projections.view(), rows.clone())?;
     drop(projections);
+    if let Some(gpus) = gpus {
+        return run_gpu(args, &gpus, &geometry, &grid, sinograms, &options, rows);
+    }
     let p = projector::<f32>(args.iterative.projector, &geometry, &grid, None)?;
     tracing::info!(
         "{:?} with the {} projector, {} iterations: rows {}..{} of {} ({} angles × {} bins)",
@@ -205,6 +243,88 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
         result.relaxation,
         result.stop,
         t.elapsed().as_secs_f64(),
+        result
+            .residuals
+            .last()
+            .map_or("–".to_string(), |r| format!("{r:.3e}"))
+    );
+    write_volume(&args.out, result.x.view(), args.overwrite)?;
+    println!(
+        "wrote {} ([z][y][x] = {:?})",
+        args.out.display(),
+        result.x.dim()
+    );
+    Ok(())
+}
+
+/// Opens the CUDA devices of `--devices` (all when `None`).
+fn open_gpus(devices: Option<&str>) -> Result<MultiCudaBackend> {
+    let available = tomors_cuda::device_count()?;
+    let list = tomors_cuda::parse_devices(devices, available)?;
+    MultiCudaBackend::new(&list, CudaOptions::default())
+        .with_context(|| format!("opening CUDA devices {list:?}"))
+}
+
+/// SIRT on the GPUs, resident on each device (slabs of slices shared
+/// between the devices).
+fn run_gpu(
+    args: &ReconArgs,
+    gpus: &MultiCudaBackend,
+    geometry: &ParallelGeometry,
+    grid: &SliceGrid,
+    sinograms: ndarray::Array3<f32>,
+    options: &IterativeOptions,
+    rows: std::ops::Range<usize>,
+) -> Result<()> {
+    let input = &args.input;
+    let names: Vec<String> = gpus.devices().iter().map(|d| d.name()).collect();
+    tracing::info!(
+        "{:?} on {} ({} iterations): rows {}..{} of {} ({} angles × {} bins)",
+        options.algorithm,
+        names.join(" + "),
+        options.iterations,
+        rows.start,
+        rows.end,
+        input.display(),
+        geometry.n_angles(),
+        geometry.n_bins()
+    );
+    let bar = progress::bar(options.iterations as u64, "iterating", "iterations");
+    let t = Instant::now();
+    let (result, stats) = sirt_cuda_multi(
+        gpus,
+        geometry,
+        grid,
+        sinograms.view(),
+        None,
+        options,
+        &GpuSirtOptions::default(),
+        &|info: &GpuIteration| {
+            if info.slab.1 > 1 {
+                bar.set_message(format!("slab {}/{}", info.slab.0 + 1, info.slab.1));
+            }
+            bar.set_position(info.iteration as u64);
+            tracing::debug!(
+                "slab {}/{}, iteration {}: relative residual {:.3e}",
+                info.slab.0 + 1,
+                info.slab.1,
+                info.iteration,
+                info.residual
+            );
+            true
+        },
+    )
+    .with_context(|| input.display().to_string())?;
+    bar.finish_and_clear();
+    tracing::info!(
+        "{} iterations on the GPU (λ = {:.4e}, stopped: {:?}, {} slab(s)) in {:.2} s \
+         ({:.4} s per iteration in the device loop), final relative residual {}",
+        result.iterations,
+        result.relaxation,
+        result.stop,
+        stats.slabs,
+        t.elapsed().as_secs_f64(),
+        stats.loop_s / stats.iterations.max(1) as f64,
         result
             .residuals
             .last()

@@ -1,0 +1,190 @@
+//! SIRT on the GPU: `cargo run --release -p tomors-cuda --example sirt_bench
+//! [n] [angles] [iterations]` (needs a GPU; defaults 512 512 10). ASTRA's
+//! counterpart is `../shared/bench/astra/run.sh sirt --n 512 --angles 512
+//! --iters 10` (SIRT3D_CUDA, wall time of `run(aid, 10)` / 10, after a
+//! 2-iteration warm-up run, data uploaded and downloaded within the run).
+//!
+//! Prints, for an n³ volume from `angles` parallel projections of n bins
+//! over π (random sinogram values in [0, 1), as ASTRA's script):
+//! - the forward and back projection kernels alone on device-resident data
+//!   (CUDA events, one warm-up, median of 5): seconds and GU/s
+//!   (voxels × projections / s);
+//! - SIRT (row/column-sum weights = ASTRA's SIRT, λ = 1, x ≥ 0): seconds per
+//!   iteration of the device-resident loop and host to host (sinogram upload,
+//!   weights, iterations, volume download: the whole call / iterations), with
+//!   the per-kernel split from CUDA events.
+
+use std::time::Instant;
+
+use ndarray::Array3;
+use tomors_core::geometry::uniform_angles;
+use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
+use tomors_core::{ParallelGeometry, SliceGrid};
+use tomors_cuda::driver::Event;
+use tomors_cuda::{sirt_cuda, CudaBackend, CudaJoseph, GpuSirtOptions, JosephTuning};
+
+/// Deterministic values in [0, 1) from a seed (xorshift), in parallel chunks.
+fn random01(len: usize, seed: u64) -> Vec<f32> {
+    use rayon::prelude::*;
+    let mut v = vec![0f32; len];
+    v.par_chunks_mut(1 << 20)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut s = (seed ^ (c as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407))
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                | 1;
+            for x in chunk {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                *x = (s >> 40) as f32 / (1u64 << 24) as f32;
+            }
+        });
+    v
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("sirt_bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
+    let n = args.first().copied().unwrap_or(512);
+    let na = args.get(1).copied().unwrap_or(512);
+    let iters = args.get(2).copied().unwrap_or(10);
+    tomors_cuda::device_count()?;
+    let be = CudaBackend::new(0)?;
+    let geom = ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), n)?;
+    let grid = SliceGrid::for_geometry(&geom);
+    let gu = (n * n * n) as f64 * na as f64 * 1e-9;
+    println!("sirt_bench: {n}³ volume, {na} projections of {n} bins over π, {iters} iterations");
+
+    // Kernels alone, device resident, for each slice group and rays per thread.
+    {
+        let op = CudaJoseph::new(&be, &geom, &grid, 8)?;
+        println!("device: {}", op.context().name);
+        let vol = Array3::from_shape_vec((n, n, n), random01(n * n * n, 1))?;
+        let sino = Array3::from_shape_vec((n, na, n), random01(n * na * n, 2))?;
+        let (v, vt) = op.upload_volume(vol.view())?;
+        drop(vol);
+        let s = op.upload_sinograms(sino.view())?;
+        drop(sino);
+        let mut out_s = op.alloc_sinograms(n)?;
+        let mut out_v = op.alloc_volume(n)?;
+        let mut vt2 = op.alloc_volume(n)?;
+        let (e0, e1) = (Event::new(op.context())?, Event::new(op.context())?);
+        let time = |op: &CudaJoseph,
+                    f: &mut dyn FnMut() -> tomors_cuda::Result<()>|
+         -> tomors_cuda::Result<f64> {
+            f()?;
+            let mut ts = Vec::new();
+            for _ in 0..5 {
+                e0.record(op.stream())?;
+                f()?;
+                e1.record(op.stream())?;
+                e1.synchronize()?;
+                ts.push(e0.elapsed_ms(&e1)? as f64 * 1e-3);
+            }
+            Ok(median(ts))
+        };
+        for (sg, bsg, ap, pair) in [(8, 8, 4, true), (8, 16, 4, false), (4, 4, 4, true)] {
+            let op = CudaJoseph::tuned(
+                &be,
+                &geom,
+                &grid,
+                &JosephTuning {
+                    slice_group: sg,
+                    back_slice_group: bsg,
+                    rays_per_thread: ap,
+                    paired: pair,
+                },
+            )?;
+            let fp = time(&op, &mut || op.forward_dev(&v, &vt, &mut out_s))?;
+            println!(
+                "bench forward projection (jp_forward, {sg} slices × {ap} projections per thread, \
+                 paired {pair}): \
+                 {fp:.4} s, {:.1} GU/s",
+                gu / fp
+            );
+            if pair || bsg == 16 {
+                let bp = time(&op, &mut || op.back_dev(&s, &mut out_v))?;
+                println!(
+                    "bench back projection (jp_back, exact transpose, gather, {bsg} slices per \
+                     thread, {} projections unrolled): {bp:.4} s, {:.1} GU/s",
+                    std::env::var("TOMORS_BP_UNROLL").unwrap_or_else(|_| "2".into()),
+                    gu / bp
+                );
+            }
+        }
+        let tr = time(&op, &mut || op.transpose_dev(&v, &mut vt2))?;
+        println!("bench transpose of the volume: {tr:.5} s");
+    }
+
+    if std::env::var("TOMORS_BENCH_SKIP_SIRT").is_ok_and(|v| v == "1") {
+        return Ok(());
+    }
+    // SIRT host to host.
+    let sino = Array3::from_shape_vec((n, na, n), random01(n * na * n, 3))?;
+    let options = IterativeOptions {
+        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
+        iterations: iters,
+        relaxation: Some(1.0),
+        constraint: Constraint::non_negative(),
+        tolerance: None,
+        track_residual: true,
+    };
+    let warm = IterativeOptions {
+        iterations: 2,
+        ..options
+    };
+    let gpu = GpuSirtOptions::default();
+    sirt_cuda(&be, &geom, &grid, sino.view(), None, &warm, &gpu, &|_| true)?;
+    for rep in 0..2 {
+        let t = Instant::now();
+        let (res, st) = sirt_cuda(
+            &be,
+            &geom,
+            &grid,
+            sino.view(),
+            None,
+            &options,
+            &gpu,
+            &|_| true,
+        )?;
+        let total = t.elapsed().as_secs_f64();
+        let it = res.iterations as f64;
+        println!(
+            "bench sirt rep {rep}: {:.4} s/iteration device-resident loop, {:.4} s/iteration host to \
+             host ({total:.3} s for {} iterations: setup+upload {:.3} s, loop {:.3} s, download {:.3} s, \
+             free {:.3} s, in the call {:.3} s); \
+             per iteration: forward {:.4} s ({:.1} GU/s), back {:.4} s ({:.1} GU/s), update+residual \
+             {:.4} s; final relative residual {:.4e}",
+            st.loop_s / it,
+            total / it,
+            res.iterations,
+            st.setup_s,
+            st.loop_s,
+            st.download_s,
+            st.free_s,
+            st.total_s,
+            st.forward_s / st.forward_count as f64,
+            gu * st.forward_count as f64 / st.forward_s,
+            st.back_s / it,
+            gu * it / st.back_s,
+            st.elementwise_s / it,
+            res.residuals.last().copied().unwrap_or(f64::NAN)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,540 @@
+//! GPU tests of the iterative reconstruction (`tomors_cuda::iterative`):
+//! Joseph forward and back projection against tomors-core's f64
+//! `JosephProjector`, adjointness in f32, SIRT against the CPU SIRT
+//! (row/column sums, Landweber and Cimmino with their default relaxation),
+//! slabs, stopping rules and bad input. GPU tests skip with a printed reason
+//! when no GPU is usable (and fail under `TOMORS_REQUIRE_GPU=1`); the input
+//! checks run everywhere.
+
+mod common;
+
+use common::{gpu_or_skip, random, rel_l2};
+use ndarray::{Array3, Axis};
+use tomors_core::geometry::uniform_angles;
+use tomors_core::iterative::{
+    all_angles, reconstruct, Algorithm, Constraint, IterativeOptions, JosephProjector, Projector,
+    StopReason, Weighting,
+};
+use tomors_core::phantom::Phantom2d;
+use tomors_core::{ParallelGeometry, SliceGrid};
+use tomors_cuda::iterative::{check_sirt_inputs, GpuIteration};
+use tomors_cuda::{sirt_cuda, CudaJoseph, GpuSirtOptions, JosephTuning};
+
+const PI: f32 = std::f32::consts::PI;
+
+fn flat(a: &Array3<f32>) -> Vec<f32> {
+    a.as_standard_layout().iter().copied().collect()
+}
+
+/// Angles over [0, π) that include the special directions 0, π/4, π/2,
+/// 3π/4 (ties between row and column stepping, steps parallel to the grid)
+/// and irregular ones in between.
+fn test_angles(seed: u64) -> Vec<f32> {
+    let mut a: Vec<f32> = vec![0.0, PI / 4.0, PI / 2.0, 3.0 * PI / 4.0, PI - 1e-3];
+    let r = random(36, seed);
+    a.extend(r.iter().map(|v| (v + 1.0) * 0.5 * PI));
+    a
+}
+
+/// Geometries exercising the conventions: off-centre per-projection axis
+/// positions, bins narrower and wider than the pixels, a non-square grid
+/// larger than the detector covers.
+fn cases(seed: u64) -> Vec<(String, ParallelGeometry, SliceGrid)> {
+    let na = test_angles(seed).len();
+    let centers: Vec<f32> = random(na, seed ^ 7)
+        .iter()
+        .map(|v| 22.0 + 3.0 * v)
+        .collect();
+    vec![
+        (
+            "unit bins, per-projection centres".into(),
+            ParallelGeometry::new(test_angles(seed), 45)
+                .unwrap()
+                .with_centers(centers)
+                .unwrap(),
+            SliceGrid::new(37, 29).unwrap(),
+        ),
+        (
+            "bins 0.6 of the pixel (3 bins per hat)".into(),
+            ParallelGeometry::new(test_angles(seed), 61)
+                .unwrap()
+                .with_bin_width(0.6)
+                .unwrap()
+                .with_center(31.7)
+                .unwrap(),
+            SliceGrid::with_pixel_size(33, 40, 1.0).unwrap(),
+        ),
+        (
+            "bins 1.7 wide, pixels 1.3".into(),
+            ParallelGeometry::new(test_angles(seed), 40)
+                .unwrap()
+                .with_bin_width(1.7)
+                .unwrap(),
+            SliceGrid::with_pixel_size(48, 45, 1.3).unwrap(),
+        ),
+    ]
+}
+
+fn cpu_forward(p: &JosephProjector, x: &Array3<f32>) -> Array3<f32> {
+    let x64 = x.mapv(|v| v as f64);
+    let (ns, _, _) = x.dim();
+    let na = Projector::<f64>::n_angles(p);
+    let nb = Projector::<f64>::n_bins(p);
+    let mut out = Array3::<f64>::zeros((ns, na, nb));
+    p.forward(x64.view(), &all_angles(na), out.view_mut())
+        .unwrap();
+    out.mapv(|v| v as f32)
+}
+
+fn cpu_back(p: &JosephProjector, y: &Array3<f32>) -> Array3<f32> {
+    let y64 = y.mapv(|v| v as f64);
+    let ns = y.len_of(Axis(0));
+    let (ny, nx) = Projector::<f64>::image_dim(p);
+    let na = Projector::<f64>::n_angles(p);
+    let mut out = Array3::<f64>::zeros((ns, ny, nx));
+    p.back(y64.view(), &all_angles(na), out.view_mut()).unwrap();
+    out.mapv(|v| v as f32)
+}
+
+/// GPU forward and back projection equal the f64 CPU projector to f32
+/// rounding (relative L2 ≤ 1e-5) on fresh random zero-mean data (the
+/// hardest case for relative errors), 11 slices (a padded last group), both
+/// slice groups, three geometries.
+#[test]
+fn forward_and_back_match_the_cpu_joseph() {
+    let Some(be) = gpu_or_skip("forward_and_back_match_the_cpu_joseph") else {
+        return;
+    };
+    let seed = common::fresh_seed();
+    for (name, geom, grid) in cases(seed) {
+        let cpu = JosephProjector::new(&geom, &grid).unwrap();
+        let ns = 11;
+        let (na, nb) = (geom.n_angles(), geom.n_bins());
+        let x =
+            Array3::from_shape_vec((ns, grid.ny, grid.nx), random(ns * grid.ny * grid.nx, seed))
+                .unwrap();
+        let y = Array3::from_shape_vec((ns, na, nb), random(ns * na * nb, seed ^ 3)).unwrap();
+        let want_f = cpu_forward(&cpu, &x);
+        let want_b = cpu_back(&cpu, &y);
+        for (sg, bsg, ap, paired) in [
+            (4, 4, 4, false),
+            (8, 8, 4, false),
+            (8, 16, 3, true),
+            (4, 16, 1, true),
+        ] {
+            let gpu = CudaJoseph::tuned(
+                &be,
+                &geom,
+                &grid,
+                &JosephTuning {
+                    slice_group: sg,
+                    back_slice_group: bsg,
+                    rays_per_thread: ap,
+                    paired,
+                },
+            )
+            .unwrap();
+            let mut got_f = Array3::<f32>::from_elem((ns, na, nb), f32::NAN);
+            gpu.forward(x.view(), got_f.view_mut()).unwrap();
+            let ef = rel_l2(&flat(&got_f), &flat(&want_f));
+            let mut got_b = Array3::<f32>::from_elem((ns, grid.ny, grid.nx), f32::NAN);
+            gpu.back(y.view(), got_b.view_mut()).unwrap();
+            let eb = rel_l2(&flat(&got_b), &flat(&want_b));
+            eprintln!(
+                "{name}, slice groups {sg}/{bsg}, {ap} rays per thread, paired {paired}: forward rel L2 \
+                 {ef:.2e}, back {eb:.2e}"
+            );
+            assert!(ef <= 1e-5, "{name} sg {sg}: forward rel L2 {ef:.3e}");
+            assert!(eb <= 1e-5, "{name} sg {sg}: back rel L2 {eb:.3e}");
+        }
+    }
+}
+
+/// |⟨Ax, y⟩ − ⟨x, Aᵀy⟩| / (‖Ax‖‖y‖) ≤ 1e-4 with the GPU's f32 results.
+#[test]
+fn gpu_pair_is_adjoint() {
+    let Some(be) = gpu_or_skip("gpu_pair_is_adjoint") else {
+        return;
+    };
+    let seed = common::fresh_seed();
+    for (name, geom, grid) in cases(seed) {
+        let ns = 5;
+        let (na, nb) = (geom.n_angles(), geom.n_bins());
+        let x = Array3::from_shape_vec(
+            (ns, grid.ny, grid.nx),
+            random(ns * grid.ny * grid.nx, seed ^ 11),
+        )
+        .unwrap();
+        let y = Array3::from_shape_vec((ns, na, nb), random(ns * na * nb, seed ^ 13)).unwrap();
+        let gpu = CudaJoseph::new(&be, &geom, &grid, 4).unwrap();
+        let mut ax = Array3::<f32>::zeros((ns, na, nb));
+        gpu.forward(x.view(), ax.view_mut()).unwrap();
+        let mut aty = Array3::<f32>::zeros((ns, grid.ny, grid.nx));
+        gpu.back(y.view(), aty.view_mut()).unwrap();
+        let dot = |a: &Array3<f32>, b: &Array3<f32>| -> f64 {
+            a.iter().zip(b).map(|(&u, &v)| u as f64 * v as f64).sum()
+        };
+        let norm = |a: &Array3<f32>| dot(a, a).sqrt();
+        let gap = (dot(&ax, &y) - dot(&x, &aty)).abs() / (norm(&ax) * norm(&y));
+        eprintln!("{name}: adjointness gap {gap:.2e}");
+        assert!(gap <= 1e-4, "{name}: gap {gap:.3e}");
+    }
+}
+
+/// A 64² Shepp–Logan from 45 exact projections, three copies (one scaled,
+/// one shifted, so the slices differ).
+fn shepp(n: usize, na: usize) -> (ParallelGeometry, SliceGrid, Array3<f32>) {
+    let geom = ParallelGeometry::new(uniform_angles(na, PI), n).unwrap();
+    let grid = SliceGrid::for_geometry(&geom);
+    let p = Phantom2d::shepp_logan();
+    let s = p.project(&geom, n as f64 / 2.0);
+    let mut sino = Array3::<f32>::zeros((3, na, n));
+    sino.index_axis_mut(Axis(0), 0).assign(&s);
+    sino.index_axis_mut(Axis(0), 1).assign(&s.mapv(|v| 0.5 * v));
+    sino.index_axis_mut(Axis(0), 2).assign(&s.mapv(|v| v + 0.1));
+    (geom, grid, sino)
+}
+
+fn no_progress() -> impl Fn(&GpuIteration) -> bool + Sync {
+    |_: &GpuIteration| true
+}
+
+/// GPU SIRT equals CPU SIRT (tomors-core `reconstruct` with the f32
+/// `JosephProjector`) after 10 iterations: volume and residual history to
+/// relative 1e-4, for row/column sums with a box constraint, and Landweber
+/// and Cimmino with their default relaxation (power iteration on the GPU
+/// against the CPU's, 1e-3).
+#[test]
+fn sirt_matches_the_cpu() {
+    let Some(be) = gpu_or_skip("sirt_matches_the_cpu") else {
+        return;
+    };
+    let (geom, grid, sino) = shepp(64, 45);
+    let cpu = JosephProjector::new(&geom, &grid).unwrap();
+    for (w, relax, constraint) in [
+        (
+            Weighting::RowColumnSums,
+            None,
+            Constraint::bounded(0.0, 0.8),
+        ),
+        (Weighting::RowColumnSums, Some(1.5), Constraint::none()),
+        (Weighting::Landweber, None, Constraint::non_negative()),
+        (Weighting::Cimmino, None, Constraint::none()),
+    ] {
+        let options = IterativeOptions {
+            algorithm: Algorithm::Sirt(w),
+            iterations: 10,
+            relaxation: relax,
+            constraint,
+            tolerance: None,
+            track_residual: true,
+        };
+        let want = reconstruct::<f32, _>(&cpu, sino.view(), None, &options, &mut |_| true).unwrap();
+        let (got, stats) = sirt_cuda(
+            &be,
+            &geom,
+            &grid,
+            sino.view(),
+            None,
+            &options,
+            &GpuSirtOptions::default(),
+            &no_progress(),
+        )
+        .unwrap();
+        let ex = rel_l2(&flat(&got.x), &flat(&want.x));
+        let lam = (got.relaxation - want.relaxation).abs() / want.relaxation;
+        let er = got
+            .residuals
+            .iter()
+            .zip(&want.residuals)
+            .map(|(a, b)| (a - b).abs() / b)
+            .fold(0.0, f64::max);
+        eprintln!(
+            "{w:?} λ {:.5} (cpu {:.5}): volume rel L2 {ex:.2e}, residuals {er:.2e}, \
+             last residual {:.4e}; {stats:?}",
+            got.relaxation,
+            want.relaxation,
+            got.residuals.last().unwrap()
+        );
+        assert_eq!(got.iterations, 10);
+        assert_eq!(got.residuals.len(), 10);
+        assert!(
+            lam <= 1e-3,
+            "{w:?}: λ {} vs {}",
+            got.relaxation,
+            want.relaxation
+        );
+        assert!(ex <= 1e-4, "{w:?}: volume rel L2 {ex:.3e}");
+        assert!(er <= 1e-4, "{w:?}: residual history differs by {er:.3e}");
+        if let Some(lo) = constraint.min {
+            assert!(got.x.iter().all(|&v| v >= lo as f32));
+        }
+        if let Some(hi) = constraint.max {
+            assert!(got.x.iter().all(|&v| v <= hi as f32));
+        }
+    }
+}
+
+/// Slabs: 19 slices in slabs of 8 (and both slice groups) give the one-slab
+/// result (slices are independent); an initial volume is used; the
+/// tolerance and the callback stop the iteration.
+#[test]
+fn slabs_initial_volume_and_stopping() {
+    let Some(be) = gpu_or_skip("slabs_initial_volume_and_stopping") else {
+        return;
+    };
+    let (geom, grid, s3) = shepp(48, 30);
+    let ns = 19;
+    let mut sino = Array3::<f32>::zeros((ns, 30, 48));
+    for (i, mut s) in sino.outer_iter_mut().enumerate() {
+        s.assign(
+            &s3.index_axis(Axis(0), i % 3)
+                .mapv(|v| v * (1.0 + 0.05 * i as f32)),
+        );
+    }
+    let options = IterativeOptions {
+        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
+        iterations: 6,
+        relaxation: None,
+        constraint: Constraint::non_negative(),
+        tolerance: None,
+        track_residual: true,
+    };
+    let run_ap =
+        |slab: usize, sg: usize, ap: usize, init: Option<&Array3<f32>>, opt: &IterativeOptions| {
+            sirt_cuda(
+                &be,
+                &geom,
+                &grid,
+                sino.view(),
+                init.map(|a| a.view()),
+                opt,
+                &GpuSirtOptions {
+                    slab,
+                    slice_group: sg,
+                    rays_per_thread: ap,
+                    paired: Some(ap == 2),
+                    back_slice_group: if sg == 4 { 16 } else { 8 },
+                },
+                &no_progress(),
+            )
+            .unwrap()
+        };
+    let run = |slab: usize, sg: usize, init: Option<&Array3<f32>>, opt: &IterativeOptions| {
+        run_ap(slab, sg, 0, init, opt)
+    };
+    let (whole, _) = run(0, 8, None, &options);
+    let (slabs, st) = run(8, 8, None, &options);
+    assert_eq!(st.slabs, 3);
+    let (slabs4, _) = run(8, 4, None, &options);
+    let e1 = rel_l2(&flat(&slabs.x), &flat(&whole.x));
+    let e2 = rel_l2(&flat(&slabs4.x), &flat(&whole.x));
+    eprintln!("slabs vs whole {e1:.2e}, group 4 vs 8 {e2:.2e}");
+    assert!(e1 <= 1e-6 && e2 <= 1e-6);
+    for ap in [1, 2, 3] {
+        let (r, _) = run_ap(0, 8, ap, None, &options);
+        let e = rel_l2(&flat(&r.x), &flat(&whole.x));
+        eprintln!("{ap} projections per thread vs 4: {e:.2e}");
+        assert!(e <= 1e-6, "{ap} projections per thread: {e:.3e}");
+    }
+    for (a, b) in slabs.residuals.iter().zip(&whole.residuals) {
+        assert!((a - b).abs() <= 1e-6 * b);
+    }
+    // 3 + 3 iterations from the 3-iteration result = 6 iterations.
+    let three = IterativeOptions {
+        iterations: 3,
+        ..options
+    };
+    let (first, _) = run(0, 8, None, &three);
+    let (second, _) = run(0, 8, Some(&first.x), &three);
+    let e3 = rel_l2(&flat(&second.x), &flat(&whole.x));
+    eprintln!("3 + 3 iterations vs 6: {e3:.2e}");
+    assert!(e3 <= 1e-5);
+    // Tolerance: stops once the residual is at most the 4th iteration's.
+    let tol = IterativeOptions {
+        tolerance: Some(whole.residuals[3] * (1.0 + 1e-9)),
+        iterations: 50,
+        ..options
+    };
+    let (t, _) = run(0, 8, None, &tol);
+    assert_eq!(t.stop, StopReason::Tolerance);
+    assert_eq!(t.iterations, 4);
+    // Callback: stop after 2.
+    let (c, _) = sirt_cuda(
+        &be,
+        &geom,
+        &grid,
+        sino.view(),
+        None,
+        &options,
+        &GpuSirtOptions::default(),
+        &|i: &GpuIteration| i.iteration < 2,
+    )
+    .unwrap();
+    assert_eq!(c.stop, StopReason::Callback);
+    assert_eq!(c.iterations, 2);
+}
+
+/// Bad input on the GPU path: errors, never panics.
+#[test]
+fn gpu_bad_input_is_an_error() {
+    let Some(be) = gpu_or_skip("gpu_bad_input_is_an_error") else {
+        return;
+    };
+    let (geom, grid, sino) = shepp(32, 20);
+    let ok = IterativeOptions {
+        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
+        iterations: 3,
+        ..IterativeOptions::default()
+    };
+    let run = |s: &Array3<f32>, o: &IterativeOptions| {
+        sirt_cuda(
+            &be,
+            &geom,
+            &grid,
+            s.view(),
+            None,
+            o,
+            &GpuSirtOptions::default(),
+            &no_progress(),
+        )
+    };
+    assert!(run(&sino, &ok).is_ok());
+    let mut nan = sino.clone();
+    nan[[1, 3, 4]] = f32::NAN;
+    let e = run(&nan, &ok).unwrap_err().to_string();
+    assert!(e.contains("non-finite"), "{e}");
+    let e = run(&Array3::zeros((3, 21, 32)), &ok)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("angles"), "{e}");
+    let e = run(
+        &sino,
+        &IterativeOptions {
+            relaxation: Some(0.0),
+            ..ok
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("relaxation"), "{e}");
+    // Divergence is reported, not returned as garbage.
+    let e = run(
+        &sino,
+        &IterativeOptions {
+            relaxation: Some(1e30),
+            iterations: 20,
+            ..ok
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("diverged"), "{e}");
+    assert!(CudaJoseph::new(&be, &geom, &grid, 5).is_err());
+    let gpu = CudaJoseph::new(&be, &geom, &grid, 4).unwrap();
+    let mut out = Array3::<f32>::zeros((3, 20, 31));
+    assert!(gpu
+        .forward(Array3::zeros((3, 32, 32)).view(), out.view_mut())
+        .is_err());
+    let mut out = Array3::<f32>::zeros((2, 32, 32));
+    assert!(gpu.back(sino.view(), out.view_mut()).is_err());
+}
+
+/// The input checks of the GPU SIRT (no GPU needed): λ ≤ 0 or NaN, zero
+/// iterations, a negative tolerance, an inverted box, mismatched shapes,
+/// NaN data, methods other than SIRT.
+#[test]
+fn sirt_inputs_are_checked_without_a_gpu() {
+    let geom = ParallelGeometry::new(uniform_angles(10, PI), 16).unwrap();
+    let grid = SliceGrid::for_geometry(&geom);
+    let sino = Array3::<f32>::ones((2, 10, 16));
+    let ok = IterativeOptions {
+        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
+        iterations: 3,
+        ..IterativeOptions::default()
+    };
+    let check = |s: &Array3<f32>, x0: Option<&Array3<f32>>, o: &IterativeOptions| {
+        let v = x0.map(|a| a.view());
+        check_sirt_inputs(&geom, &grid, &s.view(), v.as_ref(), o).map_err(|e| e.to_string())
+    };
+    assert_eq!(check(&sino, None, &ok), Ok(Weighting::RowColumnSums));
+    let bad = |o: IterativeOptions, what: &str| {
+        let e = check(&sino, None, &o).unwrap_err();
+        assert!(e.contains(what), "{e}");
+    };
+    bad(
+        IterativeOptions {
+            relaxation: Some(-1.0),
+            ..ok
+        },
+        "relaxation",
+    );
+    bad(
+        IterativeOptions {
+            relaxation: Some(0.0),
+            ..ok
+        },
+        "relaxation",
+    );
+    bad(
+        IterativeOptions {
+            relaxation: Some(f64::NAN),
+            ..ok
+        },
+        "relaxation",
+    );
+    bad(
+        IterativeOptions {
+            iterations: 0,
+            ..ok
+        },
+        "iteration",
+    );
+    bad(
+        IterativeOptions {
+            tolerance: Some(-1.0),
+            ..ok
+        },
+        "tolerance",
+    );
+    bad(
+        IterativeOptions {
+            constraint: Constraint::bounded(1.0, 0.0),
+            ..ok
+        },
+        "exceeds",
+    );
+    bad(
+        IterativeOptions {
+            algorithm: Algorithm::Art {
+                order: Default::default(),
+            },
+            ..ok
+        },
+        "SIRT",
+    );
+    bad(
+        IterativeOptions {
+            algorithm: Algorithm::BlockSequential {
+                weighting: Weighting::RowColumnSums,
+                projections_per_block: 1,
+            },
+            ..ok
+        },
+        "SIRT",
+    );
+    let e = check(&Array3::ones((2, 10, 15)), None, &ok).unwrap_err();
+    assert!(e.contains("bins"), "{e}");
+    let e = check(&Array3::ones((0, 10, 16)), None, &ok).unwrap_err();
+    assert!(e.contains("no sinograms"), "{e}");
+    let e = check(&sino, Some(&Array3::zeros((2, 16, 15))), &ok).unwrap_err();
+    assert!(e.contains("initial"), "{e}");
+    let mut nan = sino.clone();
+    nan[[1, 2, 3]] = f32::INFINITY;
+    let e = check(&nan, None, &ok).unwrap_err();
+    assert!(e.contains("non-finite"), "{e}");
+    let mut x0 = Array3::zeros((2, 16, 16));
+    x0[[0, 1, 1]] = f32::NAN;
+    let e = check(&sino, Some(&x0), &ok).unwrap_err();
+    assert!(e.contains("initial volume"), "{e}");
+}
