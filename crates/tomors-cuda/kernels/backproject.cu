@@ -231,6 +231,9 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_texopt(const cudaText
 //           integer subtraction instead of conversion instructions)
 //   HYB     hybrid: HYB of every 8 blocks per multiprocessor take the
 //           texture path (0: none)
+//   LOADS   1: cache through plain loads from the packed texels (texels,
+//           plane and pitch in texels, NB bins a row) instead of texture
+//           fetches
 //   OVS     samples cached per bin: 1, or 4 (oversampling: offsets 0, 1/4,
 //           1/2, 3/4 fetched through a linearly filtered texture, nearest
 //           lookup in sub-bin units; LIN 0)
@@ -253,6 +256,9 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_texopt(const cudaText
 #define MAGIC_BITS 0x4B400000
 #ifndef OVS
 #define OVS 1
+#endif
+#ifndef LOADS
+#define LOADS 0
 #endif
 
 #if SPT == 1
@@ -332,7 +338,9 @@ __device__ __forceinline__ unsigned int sm_id() {
 
 extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTextureObject_t* __restrict__ texs,
                                                                float* __restrict__ out, int nslices, float scale,
-                                                               const double* __restrict__ dconst) {
+                                                               const double* __restrict__ dconst,
+                                                               const val_t* __restrict__ texels, long long plane,
+                                                               int pitch) {
     __shared__ ent_t cache[SD][CW * OVS];
     __shared__ float4 pc[SD];
     const int t = threadIdx.x;
@@ -394,15 +402,28 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
             const double umin = u0 + fmin(0.0, (NS - 1) * cx) + fmin(0.0, (NS - 1) * cy);
             const double hm = floor(umin) - 1.0;
             const float v = (float)p + 0.5f;
+#if LOADS
+            // Plain loads from the packed texels (zero outside the detector).
+            const val_t* __restrict__ src = texels + (long long)blockIdx.z * plane + (long long)p * pitch;
+            const int hb = (int)hm;
+#define LOAD_BIN(b) (((b) >= 0 && (b) < NB) ? src[(b)] : from_acc(zero()))
+#endif
             for (int k = ck; k < CW * OVS; k += TPR) {
                 const float u = (float)hm + (float)k * (1.0f / OVS) + 0.5f;
 #if LIN && ADV
+#if LOADS
+                const acc_t a = to_acc(LOAD_BIN(hb + k));
+                const acc_t d = sub(to_acc(LOAD_BIN(hb + k + 1)), a);
+#else
                 const acc_t a = to_acc(tfetch(tex, u, v));
                 const acc_t d = sub(to_acc(tfetch(tex, u + 1.0f, v)), a);
+#endif
                 ent_t e;
                 e.a = from_acc(FROUND ? axpy(a, 0.5f, d) : a);
                 e.d = from_acc(d);
                 cache[cj][k] = e;
+#elif LOADS
+                cache[cj][k] = LOAD_BIN(hb + k);
 #else
                 cache[cj][k] = tfetch(tex, u, v);
 #endif

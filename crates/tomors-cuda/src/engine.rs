@@ -150,7 +150,7 @@ pub(crate) fn module_defines(
             let (linear, width) = (interp == Interpolation::Linear, p.cache_width(geom, grid));
             defines.retain(|(k, _)| k != "MINB");
             defines.push(("MINB".into(), p.min_blocks.to_string()));
-            defines.extend(alu_defines(p, linear, width));
+            defines.extend(alu_defines(p, linear, width, geom.n_bins()));
             Ok((defines, linear, width))
         }
         _ => Ok((defines, false, 0)),
@@ -251,6 +251,9 @@ pub(crate) struct Engine {
     pub(crate) cone: Option<Arc<crate::cone::ConeModule>>,
     /// The stacked texture layout of FDK's filtered projections.
     pub(crate) cone_tex: Option<DeviceBuffer>,
+    /// The packed texels of the last `pack`: (address, plane and pitch in
+    /// texels), for the `alu` kernel's plain-load caching.
+    packed: (u64, usize, usize),
 }
 
 // SAFETY: every handle inside is usable from any thread with the context bound,
@@ -307,6 +310,7 @@ impl Engine {
             standard_map: crate::kernels::DEFAULT_STANDARD_MAP,
             cone: None,
             cone_tex: None,
+            packed: (0, 0, 0),
         })
     }
 
@@ -529,6 +533,7 @@ impl Engine {
         }
         let lay = self.tex_layout(mode, slices, na, n);
         let tex = ensure(&mut self.tex, &self.ctx, lay.bytes, "texture buffer")?;
+        self.packed = (tex, lay.plane, lay.pitch);
         let (f, name) = match mode {
             SliceMode::F32 => (self.filters.pack1, "pack1"),
             SliceMode::Float2 => (self.filters.pack2, "pack2"),
@@ -748,6 +753,8 @@ impl Engine {
         let (mut t, mut o, mut ns, mut sc) = (texs, out, slices as i32, scale);
         let mut g = self.gconst.as_ref().map_or(0, |b| b.ptr());
         let mut d = m.dconst.as_ref().map_or(0, |b| b.0.ptr());
+        let (mut texels, plane, pitch) = self.packed;
+        let (mut plane, mut pitch) = (plane as i64, pitch as i32);
         let mut p: Vec<*mut c_void> = vec![
             &mut t as *mut _ as _,
             &mut o as *mut _ as _,
@@ -756,6 +763,9 @@ impl Engine {
         ];
         if let KernelKind::Alu(_) = cfg.kernel {
             p.push(&mut d as *mut _ as _);
+            p.push(&mut texels as *mut _ as _);
+            p.push(&mut plane as *mut _ as _);
+            p.push(&mut pitch as *mut _ as _);
         } else if !m.cmem {
             p.push(&mut g as *mut _ as _);
         }

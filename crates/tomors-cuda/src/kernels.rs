@@ -53,6 +53,9 @@ pub struct AluParams {
     /// through the texture unit instead of the cache (0: pure `alu`), so
     /// the texture unit and the shared memory work at the same time.
     pub hybrid: u8,
+    /// Fill the cache with plain loads from the packed texels instead of
+    /// texture fetches (not with oversampling).
+    pub loads: bool,
 }
 
 impl Default for AluParams {
@@ -65,6 +68,7 @@ impl Default for AluParams {
             min_blocks: 2,
             oversample: false,
             hybrid: 0,
+            loads: false,
         }
     }
 }
@@ -95,6 +99,11 @@ impl AluParams {
                 "alu step {} (use 8 or 16 projections)",
                 self.step
             )));
+        }
+        if self.loads && self.oversample {
+            return Err(CudaError::Parameter(
+                "alu: oversampling needs texture fetches (not plain loads)".into(),
+            ));
         }
         if self.hybrid > 7 || (self.hybrid > 0 && self.oversample) {
             return Err(CudaError::Parameter(format!(
@@ -128,6 +137,9 @@ impl AluParams {
         if self.hybrid > 0 {
             s.push_str(&format!(",h{}", self.hybrid));
         }
+        if self.loads {
+            s.push_str(",l1");
+        }
         s
     }
 
@@ -157,9 +169,10 @@ impl AluParams {
                 "b" => p.min_blocks = num,
                 "o" => p.oversample = num != 0,
                 "h" => p.hybrid = num,
+                "l" => p.loads = num != 0,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "alu parameter '{part}' (keys t, s, a, r, b, o, h)"
+                        "alu parameter '{part}' (keys t, s, a, r, b, o, h, l)"
                     )))
                 }
             }
@@ -470,7 +483,12 @@ pub fn projection_coefficients_f64(geom: &ParallelGeometry, grid: &SliceGrid) ->
 /// interpolation and the caching and rounding variants.
 /// With oversampling the lookup is nearest (`LIN` 0) in `OVS` = 4 samples
 /// per bin.
-pub fn alu_defines(p: AluParams, linear: bool, cache_width: usize) -> Vec<(String, String)> {
+pub fn alu_defines(
+    p: AluParams,
+    linear: bool,
+    cache_width: usize,
+    n_bins: usize,
+) -> Vec<(String, String)> {
     let linear = linear && !p.oversample;
     vec![
         ("NS".into(), p.tile.to_string()),
@@ -481,6 +499,8 @@ pub fn alu_defines(p: AluParams, linear: bool, cache_width: usize) -> Vec<(Strin
         ("FROUND".into(), u8::from(p.float_round).to_string()),
         ("OVS".into(), p.samples_per_bin().to_string()),
         ("HYB".into(), p.hybrid.to_string()),
+        ("LOADS".into(), u8::from(p.loads).to_string()),
+        ("NB".into(), n_bins.to_string()),
     ]
 }
 

@@ -107,6 +107,7 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
                                 min_blocks,
                                 oversample: false,
                                 hybrid: 0,
+                                loads: false,
                             });
                         }
                     }
@@ -129,6 +130,20 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
                 kernel: KernelKind::Alu(AluParams {
                     tile: 64,
                     hybrid,
+                    ..AluParams::default()
+                }),
+                mode,
+            });
+        }
+    }
+    // The cache filled with plain loads instead of texture fetches.
+    for mode in modes {
+        for advanced in [true, false] {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(AluParams {
+                    tile: 64,
+                    advanced,
+                    loads: true,
                     ..AluParams::default()
                 }),
                 mode,

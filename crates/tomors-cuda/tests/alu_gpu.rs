@@ -6,7 +6,8 @@
 //! variants, non-square grids that are no multiple of the tile, a step of
 //! projections that does not divide their number, slice counts that do not
 //! fill the last texel, and pixels larger than bins (a wider cache); the
-//! hybrid variant within the texture kernels' bound (3e-3). Skips
+//! hybrid variant within the texture kernels' bound (3e-3); the cache filled
+//! by texture fetches and by plain loads. Skips
 //! without a GPU, fails instead under `TOMORS_REQUIRE_GPU=1`.
 
 mod common;
@@ -65,6 +66,16 @@ fn alu_matches_the_exact_reference() {
         AluParams {
             tile: 64,
             hybrid: 3,
+            ..AluParams::default()
+        },
+        AluParams {
+            loads: true,
+            ..AluParams::default()
+        },
+        AluParams {
+            tile: 64,
+            loads: true,
+            advanced: false,
             ..AluParams::default()
         },
     ];

@@ -264,13 +264,27 @@ fn every_kernel_compiles_with_nvrtc() {
         let tomors_cuda::KernelKind::Alu(p) = c.kernel else {
             unreachable!()
         };
-        for (linear, advanced) in [(true, true), (true, false), (false, false)] {
-            let p = tomors_cuda::kernels::AluParams { advanced, ..p };
+        for (linear, advanced, loads) in [
+            (true, true, false),
+            (true, false, false),
+            (false, false, false),
+            (true, true, true),
+            (false, false, true),
+        ] {
+            if loads && p.oversample {
+                continue;
+            }
+            let p = tomors_cuda::kernels::AluParams {
+                advanced,
+                loads,
+                ..p
+            };
             let mut defines = bp_defines(c, &grid, 90, p.min_blocks as u32);
-            defines.extend(tomors_cuda::kernels::alu_defines(p, linear, 50));
+            defines.extend(tomors_cuda::kernels::alu_defines(p, linear, 50, 64));
             let src = build_source(&defines, BACKPROJECT_CU);
-            compile_cubin("backproject", &src, &opts)
-                .unwrap_or_else(|e| panic!("{c} linear {linear} advanced {advanced}: {e}"));
+            compile_cubin("backproject", &src, &opts).unwrap_or_else(|e| {
+                panic!("{c} linear {linear} advanced {advanced} loads {loads}: {e}")
+            });
         }
     }
     for sg in [4, 8] {
