@@ -199,3 +199,38 @@ fn phantom_then_recon_writes_a_tiff_stack_that_matches_npy() {
         assert!(!name.contains("partial"), "{name}");
     }
 }
+
+/// `tomors tune`: bad sizes are one error line; an unreadable tuning file
+/// (a directory) fails before any search and is left alone; without a GPU,
+/// one error line and no tuning file.
+#[test]
+fn tune_fails_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let one_line = |args: &[&str], needle: &str| {
+        let r = tomors().arg("tune").args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success(), "{args:?} succeeded");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+        assert!(lines[0].contains(needle), "{args:?}: {stderr}");
+    };
+    one_line(&["--size", "10"], "--size must be at least 64");
+    let dir = tmp.path().to_str().unwrap();
+    one_line(&["--out", dir], "cannot read the tuning file");
+    let file = tmp.path().join("tuning.tsv");
+    let r = tomors()
+        .arg("tune")
+        .arg("--quick")
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    if !r.status.success() {
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{stderr}");
+        assert!(!file.exists());
+    } else {
+        assert!(file.exists());
+    }
+}
