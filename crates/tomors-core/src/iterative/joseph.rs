@@ -56,7 +56,7 @@ impl JosephProjector {
 /// perpendicular coordinate `c0 + i·dc` may lie in the open interval
 /// `(below, above)`; loose by one step on each side, exact tests follow.
 #[inline]
-fn step_range(
+pub(crate) fn step_range(
     c0: f64,
     dc: f64,
     below: f64,

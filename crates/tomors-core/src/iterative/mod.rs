@@ -21,12 +21,18 @@
 //! line integrals in world units, so a reconstruction has the object's
 //! values (attenuation per world unit), as FBP's.
 //!
-//! Cone beam slots in as further [`Projector`] implementations acting on
-//! whole volumes (one "slice" of `[1][z·y][x]`-shaped data is not needed:
-//! the algorithms only use `forward`/`back` on stacks, `row_sums`,
-//! `column_sums`, `row_norms_sq` and `trace_ray`).
+//! Cone beam: [`ConeJosephProjector`], [`ConeLineProjector`] and
+//! [`ConeVoxelProjector`] are [`Projector`]s whose one "slice" is the whole
+//! volume (`[z·y][x]`) and whose sinogram is the whole set of projections
+//! (`[angle][row·col]`), so every algorithm above runs on them unchanged;
+//! [`reconstruct_cone`] takes `[angle][row][col]` projections and returns
+//! a `[z][y][x]` volume. [`VolumeBox`] restricts them to part of the volume.
 
 mod algorithms;
+mod cone_joseph;
+mod cone_line;
+pub(crate) mod cone_rays;
+mod cone_voxel;
 mod joseph;
 mod line;
 mod operator;
@@ -37,12 +43,19 @@ pub use algorithms::{
     default_relaxation, reconstruct, spectral_radius, Algorithm, Constraint, IterationInfo,
     IterativeOptions, IterativeResult, RayOrder, StopReason, Weighting,
 };
+pub use cone_joseph::ConeJosephProjector;
+pub use cone_line::ConeLineProjector;
+pub use cone_rays::VolumeBox;
+pub use cone_voxel::ConeVoxelProjector;
 pub use joseph::JosephProjector;
 pub use line::LineProjector;
 pub use operator::{all_angles, Projector, Region};
 pub use real::Real;
 pub use voxel::VoxelDrivenProjector;
 
+use ndarray::{Array3, ArrayView3};
+
+use crate::cone::{ConeGeometry, ConeVolume};
 use crate::error::{CoreError, Result};
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
@@ -91,4 +104,90 @@ where
             Box::new(VoxelDrivenProjector::with_region(geometry, grid, region)?)
         }
     })
+}
+
+/// A cone-beam [`Projector`]: its image is a `[z][y][x]` volume box viewed
+/// as `[z·y][x]`, its sinogram the `[angle][row][col]` projections viewed
+/// as `[angle][row·col]`.
+pub trait ConeOperator<T: Real>: Projector<T> {
+    /// `(nz, ny, nx)` of the volume (box) the operator acts on.
+    fn volume_dim(&self) -> (usize, usize, usize);
+    /// `(rows, cols)` of the detector.
+    fn detector_dim(&self) -> (usize, usize);
+}
+
+/// Builds the cone-beam projector of `kind` for `geometry` on `region` of
+/// `volume` (the whole volume if `None`).
+///
+/// Errors: an empty region or one outside the volume; the source orbit
+/// passes through the volume.
+pub fn cone_projector<T: Real>(
+    kind: ProjectorKind,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    region: Option<VolumeBox>,
+) -> Result<Box<dyn ConeOperator<T>>> {
+    let region = region.unwrap_or_else(|| VolumeBox::full(volume));
+    Ok(match kind {
+        ProjectorKind::Joseph => Box::new(ConeJosephProjector::with_box(geometry, volume, region)?),
+        ProjectorKind::Line => Box::new(ConeLineProjector::with_box(geometry, volume, region)?),
+        ProjectorKind::Voxel => Box::new(ConeVoxelProjector::with_box(geometry, volume, region)?),
+    })
+}
+
+/// Iterative cone-beam reconstruction: [`reconstruct`] on `projections`
+/// (`[angle][row][col]`) from `initial` (`[z][y][x]`, zeros if `None`).
+/// The result's `x` is the `[z][y][x]` volume; the callback sees the
+/// iterate as `[1][z·y][x]`.
+///
+/// Errors: those of [`reconstruct`], and projections or an initial volume
+/// whose shape does not fit the projector.
+pub fn reconstruct_cone<T: Real, P: ConeOperator<T> + ?Sized>(
+    projector: &P,
+    projections: ArrayView3<'_, T>,
+    initial: Option<ArrayView3<'_, T>>,
+    options: &IterativeOptions,
+    callback: &mut dyn FnMut(&IterationInfo<'_, T>) -> bool,
+) -> Result<IterativeResult<T>> {
+    let (nz, ny, nx) = projector.volume_dim();
+    let (nr, nc) = projector.detector_dim();
+    let (na, r, c) = projections.dim();
+    if (r, c) != (nr, nc) || na != projector.n_angles() {
+        return Err(CoreError::Shape(format!(
+            "projections are {na} × {r} × {c}, the geometry has {} angles of {nr} × {nc}",
+            projector.n_angles()
+        )));
+    }
+    let b = projections.as_standard_layout();
+    let b = b
+        .view()
+        .into_shape_with_order((1, na, nr * nc))
+        .map_err(|e| CoreError::Shape(e.to_string()))?;
+    let x0 = match initial {
+        Some(x) => {
+            if x.dim() != (nz, ny, nx) {
+                return Err(CoreError::Shape(format!(
+                    "initial volume is {:?}, expected {:?}",
+                    x.dim(),
+                    (nz, ny, nx)
+                )));
+            }
+            Some(x.as_standard_layout().into_owned())
+        }
+        None => None,
+    };
+    let x0 = match &x0 {
+        Some(x) => Some(
+            x.view()
+                .into_shape_with_order((1, nz * ny, nx))
+                .map_err(|e| CoreError::Shape(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let mut result = reconstruct(projector, b, x0, options, callback)?;
+    let x = std::mem::replace(&mut result.x, Array3::from_elem((0, 0, 0), T::ZERO));
+    result.x = x
+        .into_shape_with_order((nz, ny, nx))
+        .map_err(|e| CoreError::Shape(e.to_string()))?;
+    Ok(result)
 }
