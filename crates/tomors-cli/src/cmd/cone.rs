@@ -72,7 +72,12 @@ impl ConeArgs {
     }
 
     /// The geometry for `angles` and a detector of `n_rows × n_cols`.
-    fn geometry(&self, angles: Vec<f32>, n_rows: usize, n_cols: usize) -> Result<ConeGeometry> {
+    pub(crate) fn geometry(
+        &self,
+        angles: Vec<f32>,
+        n_rows: usize,
+        n_cols: usize,
+    ) -> Result<ConeGeometry> {
         let sod = self.sod.context("--geometry cone needs --sod")?;
         let odd = self.odd.context("--geometry cone needs --odd")?;
         let spec = self
@@ -90,7 +95,7 @@ impl ConeArgs {
 
     /// The reconstruction volume: `nx = ny = n_cols`, `nz = n_rows` voxels of
     /// --voxel-size or the largest that fits.
-    fn volume(&self, g: &ConeGeometry) -> Result<ConeVolume> {
+    pub(crate) fn volume(&self, g: &ConeGeometry) -> Result<ConeVolume> {
         let (n, nz) = (g.n_cols(), g.n_rows());
         let v = match self.voxel_size {
             Some(s) => ConeVolume::new(n, n, nz, s)?,
@@ -267,7 +272,12 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
 /// Angles of a cone-beam reconstruction: --angles (with --angles-unit),
 /// else evenly over --angle-range degrees (end excluded), else 360° (end
 /// excluded) or, with --short-scan, π + fan angle with both ends.
-fn cone_angles(args: &ReconArgs, n: usize, n_rows: usize, n_cols: usize) -> Result<Vec<f32>> {
+pub(crate) fn cone_angles(
+    args: &ReconArgs,
+    n: usize,
+    n_rows: usize,
+    n_cols: usize,
+) -> Result<Vec<f32>> {
     if let Some(path) = &args.angles {
         return read_angles(path, n, args.angles_unit.unwrap_or(AngleUnit::Rad));
     }

@@ -3,6 +3,8 @@
 pub mod bench;
 pub mod center;
 pub mod cone;
+pub mod cone_gpu;
+pub mod cone_iterative;
 pub mod demo;
 pub mod info;
 pub mod iterative;

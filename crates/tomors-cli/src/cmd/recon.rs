@@ -134,6 +134,9 @@ pub struct ReconArgs {
 
 /// Runs `tomors recon`.
 pub fn run(args: ReconArgs) -> Result<()> {
+    if args.iterative.is_iterative() && args.cone.is_cone() {
+        return super::cone_iterative::run_recon(&args);
+    }
     if args.iterative.is_iterative() {
         return super::iterative::run_recon(&args);
     }
