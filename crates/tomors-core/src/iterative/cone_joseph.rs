@@ -58,7 +58,7 @@ impl ConeTracer for ConeJosephProjector {
     }
 
     #[inline]
-    fn trace<F: FnMut([usize; 3], f64)>(
+    fn trace<F: FnMut(usize, f64)>(
         &self,
         a: usize,
         row: usize,
@@ -114,7 +114,11 @@ impl ConeTracer for ConeJosephProjector {
         let (first, end) = (l1.max(l2), h1.min(h2));
         let inb = |v: i64| v >= lo[bx] as i64 && v < hi[bx] as i64;
         let inc = |v: i64| v >= lo[cx] as i64 && v < hi[cx] as i64;
-        let mut p = [0usize; 3];
+        // Flat index within the region: Σ (p_k − region_lo_k)·stride_k.
+        let st = self.rays.strides();
+        let rlo = self.rays.region.lo();
+        let (sa, sb, sc) = (st[ax], st[bx], st[cx]);
+        let base = -((rlo[0] * st[0] + rlo[1] * st[1] + rlo[2] * st[2]) as i64);
         for i in first..end {
             let pb = b_at0 + i as f64 * db;
             let pc = c_at0 + i as f64 * dc;
@@ -122,18 +126,27 @@ impl ConeTracer for ConeJosephProjector {
             let c0 = floor_i64(pc);
             let wb = pb - b0 as f64;
             let wc = pc - c0 as f64;
-            p[ax] = i;
-            for (bb, wbb) in [(b0, 1.0 - wb), (b0 + 1, wb)] {
-                if wbb <= 0.0 || !inb(bb) {
+            let k = (base + (i * sa) as i64 + b0 * sb as i64 + c0 * sc as i64) as usize;
+            if inb(b0) && inb(b0 + 1) && inc(c0) && inc(c0 + 1) {
+                // Interior: all four neighbours inside (zero weights are
+                // visited too; they add nothing).
+                let (l0, l1) = (len * (1.0 - wb), len * wb);
+                visit(k, l0 * (1.0 - wc));
+                visit(k + sb, l1 * (1.0 - wc));
+                visit(k + sc, l0 * wc);
+                visit(k + sb + sc, l1 * wc);
+                continue;
+            }
+            for (db_, wbb) in [(0i64, 1.0 - wb), (1, wb)] {
+                if wbb <= 0.0 || !inb(b0 + db_) {
                     continue;
                 }
-                p[bx] = bb as usize;
-                for (cc, wcc) in [(c0, 1.0 - wc), (c0 + 1, wc)] {
-                    if wcc <= 0.0 || !inc(cc) {
+                for (dc_, wcc) in [(0i64, 1.0 - wc), (1, wc)] {
+                    if wcc <= 0.0 || !inc(c0 + dc_) {
                         continue;
                     }
-                    p[cx] = cc as usize;
-                    visit(p, len * wbb * wcc);
+                    let kk = k as i64 + db_ * sb as i64 + dc_ * sc as i64;
+                    visit(kk as usize, len * wbb * wcc);
                 }
             }
         }

@@ -60,7 +60,7 @@ impl ConeTracer for ConeLineProjector {
         &self.rays
     }
 
-    fn trace<F: FnMut([usize; 3], f64)>(
+    fn trace<F: FnMut(usize, f64)>(
         &self,
         a: usize,
         row: usize,
@@ -134,7 +134,7 @@ impl ConeTracer for ConeLineProjector {
                     let c = floor_i64(o[i] + tm * d[i] + 0.5);
                     v[i] = c.clamp(lo[i] as i64, hi[i] as i64 - 1) as usize;
                 }
-                visit(v, (tn - t) * scale);
+                visit(self.rays.flat(v), (tn - t) * scale);
             }
             if tn >= t1 {
                 break;

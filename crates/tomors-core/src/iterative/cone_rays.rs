@@ -239,6 +239,13 @@ impl ConeRays {
         first..end.max(first)
     }
 
+    /// Strides of the region's flat index along `[x, y, z]`.
+    #[inline(always)]
+    pub fn strides(&self) -> [usize; 3] {
+        let r = &self.region;
+        [1, r.x.len(), r.x.len() * r.y.len()]
+    }
+
     /// Flat index of voxel `p = [x, y, z]` within the region.
     #[inline(always)]
     pub fn flat(&self, p: [usize; 3]) -> usize {
@@ -264,11 +271,13 @@ pub(crate) trait ConeTracer: Sync {
     /// The rays.
     fn rays(&self) -> &ConeRays;
 
-    /// Calls `visit([x, y, z], weight)` for the voxels of `clip` on the ray
+    /// Calls `visit(index, weight)` (`index` the voxel's flat index within
+    /// the projector's region, see [`ConeRays::flat`]) for the voxels of
+    /// `clip` (a box inside the region) on the ray
     /// of detector pixel `(row, col)` of projection `a`. The weights do not
     /// depend on `clip`: a partition of boxes visits, between its pieces,
     /// exactly the pairs of the whole.
-    fn trace<F: FnMut([usize; 3], f64)>(
+    fn trace<F: FnMut(usize, f64)>(
         &self,
         a: usize,
         row: usize,
@@ -307,9 +316,7 @@ pub(crate) fn cone_forward<T: Real, R: ConeTracer>(
             let a = angles[j];
             for (col, o) in out_row.iter_mut().enumerate() {
                 let mut acc = T::ZERO;
-                tracer.trace(a, r, col, region, |p, w| {
-                    acc += x[rays.flat(p)] * T::from_f64(w)
-                });
+                tracer.trace(a, r, col, region, |p, w| acc += x[p] * T::from_f64(w));
                 *o = acc;
             }
         });
@@ -317,10 +324,10 @@ pub(crate) fn cone_forward<T: Real, R: ConeTracer>(
     out.assign(&view);
 }
 
-/// Exact transpose of [`cone_forward`]: the region is cut into blocks of
-/// slices and rows, each block scatters every ray clipped to itself into
-/// its own buffer (no shared writes, no per-thread copies of the volume,
-/// the same result for any number of threads).
+/// Exact transpose of [`cone_forward`]: the region is cut into slabs of
+/// slices, each slab scatters every ray clipped to itself into its part of
+/// the result (no shared writes, no per-thread copies of the volume, the
+/// same result for any number of threads).
 pub(crate) fn cone_back<T: Real, R: ConeTracer>(
     tracer: &R,
     sino: ArrayView2<'_, T>,
@@ -331,32 +338,21 @@ pub(crate) fn cone_back<T: Real, R: ConeTracer>(
     let nc = rays.n_cols();
     let region = &rays.region;
     let (nz, ny, nx) = region.dim();
-    let target = 2 * rayon::current_num_threads();
-    let zb = nz.min(target).max(1);
-    let yb = target.div_ceil(zb).min(ny).max(1);
-    let split = |r: &Range<usize>, n: usize| -> Vec<Range<usize>> {
-        let per = r.len().div_ceil(n);
-        (r.start..r.end)
-            .step_by(per)
-            .map(|s| s..(s + per).min(r.end))
-            .collect()
-    };
-    let blocks: Vec<VolumeBox> = split(&region.z, zb)
-        .into_iter()
-        .flat_map(|z| {
-            split(&region.y, yb).into_iter().map(move |y| VolumeBox {
-                z: z.clone(),
-                y,
-                x: region.x.clone(),
-            })
-        })
-        .collect();
+    let plane = ny * nx;
+    let per = nz.div_ceil(2 * rayon::current_num_threads()).max(1);
     let sino = sino.as_standard_layout();
-    let results: Vec<(VolumeBox, Vec<T>)> = blocks
-        .into_par_iter()
-        .map(|b| {
-            let (bz, by, bx) = b.dim();
-            let mut acc = vec![T::ZERO; bz * by * bx];
+    let mut total = vec![T::ZERO; nz * plane];
+    total
+        .par_chunks_mut(per * plane)
+        .enumerate()
+        .for_each(|(i, acc)| {
+            let z0 = region.z.start + i * per;
+            let b = VolumeBox {
+                z: z0..z0 + acc.len() / plane,
+                y: region.y.clone(),
+                x: region.x.clone(),
+            };
+            let offset = i * per * plane;
             for (j, &a) in angles.iter().enumerate() {
                 let srow = sino.row(j);
                 let s = srow.as_slice().expect("standard layout");
@@ -366,31 +362,15 @@ pub(crate) fn cone_back<T: Real, R: ConeTracer>(
                         if y == T::ZERO {
                             continue;
                         }
-                        tracer.trace(a, r, col, &b, |p, w| {
-                            let i = ((p[2] - b.z.start) * by + (p[1] - b.y.start)) * bx
-                                + (p[0] - b.x.start);
-                            acc[i] += y * T::from_f64(w);
+                        tracer.trace(a, r, col, &b, |k, w| {
+                            acc[k - offset] += y * T::from_f64(w);
                         });
                     }
                 }
             }
-            (b, acc)
-        })
-        .collect();
-    let _ = nx;
-    for (b, acc) in results {
-        let (_, by, bx) = b.dim();
-        for z in b.z.clone() {
-            for y in b.y.clone() {
-                let src = &acc[((z - b.z.start) * by + (y - b.y.start)) * bx..][..bx];
-                let row = (z - region.z.start) * ny + (y - region.y.start);
-                out.row_mut(row)
-                    .iter_mut()
-                    .zip(src)
-                    .for_each(|(o, &v)| *o = v);
-            }
-        }
-    }
+        });
+    let view = ArrayView2::from_shape((nz * ny, nx), &total).expect("shape");
+    out.assign(&view);
 }
 
 /// Implements [`Projector`](super::Projector) and
@@ -443,7 +423,7 @@ macro_rules! matched_cone_projector {
                         bin / nc,
                         bin % nc,
                         &rays.region,
-                        |p, w| visit(rays.flat(p), T::from_f64(w)),
+                        |i, w| visit(i, T::from_f64(w)),
                     );
                 }
             }

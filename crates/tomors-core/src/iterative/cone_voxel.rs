@@ -10,7 +10,7 @@
 //! `Σ_θ h³·(SDD/U)²/(pu·pv·cos α) · p_θ(col, row)` with `p_θ` read at the
 //! voxel's shadow by bilinear interpolation (zero outside the detector).
 
-use ndarray::{ArrayView2, ArrayViewMut2, Axis};
+use ndarray::{Array3, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
 use super::cone_joseph::ConeJosephProjector;
@@ -18,7 +18,7 @@ use super::cone_rays::{ConeRays, VolumeBox};
 use super::operator::{floor_i64, Projector};
 use super::real::Real;
 use super::ConeOperator;
-use crate::cone::{ConeGeometry, ConeVolume};
+use crate::cone::{backproject_cone, ConeGeometry, ConeVolume};
 use crate::error::Result;
 
 /// Joseph forward projection with the voxel-driven back projection
@@ -114,9 +114,26 @@ impl<T: Real> Projector<T> for ConeVoxelProjector {
         let sdd = g.sdd();
         let h = v.voxel_size as f64;
         let scale = h * h * h * sdd / (pu * pv);
-        let sino = sinogram.as_standard_layout();
-        let (cc, cr) = (g.center_col(), g.center_row());
         let region = &r.region;
+        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+            && angles.len() >= 2
+            && region.x.len() == v.nx
+            && region.y.len() == v.ny
+        {
+            return self.back_f32(sinogram, angles, out, scale);
+        }
+        // The detector weighted by 1/cos α (× SDD) per pixel, then read by
+        // bilinear interpolation (as the f32 path does).
+        let inv_cos = self.inv_cos();
+        let mut sino = ndarray::Array2::<f64>::zeros(sinogram.dim());
+        ndarray::Zip::from(sino.rows_mut())
+            .and(sinogram.rows())
+            .for_each(|mut o, s| {
+                o.iter_mut()
+                    .zip(s.iter())
+                    .zip(&inv_cos)
+                    .for_each(|((o, &v), &c)| *o = v.to_f64() * c);
+            });
         let ny = region.y.len();
         out.axis_chunks_iter_mut(Axis(0), ny)
             .into_par_iter()
@@ -134,14 +151,7 @@ impl<T: Real> Projector<T> for ConeVoxelProjector {
                             };
                             let srow = sino.row(j);
                             let s = srow.as_slice().expect("standard layout");
-                            let val = bilinear(s, nr, nc, p.col, p.row);
-                            if val == 0.0 {
-                                continue;
-                            }
-                            let u = (p.col - cc) * pu;
-                            let w = (p.row - cr) * pv;
-                            let inv_cos = (sdd * sdd + u * u + w * w).sqrt();
-                            sum += val * inv_cos / (p.depth * p.depth);
+                            sum += bilinear(s, nr, nc, p.col, p.row) / (p.depth * p.depth);
                         }
                         *o = T::from_f64(sum * scale);
                     }
@@ -151,6 +161,76 @@ impl<T: Real> Projector<T> for ConeVoxelProjector {
     }
     fn trace_ray(&self, angle: usize, bin: usize, visit: &mut dyn FnMut(usize, T)) {
         self.joseph.trace_ray(angle, bin, visit)
+    }
+}
+
+impl ConeVoxelProjector {
+    /// `SDD/cos α = √(SDD² + u² + v²)` of every detector pixel (`[row·col]`).
+    fn inv_cos(&self) -> Vec<f64> {
+        let g = &self.rays.geometry;
+        let (nc, nr) = (g.n_cols(), g.n_rows());
+        let (pu, pv, sdd) = (g.pixel_u(), g.pixel_v(), g.sdd());
+        (0..nr * nc)
+            .map(|k| {
+                let u = ((k % nc) as f64 - g.center_col()) * pu;
+                let w = ((k / nc) as f64 - g.center_row()) * pv;
+                (sdd * sdd + u * u + w * w).sqrt()
+            })
+            .collect()
+    }
+
+    /// The f32 back projection through the fast FDK back projector
+    /// [`backproject_cone`]: its sum is `Σ (SOD/U)²·p`, so the projections
+    /// are first weighted by `1/cos α` per detector pixel (times `SDD`) and
+    /// the result scaled by `h³/(pu·pv·SOD²)`.
+    fn back_f32<T: Real>(
+        &self,
+        sinogram: ArrayView2<'_, T>,
+        angles: &[usize],
+        mut out: ArrayViewMut2<'_, T>,
+        scale: f64,
+    ) -> Result<()> {
+        let r = &self.rays;
+        let g = &r.geometry;
+        let (nr, nc) = (g.n_rows(), g.n_cols());
+        let (pu, pv) = (g.pixel_u(), g.pixel_v());
+        let inv_cos = self.inv_cos();
+        let mut weighted = Array3::<f32>::zeros((angles.len(), nr, nc));
+        weighted
+            .outer_iter_mut()
+            .into_par_iter()
+            .zip(sinogram.outer_iter().into_par_iter())
+            .for_each(|(mut o, s)| {
+                o.iter_mut()
+                    .zip(s.iter())
+                    .zip(&inv_cos)
+                    .for_each(|((o, &v), &c)| *o = (v.to_f64() * c) as f32);
+            });
+        let all = g.angles();
+        let sub = ConeGeometry::new(
+            angles.iter().map(|&a| all[a]).collect(),
+            g.sod(),
+            g.odd(),
+            nr,
+            nc,
+            pu,
+            pv,
+        )?
+        .with_principal_point(g.center_col(), g.center_row())?;
+        let region = &r.region;
+        let (nz, ny, nx) = region.dim();
+        let mut vol = Array3::<f32>::zeros((nz, ny, nx));
+        backproject_cone(
+            weighted.view(),
+            &sub,
+            &r.volume,
+            region.z.clone(),
+            vol.view_mut(),
+        )?;
+        let k = scale / (g.sod() * g.sod());
+        let flat = vol.into_shape_with_order((nz * ny, nx)).expect("shape");
+        out.zip_mut_with(&flat, |o, &v| *o = T::from_f64(v as f64 * k));
+        Ok(())
     }
 }
 
