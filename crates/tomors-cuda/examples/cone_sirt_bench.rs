@@ -1,6 +1,8 @@
 //! Cone-beam Joseph projector and SIRT on the GPU:
 //! `cargo run --release -p tomors-cuda --example cone_sirt_bench [n]
-//! [angles] [iterations] [reps]` (needs a GPU; defaults 256 360 5 3).
+//! [angles] [iterations] [reps]` (needs a GPU; defaults 256 360 5 3; 0
+//! iterations: the projectors only). `TOMORS_CONE_BLOCK=COLSxROWS` sets the
+//! projectors' thread block (default 32x8).
 //!
 //! Geometry: an n³ volume (fitted to the detector) from `angles`
 //! projections over 2π on an n × n detector of unit pixels, cone angle 10°
@@ -86,7 +88,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let be = CudaBackend::new(0)?;
     let gu = (n * n * n) as f64 * na as f64 / 1e9;
     let t = std::time::Instant::now();
-    let op = CudaConeJoseph::new(&be, &g, &v)?;
+    let mut op = CudaConeJoseph::new(&be, &g, &v)?;
     println!(
         "projector setup (module load/compile): {:.3} s",
         t.elapsed().as_secs_f64()
@@ -98,27 +100,40 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut pd = op.alloc_projections()?;
     let mut vd = op.alloc_volume()?;
     let (e0, e1) = (Event::new(op.context())?, Event::new(op.context())?);
-    let time = |f: &mut dyn FnMut() -> tomors_cuda::Result<()>| -> tomors_cuda::Result<f64> {
-        f()?;
+    let time = |op: &CudaConeJoseph,
+                f: &mut dyn FnMut(&CudaConeJoseph) -> tomors_cuda::Result<()>|
+     -> tomors_cuda::Result<f64> {
+        f(op)?;
         op.stream().synchronize()?;
         let mut ts = Vec::new();
         for _ in 0..reps {
             e0.record(op.stream())?;
-            f()?;
+            f(op)?;
             e1.record(op.stream())?;
             e1.synchronize()?;
             ts.push(e0.elapsed_ms(&e1)? as f64 * 1e-3);
         }
         Ok(median(ts))
     };
-    let tf = time(&mut || op.forward_dev(&xd, &mut pd))?;
+    let tf = time(&op, &mut |op| op.forward_dev(&xd, &mut pd))?;
     println!(
         "forward: {tf:.4} s, {:.1} GU/s (n {n}, angles {na})",
         gu / tf
     );
-    let tb = time(&mut || op.back_dev(&bd, &mut vd))?;
-    println!("back: {tb:.4} s, {:.1} GU/s (n {n}, angles {na})", gu / tb);
+    let default = op.merged_back();
+    for merged in [default, !default] {
+        op.set_merged_back(merged);
+        let tb = time(&op, &mut |op| op.back_dev(&bd, &mut vd))?;
+        println!(
+            "back{}: {tb:.4} s, {:.1} GU/s (n {n}, angles {na})",
+            if merged { " (merged)" } else { " (plain)" },
+            gu / tb
+        );
+    }
     drop((xd, bd, pd, vd, op));
+    if iters == 0 {
+        return Ok(());
+    }
 
     let options = IterativeOptions {
         algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
@@ -132,9 +147,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (res, st) = cone_sirt_cuda(&be, &g, &v, b.view(), None, &options, &progress)?;
     let it = res.iterations.max(1) as f64;
     println!(
-        "sirt: {:.4} s/iteration device loop (forward {:.4}, back {:.4}, element-wise {:.4} s per \
+        "sirt ({} back): {:.4} s/iteration device loop (forward {:.4}, back {:.4}, element-wise {:.4} s per \
          iteration), {:.4} s/iteration host to host (setup {:.3} s, download {:.3} s, total {:.3} s, \
          {} iterations), last residual {:.4e}",
+        if default { "merged" } else { "plain" },
         st.loop_s / it,
         st.forward_s / st.forward_count.max(1) as f64,
         st.back_s / it,

@@ -22,7 +22,12 @@
 //!   (the output is zeroed first). It visits exactly the (voxel, weight)
 //!   pairs of the forward projection, so the pair is matched to f32
 //!   rounding; the order of the additions, and so the last bits of the
-//!   result, may differ between runs.
+//!   result, may differ between runs. By default (`cj_back_merged`) the 32
+//!   rays of a warp step together and the equal voxels of neighbouring rays
+//!   (the `b0 + 1` tap of one ray and the `b0` tap of the next, about one
+//!   voxel apart) are added in one atomic, found by warp shuffles;
+//!   [`CudaConeJoseph::set_merged_back`] selects the plain scatter
+//!   (`cj_back`).
 //! - SIRT: `x ← P_C(x + λ·T·Aᵀ·M·(b − A·x))` with the weightings of
 //!   [`Weighting`] (row/column sums = ASTRA's SIRT, Cimmino, Landweber);
 //!   the projections are uploaded once and the volume downloaded once; per
@@ -57,8 +62,21 @@ pub const CONE_JOSEPH_CU: &str = include_str!("../kernels/cone_joseph.cu");
 /// Device memory kept free beside the SIRT state.
 const SPARE_BYTES: usize = 256 << 20;
 
-/// Threads per block of the projectors: 32 columns × 8 rows.
+/// Threads per block of the projectors by default: 32 columns × 8 rows.
 const BLOCK: (u32, u32, u32) = (32, 8, 1);
+
+/// Threads per block of the projectors: `TOMORS_CONE_BLOCK=COLSxROWS` (at
+/// most 256 threads; for benchmarks), else [`BLOCK`].
+fn block_shape() -> (u32, u32, u32) {
+    std::env::var("TOMORS_CONE_BLOCK")
+        .ok()
+        .and_then(|v| {
+            let (w, h) = v.split_once('x')?;
+            let (w, h): (u32, u32) = (w.trim().parse().ok()?, h.trim().parse().ok()?);
+            (w >= 1 && h >= 1 && w * h <= 256).then_some((w, h, 1))
+        })
+        .unwrap_or(BLOCK)
+}
 
 /// One projection's source and detector in voxel-index coordinates (layout
 /// of `ConeFrame`; tomors-core's `RayFrame`).
@@ -131,6 +149,7 @@ struct Fns {
     forward: Function,
     forward_sq: Function,
     back: Function,
+    back_merged: Function,
     residual: Function,
     sqsum: Function,
     scale: Function,
@@ -155,10 +174,13 @@ pub struct CudaConeJoseph {
     frames: DeviceBuffer,
     partial: DeviceBuffer,
     pins: Mutex<Vec<PinnedBuffer>>,
+    block: (u32, u32, u32),
+    merged: bool,
 }
 
 /// Checks that the sizes fit the kernels' 32-bit indices and grid limits.
 fn check_sizes(geometry: &ConeGeometry, volume: &ConeVolume) -> Result<()> {
+    let rows_per_block = block_shape().1 as usize;
     let lim = i32::MAX as usize;
     let nvox = volume.nx as u128 * volume.ny as u128 * volume.nz as u128;
     if nvox > lim as u128 {
@@ -173,11 +195,11 @@ fn check_sizes(geometry: &ConeGeometry, volume: &ConeVolume) -> Result<()> {
             geometry.n_angles()
         )));
     }
-    if geometry.n_rows() > (65_535 * BLOCK.1 as usize) {
+    if geometry.n_rows() > 65_535 * rows_per_block {
         return Err(CudaError::Parameter(format!(
             "{} detector rows: the GPU cone projector handles at most {}",
             geometry.n_rows(),
-            65_535 * BLOCK.1 as usize
+            65_535 * rows_per_block
         )));
     }
     Ok(())
@@ -224,6 +246,7 @@ impl CudaConeJoseph {
             forward: module.function("cj_forward")?,
             forward_sq: module.function("cj_forward_sq")?,
             back: module.function("cj_back")?,
+            back_merged: module.function("cj_back_merged")?,
             residual: module.function("cj_residual")?,
             sqsum: module.function("cj_sqsum")?,
             scale: module.function("cj_scale")?,
@@ -246,9 +269,26 @@ impl CudaConeJoseph {
             frames: frames_buf,
             partial,
             pins: Mutex::new(Vec::new()),
+            block: block_shape(),
+            merged: std::env::var("TOMORS_CONE_BACK").map_or(true, |v| v != "plain"),
         };
         me.put(&me.frames, &fr)?;
         Ok(me)
+    }
+
+    /// Chooses the back-projection kernel: `true` (the default; `false`
+    /// when `TOMORS_CONE_BACK=plain`) merges the equal voxels of
+    /// neighbouring rays within a warp before the `atomicAdd` (fewer
+    /// atomics), `false` scatters every (voxel, weight) pair on its own.
+    /// Both give the same sums up to the order of the additions.
+    pub fn set_merged_back(&mut self, merged: bool) {
+        self.merged = merged;
+    }
+
+    /// Whether the back projection merges neighbouring rays' voxels
+    /// ([`CudaConeJoseph::set_merged_back`]).
+    pub fn merged_back(&self) -> bool {
+        self.merged
     }
 
     /// The device context.
@@ -392,11 +432,11 @@ impl CudaConeJoseph {
             f,
             name,
             (
-                self.nc.div_ceil(BLOCK.0 as usize) as u32,
-                self.nr.div_ceil(BLOCK.1 as usize) as u32,
+                self.nc.div_ceil(self.block.0 as usize) as u32,
+                self.nr.div_ceil(self.block.1 as usize) as u32,
                 self.na as u32,
             ),
-            BLOCK,
+            self.block,
             &mut [
                 &mut s as *mut _ as _,
                 &mut d as *mut _ as _,
@@ -435,7 +475,12 @@ impl CudaConeJoseph {
         self.check_volume(out, "the output volume")?;
         self.ctx.bind()?;
         out.buf.fill_bytes(0, &self.stream)?;
-        self.project(self.f.back, "cj_back", proj.buf.ptr(), out.buf.ptr())
+        let (f, name) = if self.merged {
+            (self.f.back_merged, "cj_back_merged")
+        } else {
+            (self.f.back, "cj_back")
+        };
+        self.project(f, name, proj.buf.ptr(), out.buf.ptr())
     }
 
     /// Forward projection of a host volume `[z][y][x]` into host projections
