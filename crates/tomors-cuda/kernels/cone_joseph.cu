@@ -188,10 +188,18 @@ extern "C" __global__ void __launch_bounds__(256)
         visit_step(r, i, [&](int e, float w) { atomicAdd(vol + e, yl * w); });
 }
 
+// Warp tile of cj_back_merged: WC detector columns × (32 / WC) rows
+// (WC = 4, 8, 16 or 32); the block of 256 threads covers 32 × 8 pixels.
+#ifndef WC
+#define WC 8
+#endif
+#define WR (32 / WC)
+
 // Merges the two taps of one interpolation row (A = b0, B = b0 + 1; key
-// -1 = no tap) with the neighbouring lanes' before scattering: the B tap of
-// lane k and the A tap of lane k + 1 are often the same voxel (neighbouring
-// rays about one voxel apart), so lane k + 1 adds both values in one atomic.
+// -1 = no tap) with the neighbouring lanes of the same warp row before
+// scattering: the B tap of one ray and the A tap of the next are often the
+// same voxel (neighbouring rays about one voxel apart), so the next lane
+// adds both values in one atomic.
 __device__ __forceinline__ void scatter_row(float* __restrict__ vol, unsigned mask, bool has_prev,
                                             bool has_next, int kA, float vA, int kB, float vB) {
     const int pk = __shfl_up_sync(mask, kB, 1);
@@ -203,21 +211,29 @@ __device__ __forceinline__ void scatter_row(float* __restrict__ vol, unsigned ma
     if (kB >= 0 && !dropB) atomicAdd(vol + kB, vB);
 }
 
-// Back projection as cj_back, with the warp stepping its 32 rays together
-// (steps of the union of their ranges) so that equal voxels of neighbouring
-// rays are merged before the atomicAdd (fewer atomics; the same sums up to
-// the order of the additions).
+// Back projection as cj_back, with each warp stepping the rays of a tile of
+// WC × WR detector pixels together (steps of the union of their ranges) so
+// that equal voxels of neighbouring rays are merged before the atomicAdd:
+// first the c0 + 1 taps of a ray into the c0 taps of the ray one detector
+// row below (the next row of the tile), then the b0 + 1 tap into the b0
+// tap of the ray one column to the right. Fewer atomics; the same sums up
+// to the order of the additions. Launch with 256 threads per block, the
+// grid covering 32 × 8 pixels per block.
 extern "C" __global__ void __launch_bounds__(256)
     cj_back_merged(const float* __restrict__ proj, float* __restrict__ vol,
                    const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
                    int nc) {
     const unsigned mask = __activemask();
-    const int lane = (threadIdx.y * blockDim.x + threadIdx.x) & 31;
-    const bool has_prev = lane > 0 && ((mask >> (lane - 1)) & 1u);
-    const bool has_next = lane < 31 && ((mask >> (lane + 1)) & 1u);
-    const int col = blockIdx.x * blockDim.x + threadIdx.x;
-    const int row = blockIdx.y * blockDim.y + threadIdx.y;
+    const int t = threadIdx.x;
+    const int lane = t & 31, warp = t >> 5;
+    const int lc = lane % WC, lr = lane / WC;
+    const int col = blockIdx.x * 32 + (warp % (32 / WC)) * WC + lc;
+    const int row = blockIdx.y * 8 + (warp / (32 / WC)) * WR + lr;
     const int a = blockIdx.z;
+    const bool has_prev = lc > 0 && ((mask >> (lane - 1)) & 1u);
+    const bool has_next = lc < WC - 1 && ((mask >> (lane + 1)) & 1u);
+    const bool has_up = lr > 0 && ((mask >> (lane - WC)) & 1u);
+    const bool has_down = lr < WR - 1 && ((mask >> (lane + WC)) & 1u);
     const bool inside = col < nc && row < nr;
     const float y = inside ? __ldg(proj + ((size_t)a * nr + row) * nc + col) : 0.0f;
     Ray r;
@@ -258,6 +274,25 @@ extern "C" __global__ void __launch_bounds__(256)
             if (b0in && c1in) { k01 = e + r.sc; v01 = yl * (ub * wc); }
             if (b1in && c1in) { k11 = e + r.sb + r.sc; v11 = yl * (wb * wc); }
         }
+#if WR > 1
+        {
+            // The lane one row up hands its c0 + 1 taps to this lane's c0
+            // taps where the voxels agree.
+            const int u01 = __shfl_up_sync(mask, k01, WC), u11 = __shfl_up_sync(mask, k11, WC);
+            const float w01 = __shfl_up_sync(mask, v01, WC), w11 = __shfl_up_sync(mask, v11, WC);
+            const int d00 = __shfl_down_sync(mask, k00, WC), d10 = __shfl_down_sync(mask, k10, WC);
+            if (has_up) {
+                if (u01 >= 0 && u01 == k00) v00 += w01;
+                else if (u01 >= 0 && u01 == k10) v10 += w01;
+                if (u11 >= 0 && u11 == k00) v00 += w11;
+                else if (u11 >= 0 && u11 == k10) v10 += w11;
+            }
+            if (has_down) {
+                if (k01 >= 0 && (k01 == d00 || k01 == d10)) k01 = -1;
+                if (k11 >= 0 && (k11 == d00 || k11 == d10)) k11 = -1;
+            }
+        }
+#endif
         scatter_row(vol, mask, has_prev, has_next, k00, v00, k10, v10);
         scatter_row(vol, mask, has_prev, has_next, k01, v01, k11, v11);
     }

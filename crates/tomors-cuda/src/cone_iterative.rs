@@ -23,9 +23,12 @@
 //!   pairs of the forward projection, so the pair is matched to f32
 //!   rounding; the order of the additions, and so the last bits of the
 //!   result, may differ between runs. By default (`cj_back_merged`) the 32
-//!   rays of a warp step together and the equal voxels of neighbouring rays
-//!   (the `b0 + 1` tap of one ray and the `b0` tap of the next, about one
-//!   voxel apart) are added in one atomic, found by warp shuffles;
+//!   rays of a warp (a tile of 8 detector columns × 4 rows) step together
+//!   and the equal voxels of neighbouring rays are added in one atomic,
+//!   found by warp shuffles: the `c0 + 1` taps of a ray with the `c0` taps
+//!   of the ray one row below, then the `b0 + 1` tap of a ray with the `b0`
+//!   tap of the ray one column to the right (neighbouring rays pass about
+//!   one voxel apart, so these coincide most of the time);
 //!   [`CudaConeJoseph::set_merged_back`] selects the plain scatter
 //!   (`cj_back`).
 //! - SIRT: `x ← P_C(x + λ·T·Aᵀ·M·(b − A·x))` with the weightings of
@@ -178,9 +181,20 @@ pub struct CudaConeJoseph {
     merged: bool,
 }
 
+/// Detector columns of the warp tile of the merged back projection:
+/// `TOMORS_CONE_WARP_COLS` (4, 8, 16 or 32; for benchmarks), else 8 (tiles
+/// of 8 × 4 rays).
+fn warp_cols() -> usize {
+    std::env::var("TOMORS_CONE_WARP_COLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|v| [4, 8, 16, 32].contains(v))
+        .unwrap_or(8)
+}
+
 /// Checks that the sizes fit the kernels' 32-bit indices and grid limits.
 fn check_sizes(geometry: &ConeGeometry, volume: &ConeVolume) -> Result<()> {
-    let rows_per_block = block_shape().1 as usize;
+    let rows_per_block = block_shape().1.min(8) as usize;
     let lim = i32::MAX as usize;
     let nvox = volume.nx as u128 * volume.ny as u128 * volume.nz as u128;
     if nvox > lim as u128 {
@@ -233,10 +247,11 @@ impl CudaConeJoseph {
         ConeJosephProjector::new(geometry, volume)?;
         check_sizes(geometry, volume)?;
         ctx.bind()?;
+        let defines = vec![("WC".to_string(), warp_cols().to_string())];
         let (cubin, _) = cubin_cached(
             "cone_joseph",
             CONE_JOSEPH_CU,
-            &[],
+            &defines,
             &ctx.name,
             ctx.cc,
             ctx.driver,
@@ -419,6 +434,13 @@ impl CudaConeJoseph {
 
     /// Launches a projector kernel (one thread per ray) on `src` → `dst`.
     fn project(&self, f: Function, name: &str, src: u64, dst: u64) -> Result<()> {
+        // The merged back projection has its own layout: 256 threads
+        // covering 32 × 8 pixels.
+        let (block, tile) = if name == "cj_back_merged" {
+            ((256, 1, 1), (32, 8))
+        } else {
+            (self.block, (self.block.0, self.block.1))
+        };
         let (mut s, mut d) = (src, dst);
         let mut fp = self.frames.ptr();
         let (mut nx, mut ny, mut nz) = (
@@ -432,11 +454,11 @@ impl CudaConeJoseph {
             f,
             name,
             (
-                self.nc.div_ceil(self.block.0 as usize) as u32,
-                self.nr.div_ceil(self.block.1 as usize) as u32,
+                self.nc.div_ceil(tile.0 as usize) as u32,
+                self.nr.div_ceil(tile.1 as usize) as u32,
                 self.na as u32,
             ),
-            self.block,
+            block,
             &mut [
                 &mut s as *mut _ as _,
                 &mut d as *mut _ as _,
