@@ -4,7 +4,7 @@
 //! ([`cone_sirt_cuda`]).
 //!
 //! - The operator is tomors-core's
-//!   [`ConeJosephProjector`](tomors_core::iterative::ConeJosephProjector) on
+//!   [`ConeJosephProjector`] on
 //!   the whole volume: the ray of detector pixel `(row, col)` runs from the
 //!   source to the pixel centre; in voxel-index coordinates it steps along
 //!   the dominant axis of its direction (one step per voxel plane), with
