@@ -56,14 +56,14 @@ const PIN_CHUNK: usize = 8 << 20;
 
 /// Blocks of the reduction kernels (fixed, so the partial sums and thus the
 /// residuals are deterministic).
-const RED_BLOCKS: usize = 1024;
+pub(crate) const RED_BLOCKS: usize = 1024;
 
 /// Weights below this fraction of the largest are treated as zero rows or
 /// columns (as tomors-core's `WEIGHT_FLOOR`).
 const WEIGHT_FLOOR: f64 = 1e-6;
 
 /// Most power iterations for the default relaxation (as tomors-core).
-const POWER_ITERATIONS: usize = 50;
+pub(crate) const POWER_ITERATIONS: usize = 50;
 
 /// Most slices of one device stack (the kernels' grids have at most 65535
 /// quads of 4 slices in z).
@@ -538,84 +538,15 @@ impl CudaJoseph {
         self.stream.synchronize()
     }
 
-    /// Two pinned staging buffers of [`PIN_CHUNK`] floats (allocated once).
-    fn pinned(&self) -> Result<std::sync::MutexGuard<'_, Vec<PinnedBuffer>>> {
-        let mut p = self
-            .pins
-            .lock()
-            .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
-        while p.len() < 2 {
-            p.push(PinnedBuffer::new(&self.ctx, PIN_CHUNK)?);
-        }
-        Ok(p)
-    }
-
-    /// Uploads `data` to the start of `buf` through pinned chunks (host
-    /// copies in parallel, overlapped with the transfers), and waits.
+    /// Uploads `data` to the start of `buf` through pinned chunks, and waits.
     fn put_f32(&self, buf: &DeviceBuffer, data: &[f32]) -> Result<()> {
-        if data.len() <= PIN_CHUNK {
-            return self.put(buf, data);
-        }
-        self.ctx.bind()?;
-        let mut pins = self.pinned()?;
-        let ev = [Event::new(&self.ctx)?, Event::new(&self.ctx)?];
-        for (i, chunk) in data.chunks(PIN_CHUNK).enumerate() {
-            if i >= 2 {
-                ev[i % 2].synchronize()?;
-            }
-            let pin = &mut pins[i % 2].as_mut_slice()[..chunk.len()];
-            par_copy(chunk, pin);
-            // SAFETY: the pinned chunk is not written again before its event
-            // (recorded right after the copy) has completed.
-            unsafe {
-                buf.upload_async(
-                    i * PIN_CHUNK * 4,
-                    pin.as_ptr() as *const u8,
-                    chunk.len() * 4,
-                    &self.stream,
-                )?;
-            }
-            ev[i % 2].record(&self.stream)?;
-        }
-        self.stream.synchronize()
+        upload_staged(&self.ctx, &self.stream, &self.pins, buf, data)
     }
 
     /// Downloads the start of `buf` into `out` through pinned chunks (after
     /// the stream's work), and waits.
     fn get_f32(&self, buf: &DeviceBuffer, out: &mut [f32]) -> Result<()> {
-        if out.len() <= PIN_CHUNK {
-            return self.get(buf, out);
-        }
-        self.ctx.bind()?;
-        let mut pins = self.pinned()?;
-        let ev = [Event::new(&self.ctx)?, Event::new(&self.ctx)?];
-        let chunks: Vec<&mut [f32]> = out.chunks_mut(PIN_CHUNK).collect();
-        let n = chunks.len();
-        let mut pending: Option<(usize, &mut [f32])> = None;
-        let mut it = chunks.into_iter().enumerate();
-        for step in 0..=n {
-            let next = if step < n { it.next() } else { None };
-            if let Some((i, dst)) = &next {
-                let pin = &mut pins[i % 2];
-                // SAFETY: the pinned buffer is read on the host only after
-                // its event has completed, and not reused before that read.
-                unsafe {
-                    buf.download_async(
-                        i * PIN_CHUNK * 4,
-                        pin.as_mut_slice().as_mut_ptr() as *mut u8,
-                        dst.len() * 4,
-                        &self.stream,
-                    )?;
-                }
-                ev[i % 2].record(&self.stream)?;
-            }
-            if let Some((j, dst)) = pending.take() {
-                ev[j % 2].synchronize()?;
-                par_copy(&pins[j % 2].as_slice()[..dst.len()], dst);
-            }
-            pending = next;
-        }
-        Ok(())
+        download_staged(&self.ctx, &self.stream, &self.pins, buf, out)
     }
 
     /// A device stack of `slices` images of `rows × cols` (contents undefined).
@@ -1200,14 +1131,14 @@ impl CudaJoseph {
             Weighting::Landweber => (None, None),
             Weighting::Cimmino => {
                 let mut m = self.row_sums(true)?;
-                invert(&mut m);
+                invert(m.as_slice_mut().expect("standard layout"));
                 (Some(self.upload_weights(&m, "row weights")?), None)
             }
             Weighting::RowColumnSums => {
                 let mut m = self.row_sums(false)?;
-                invert(&mut m);
+                invert(m.as_slice_mut().expect("standard layout"));
                 let mut t = self.column_sums()?;
-                invert(&mut t);
+                invert(t.as_slice_mut().expect("standard layout"));
                 (
                     Some(self.upload_weights(&m, "row weights")?),
                     Some(self.upload_weights(&t, "column weights")?),
@@ -1270,8 +1201,120 @@ impl CudaJoseph {
     }
 }
 
+/// Two pinned staging buffers of [`PIN_CHUNK`] floats (allocated once).
+fn pinned<'p>(
+    ctx: &Arc<Context>,
+    pins: &'p Mutex<Vec<PinnedBuffer>>,
+) -> Result<std::sync::MutexGuard<'p, Vec<PinnedBuffer>>> {
+    let mut p = pins
+        .lock()
+        .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
+    while p.len() < 2 {
+        p.push(PinnedBuffer::new(ctx, PIN_CHUNK)?);
+    }
+    Ok(p)
+}
+
+/// Uploads `data` to the start of `buf` through pinned chunks (host
+/// copies in parallel, overlapped with the transfers), and waits.
+pub(crate) fn upload_staged(
+    ctx: &Arc<Context>,
+    stream: &Stream,
+    pins: &Mutex<Vec<PinnedBuffer>>,
+    buf: &DeviceBuffer,
+    data: &[f32],
+) -> Result<()> {
+    ctx.bind()?;
+    if data.len() <= PIN_CHUNK {
+        // SAFETY: `data` stays borrowed until the stream has been synchronised.
+        unsafe {
+            buf.upload_async(
+                0,
+                data.as_ptr() as *const u8,
+                std::mem::size_of_val(data),
+                stream,
+            )?;
+        }
+        return stream.synchronize();
+    }
+    let mut pins = pinned(ctx, pins)?;
+    let ev = [Event::new(ctx)?, Event::new(ctx)?];
+    for (i, chunk) in data.chunks(PIN_CHUNK).enumerate() {
+        if i >= 2 {
+            ev[i % 2].synchronize()?;
+        }
+        let pin = &mut pins[i % 2].as_mut_slice()[..chunk.len()];
+        par_copy(chunk, pin);
+        // SAFETY: the pinned chunk is not written again before its event
+        // (recorded right after the copy) has completed.
+        unsafe {
+            buf.upload_async(
+                i * PIN_CHUNK * 4,
+                pin.as_ptr() as *const u8,
+                chunk.len() * 4,
+                stream,
+            )?;
+        }
+        ev[i % 2].record(stream)?;
+    }
+    stream.synchronize()
+}
+
+/// Downloads the start of `buf` into `out` through pinned chunks (after
+/// the stream's work), and waits.
+pub(crate) fn download_staged(
+    ctx: &Arc<Context>,
+    stream: &Stream,
+    pins: &Mutex<Vec<PinnedBuffer>>,
+    buf: &DeviceBuffer,
+    out: &mut [f32],
+) -> Result<()> {
+    ctx.bind()?;
+    if out.len() <= PIN_CHUNK {
+        // SAFETY: `out` stays borrowed until the stream has been synchronised.
+        unsafe {
+            buf.download_async(
+                0,
+                out.as_mut_ptr() as *mut u8,
+                std::mem::size_of_val(out),
+                stream,
+            )?;
+        }
+        return stream.synchronize();
+    }
+    let mut pins = pinned(ctx, pins)?;
+    let ev = [Event::new(ctx)?, Event::new(ctx)?];
+    let chunks: Vec<&mut [f32]> = out.chunks_mut(PIN_CHUNK).collect();
+    let n = chunks.len();
+    let mut pending: Option<(usize, &mut [f32])> = None;
+    let mut it = chunks.into_iter().enumerate();
+    for step in 0..=n {
+        let next = if step < n { it.next() } else { None };
+        if let Some((i, dst)) = &next {
+            let pin = &mut pins[i % 2];
+            // SAFETY: the pinned buffer is read on the host only after
+            // its event has completed, and not reused before that read.
+            unsafe {
+                buf.download_async(
+                    i * PIN_CHUNK * 4,
+                    pin.as_mut_slice().as_mut_ptr() as *mut u8,
+                    dst.len() * 4,
+                    stream,
+                )?;
+            }
+            ev[i % 2].record(stream)?;
+        }
+        if let Some((j, dst)) = pending.take() {
+            ev[j % 2].synchronize()?;
+            par_copy(&pins[j % 2].as_slice()[..dst.len()], dst);
+        }
+        pending = next;
+    }
+    Ok(())
+}
+
 /// `dst.copy_from_slice(src)` on all cores.
-fn par_copy(src: &[f32], dst: &mut [f32]) {
+pub(crate) fn par_copy(src: &[f32], dst: &mut [f32]) {
     use rayon::prelude::*;
     dst.par_chunks_mut(1 << 18)
         .zip(src.par_chunks(1 << 18))
@@ -1279,16 +1322,16 @@ fn par_copy(src: &[f32], dst: &mut [f32]) {
 }
 
 /// `1/v` for `v` above `WEIGHT_FLOOR` × the largest, else 0 (as tomors-core).
-fn invert(a: &mut Array2<f32>) {
+pub(crate) fn invert(a: &mut [f32]) {
     let max = a.iter().fold(0.0f64, |m, &v| m.max(v as f64));
     let floor = max * WEIGHT_FLOOR;
-    a.mapv_inplace(|v| {
-        let v = v as f64;
-        if v > floor && v > 0.0 {
+    a.iter_mut().for_each(|x| {
+        let v = *x as f64;
+        *x = if v > floor && v > 0.0 {
             (1.0 / v) as f32
         } else {
             0.0
-        }
+        };
     });
 }
 
@@ -1361,7 +1404,7 @@ impl SirtStats {
     }
 }
 
-fn check_constraint(c: &Constraint) -> Result<()> {
+pub(crate) fn check_constraint(c: &Constraint) -> Result<()> {
     for v in [c.min, c.max].into_iter().flatten() {
         if !v.is_finite() {
             return Err(CudaError::Parameter(format!(
@@ -1379,7 +1422,7 @@ fn check_constraint(c: &Constraint) -> Result<()> {
     Ok(())
 }
 
-fn clamp(c: &Constraint, v: f32) -> f32 {
+pub(crate) fn clamp(c: &Constraint, v: f32) -> f32 {
     let mut v = v;
     if let Some(lo) = c.min {
         if v < lo as f32 {
@@ -1394,7 +1437,7 @@ fn clamp(c: &Constraint, v: f32) -> f32 {
     v
 }
 
-fn find_non_finite(a: &ArrayView3<'_, f32>, what: &str) -> Result<()> {
+pub(crate) fn find_non_finite(a: &ArrayView3<'_, f32>, what: &str) -> Result<()> {
     use rayon::prelude::*;
     let all_finite = a
         .outer_iter()
@@ -1421,6 +1464,42 @@ pub fn check_sirt_inputs(
     initial: Option<&ArrayView3<'_, f32>>,
     options: &IterativeOptions,
 ) -> Result<Weighting> {
+    let weighting = check_options(options)?;
+    let (ns, na, nb) = sinograms.dim();
+    if na != geometry.n_angles() || nb != geometry.n_bins() {
+        return Err(CoreError::Shape(format!(
+            "sinograms have {na} angles × {nb} bins, the geometry {} × {}",
+            geometry.n_angles(),
+            geometry.n_bins()
+        ))
+        .into());
+    }
+    if ns == 0 {
+        return Err(CoreError::Shape("no sinograms to reconstruct".into()).into());
+    }
+    if let Some(x0) = initial {
+        if x0.dim() != (ns, grid.ny, grid.nx) {
+            return Err(CoreError::Shape(format!(
+                "initial volume is {:?}, expected {:?}",
+                x0.dim(),
+                (ns, grid.ny, grid.nx)
+            ))
+            .into());
+        }
+    }
+    check_sizes(geometry, grid)?;
+    find_non_finite(sinograms, "the sinogram data")?;
+    if let Some(x0) = initial {
+        find_non_finite(x0, "the initial volume")?;
+    }
+    Ok(weighting)
+}
+
+/// Checks the options of the GPU SIRT runs (no GPU needed): the algorithm
+/// is SIRT, at least one iteration, a positive finite relaxation, a
+/// non-negative finite tolerance, a valid constraint box. Returns the
+/// weighting.
+pub(crate) fn check_options(options: &IterativeOptions) -> Result<Weighting> {
     let weighting = match options.algorithm {
         Algorithm::Sirt(w) => w,
         other => {
@@ -1449,33 +1528,6 @@ pub fn check_sirt_inputs(
         }
     }
     check_constraint(&options.constraint)?;
-    let (ns, na, nb) = sinograms.dim();
-    if na != geometry.n_angles() || nb != geometry.n_bins() {
-        return Err(CoreError::Shape(format!(
-            "sinograms have {na} angles × {nb} bins, the geometry {} × {}",
-            geometry.n_angles(),
-            geometry.n_bins()
-        ))
-        .into());
-    }
-    if ns == 0 {
-        return Err(CoreError::Shape("no sinograms to reconstruct".into()).into());
-    }
-    if let Some(x0) = initial {
-        if x0.dim() != (ns, grid.ny, grid.nx) {
-            return Err(CoreError::Shape(format!(
-                "initial volume is {:?}, expected {:?}",
-                x0.dim(),
-                (ns, grid.ny, grid.nx)
-            ))
-            .into());
-        }
-    }
-    check_sizes(geometry, grid)?;
-    find_non_finite(sinograms, "the sinogram data")?;
-    if let Some(x0) = initial {
-        find_non_finite(x0, "the initial volume")?;
-    }
     Ok(weighting)
 }
 

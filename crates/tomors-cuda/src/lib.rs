@@ -30,7 +30,9 @@
 //!   see [`cone`]).
 //! - Iterative reconstruction: Joseph's projector and its exact transpose
 //!   ([`CudaJoseph`]) and SIRT resident on the device ([`sirt_cuda`],
-//!   [`sirt_cuda_multi`]), see [`iterative`].
+//!   [`sirt_cuda_multi`]), see [`iterative`]; for cone beam, Joseph's
+//!   cone-beam projector ([`CudaConeJoseph`]) and SIRT on one device
+//!   ([`cone_sirt_cuda`]), see [`cone_iterative`].
 //! - [`bench`](mod@bench) measures GU/s (voxels × projections / s) and end-to-end FBP.
 
 pub mod backend;
@@ -38,6 +40,7 @@ pub mod bench;
 pub mod compile;
 pub mod cone;
 pub mod cone_fdk;
+pub mod cone_iterative;
 pub mod driver;
 mod engine;
 pub mod error;
@@ -51,6 +54,7 @@ pub mod tuning;
 pub use backend::{CudaBackend, CudaOptions, MultiCudaBackend};
 pub use cone::{ConeKernel, ConeStats};
 pub use cone_fdk::FdkStats;
+pub use cone_iterative::{cone_sirt_cuda, ConeDeviceArray, CudaConeJoseph};
 pub use engine::{PipelineStats, TexStorage};
 pub use error::{CudaError, Result};
 pub use fft::FftVariant;

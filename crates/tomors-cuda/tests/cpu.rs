@@ -299,6 +299,10 @@ fn every_kernel_compiles_with_nvrtc() {
             assert_eq!(&cubin[..4], b"\x7fELF");
         }
     }
+    let src = build_source(&[], tomors_cuda::cone_iterative::CONE_JOSEPH_CU);
+    let cubin =
+        compile_cubin("cone_joseph", &src, &opts).unwrap_or_else(|e| panic!("cone_joseph: {e}"));
+    assert_eq!(&cubin[..4], b"\x7fELF");
 }
 
 #[test]

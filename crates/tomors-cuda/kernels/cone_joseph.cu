@@ -1,0 +1,366 @@
+// Joseph's cone-beam projector (tomors-core's ConeJosephProjector) and its
+// exact transpose, plus the element-wise kernels of SIRT on flat arrays.
+//
+// Layouts: the volume is [z][y][x] (flat, x fastest), the projections
+// [angle][row][col]. Coordinates are voxel indices (X = cx + x/h,
+// Y = cy - y/h, Z = cz + z/h): voxel (ix, iy, iz) is centred at
+// (ix, iy, iz). Per projection the host gives, in f64, the source, the
+// position of detector pixel (0, 0) and the steps of one column and one row
+// (ConeFrame, the RayFrame of tomors-core).
+//
+// Every ray (one thread) is set up in f64 exactly as the CPU operator sets
+// it up (same operations, no fused multiply-add, so the same dominant axis
+// even at ties); positions along it are then stepped in f32 from the
+// volume's middle plane, so the interpolation weights are the CPU's to f32
+// rounding. The back projection walks the same rays with the same f32
+// arithmetic and scatters with atomicAdd: it visits exactly the (voxel,
+// weight) pairs of the forward projection (a matched pair to f32 rounding;
+// the order of the additions, and so the last bits, vary between runs).
+
+struct ConeFrame {
+    double src[3];
+    double base[3];
+    double eu[3];
+    double ev[3];
+};
+
+// One ray, ready to step: dominant axis `ax` (strides sa, sb, sc of the
+// dominant and the two other axes; extents na_, nb_, nc_ of the latter
+// two), the steps first..end along it, the positions of the ray in the
+// other two axes at plane `mid`, their change per step and the step length.
+struct Ray {
+    int sa, sb, sc;
+    int nb_, nc_;
+    int first, end, mid;
+    float b_mid, c_mid, db, dc, len;
+};
+
+__device__ __forceinline__ void step_range(double c0, double dc, double below, double above,
+                                           int first, int end, int& lo, int& hi) {
+    if (dc == 0.0) {
+        if (c0 > below && c0 < above) {
+            lo = first;
+            hi = end;
+        } else {
+            lo = first;
+            hi = first;
+        }
+        return;
+    }
+    const double t1 = (below - c0) / dc;
+    const double t2 = (above - c0) / dc;
+    const double a = fmin(t1, t2), b = fmax(t1, t2);
+    const double l = fmin(fmax(a - 2.0, (double)first), (double)end);
+    const double h = fmin(fmax(b + 2.0, (double)first), (double)end);
+    lo = (int)l;
+    hi = max((int)h, lo);
+}
+
+template <typename T>
+__device__ __forceinline__ T sel3(T a0, T a1, T a2, int k) {
+    return k == 0 ? a0 : (k == 1 ? a1 : a2);
+}
+
+// Sets up the ray of detector pixel (row, col) of frame `f` on a volume of
+// nx × ny × nz voxels of side h. Returns false for a ray with no step.
+// (Scalars and selects rather than small arrays indexed by the axis, so
+// nothing goes to local memory.)
+__device__ __forceinline__ bool setup_ray(const ConeFrame* __restrict__ f, int row, int col,
+                                          int nx, int ny, int nz, double h, Ray& r) {
+    const double c = (double)col, rr = (double)row;
+    // (base + c·eu) + r·ev − src, rounded as the CPU rounds it.
+#define DIR(k)                                                                              \
+    __dsub_rn(__dadd_rn(__dadd_rn(__ldg(&f->base[k]), __dmul_rn(c, __ldg(&f->eu[k]))),   \
+                        __dmul_rn(rr, __ldg(&f->ev[k]))),                                 \
+              __ldg(&f->src[k]))
+    const double d0 = DIR(0), d1 = DIR(1), d2 = DIR(2);
+#undef DIR
+    const double o0 = __ldg(&f->src[0]), o1 = __ldg(&f->src[1]), o2 = __ldg(&f->src[2]);
+    const double a0 = fabs(d0), a1 = fabs(d1), a2 = fabs(d2);
+    int ax;
+    if (a0 >= a1) ax = a0 >= a2 ? 0 : 2;
+    else ax = a1 >= a2 ? 1 : 2;
+    const int bx = ax == 0 ? 1 : 0;
+    const int cx = ax == 2 ? 1 : 2;
+    const double da = sel3(d0, d1, d2, ax);
+    if (da == 0.0) return false;
+    const double oa = sel3(o0, o1, o2, ax);
+    const double db = sel3(d0, d1, d2, bx) / da;
+    const double dc = sel3(d0, d1, d2, cx) / da;
+    const double b_at0 = __dsub_rn(sel3(o0, o1, o2, bx), __dmul_rn(oa, db));
+    const double c_at0 = __dsub_rn(sel3(o0, o1, o2, cx), __dmul_rn(oa, dc));
+    const int n_a = sel3(nx, ny, nz, ax);
+    r.nb_ = sel3(nx, ny, nz, bx);
+    r.nc_ = sel3(nx, ny, nz, cx);
+    int l1, h1, l2, h2;
+    step_range(b_at0, db, -1.0, (double)r.nb_, 0, n_a, l1, h1);
+    step_range(c_at0, dc, -1.0, (double)r.nc_, 0, n_a, l2, h2);
+    r.first = max(l1, l2);
+    r.end = min(h1, h2);
+    r.mid = n_a / 2;
+    r.b_mid = (float)(b_at0 + (double)r.mid * db);
+    r.c_mid = (float)(c_at0 + (double)r.mid * dc);
+    r.db = (float)db;
+    r.dc = (float)dc;
+    r.len = (float)(h * sqrt(1.0 + db * db + dc * dc));
+    r.sa = sel3(1, nx, nx * ny, ax);
+    r.sb = sel3(1, nx, nx * ny, bx);
+    r.sc = sel3(1, nx, nx * ny, cx);
+    return r.first < r.end;
+}
+
+// Visits the (flat voxel index, bilinear weight) pairs of step i of a ray
+// (the step length is applied by the caller).
+template <typename V>
+__device__ __forceinline__ void visit_step(const Ray& r, int i, V&& visit) {
+    const float s = (float)(i - r.mid);
+    const float pb = fmaf(s, r.db, r.b_mid);
+    const float pc = fmaf(s, r.dc, r.c_mid);
+    const float fb = floorf(pb), fc = floorf(pc);
+    const int b0 = (int)fb, c0 = (int)fc;
+    const float wb = pb - fb, wc = pc - fc;
+    const int e = i * r.sa + b0 * r.sb + c0 * r.sc;
+    const bool b0in = (unsigned)b0 < (unsigned)r.nb_;
+    const bool b1in = (unsigned)(b0 + 1) < (unsigned)r.nb_ && wb > 0.0f;
+    const bool c0in = (unsigned)c0 < (unsigned)r.nc_;
+    const bool c1in = (unsigned)(c0 + 1) < (unsigned)r.nc_ && wc > 0.0f;
+    const float ub = 1.0f - wb, uc = 1.0f - wc;
+    if (b0in && c0in) visit(e, ub * uc);
+    if (b0in && c1in) visit(e + r.sc, ub * wc);
+    if (b1in && c0in) visit(e + r.sb, wb * uc);
+    if (b1in && c1in) visit(e + r.sb + r.sc, wb * wc);
+}
+
+// Forward projection: out[a][row][col] = sum of w · vol over the ray; with
+// SQUARED, the squared row norm sum of w² (vol unused).
+template <bool SQUARED>
+__device__ __forceinline__ void forward_impl(const float* __restrict__ vol, float* __restrict__ out,
+                                             const ConeFrame* __restrict__ frames, int nx, int ny,
+                                             int nz, double h, int nr, int nc) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    const int row = blockIdx.y * blockDim.y + threadIdx.y;
+    const int a = blockIdx.z;
+    if (col >= nc || row >= nr) return;
+    Ray r;
+    float acc = 0.0f;
+    if (setup_ray(frames + a, row, col, nx, ny, nz, h, r)) {
+        for (int i = r.first; i < r.end; ++i) {
+            if (SQUARED)
+                visit_step(r, i, [&](int, float w) { acc += w * w; });
+            else
+                visit_step(r, i, [&](int e, float w) { acc += w * __ldg(vol + e); });
+        }
+        acc *= SQUARED ? r.len * r.len : r.len;
+    }
+    out[((size_t)a * nr + row) * nc + col] = acc;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    cj_forward(const float* __restrict__ vol, float* __restrict__ out,
+               const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
+               int nc) {
+    forward_impl<false>(vol, out, frames, nx, ny, nz, h, nr, nc);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    cj_forward_sq(const float* __restrict__ vol, float* __restrict__ out,
+                  const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
+                  int nc) {
+    forward_impl<true>(vol, out, frames, nx, ny, nz, h, nr, nc);
+}
+
+// Back projection (exact transpose): vol += Aᵀ·proj; `vol` must be zeroed
+// first. One thread per ray, scattering with atomicAdd.
+extern "C" __global__ void __launch_bounds__(256)
+    cj_back(const float* __restrict__ proj, float* __restrict__ vol,
+            const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
+            int nc) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    const int row = blockIdx.y * blockDim.y + threadIdx.y;
+    const int a = blockIdx.z;
+    if (col >= nc || row >= nr) return;
+    const float y = __ldg(proj + ((size_t)a * nr + row) * nc + col);
+    if (y == 0.0f) return;
+    Ray r;
+    if (!setup_ray(frames + a, row, col, nx, ny, nz, h, r)) return;
+    const float yl = y * r.len;
+    for (int i = r.first; i < r.end; ++i)
+        visit_step(r, i, [&](int e, float w) { atomicAdd(vol + e, yl * w); });
+}
+
+// Warp tile of cj_back_merged: WC detector columns × (32 / WC) rows
+// (WC = 4, 8, 16 or 32); the block of 256 threads covers 32 × 8 pixels.
+#ifndef WC
+#define WC 8
+#endif
+#define WR (32 / WC)
+
+// Merges the two taps of one interpolation row (A = b0, B = b0 + 1; key
+// -1 = no tap) with the neighbouring lanes of the same warp row before
+// scattering: the B tap of one ray and the A tap of the next are often the
+// same voxel (neighbouring rays about one voxel apart), so the next lane
+// adds both values in one atomic.
+__device__ __forceinline__ void scatter_row(float* __restrict__ vol, unsigned mask, bool has_prev,
+                                            bool has_next, int kA, float vA, int kB, float vB) {
+    const int pk = __shfl_up_sync(mask, kB, 1);
+    const float pv = __shfl_up_sync(mask, vB, 1);
+    const int nk = __shfl_down_sync(mask, kA, 1);
+    if (has_prev && pk >= 0 && pk == kA) vA += pv;
+    const bool dropB = has_next && kB >= 0 && nk == kB;
+    if (kA >= 0) atomicAdd(vol + kA, vA);
+    if (kB >= 0 && !dropB) atomicAdd(vol + kB, vB);
+}
+
+// Back projection as cj_back, with each warp stepping the rays of a tile of
+// WC × WR detector pixels together (steps of the union of their ranges) so
+// that equal voxels of neighbouring rays are merged before the atomicAdd:
+// first the c0 + 1 taps of a ray into the c0 taps of the ray one detector
+// row below (the next row of the tile), then the b0 + 1 tap into the b0
+// tap of the ray one column to the right. Fewer atomics; the same sums up
+// to the order of the additions. Launch with 256 threads per block, the
+// grid covering 32 × 8 pixels per block.
+extern "C" __global__ void __launch_bounds__(256)
+    cj_back_merged(const float* __restrict__ proj, float* __restrict__ vol,
+                   const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
+                   int nc) {
+    const unsigned mask = __activemask();
+    const int t = threadIdx.x;
+    const int lane = t & 31, warp = t >> 5;
+    const int lc = lane % WC, lr = lane / WC;
+    const int col = blockIdx.x * 32 + (warp % (32 / WC)) * WC + lc;
+    const int row = blockIdx.y * 8 + (warp / (32 / WC)) * WR + lr;
+    const int a = blockIdx.z;
+    const bool has_prev = lc > 0 && ((mask >> (lane - 1)) & 1u);
+    const bool has_next = lc < WC - 1 && ((mask >> (lane + 1)) & 1u);
+    const bool has_up = lr > 0 && ((mask >> (lane - WC)) & 1u);
+    const bool has_down = lr < WR - 1 && ((mask >> (lane + WC)) & 1u);
+    const bool inside = col < nc && row < nr;
+    const float y = inside ? __ldg(proj + ((size_t)a * nr + row) * nc + col) : 0.0f;
+    Ray r;
+    const bool ok = inside && y != 0.0f && setup_ray(frames + a, row, col, nx, ny, nz, h, r);
+    int lo = ok ? r.first : 0x7fffffff;
+    int hi = ok ? r.end : -0x7fffffff;
+#if __CUDA_ARCH__ >= 800
+    lo = __reduce_min_sync(mask, lo);
+    hi = __reduce_max_sync(mask, hi);
+#else
+    for (int d = 1; d < 32; d <<= 1) {
+        const int ol = __shfl_xor_sync(mask, lo, d), oh = __shfl_xor_sync(mask, hi, d);
+        if ((mask >> (lane ^ d)) & 1u) {
+            lo = min(lo, ol);
+            hi = max(hi, oh);
+        }
+    }
+#endif
+    const float yl = ok ? y * r.len : 0.0f;
+    for (int i = lo; i < hi; ++i) {
+        int k00 = -1, k10 = -1, k01 = -1, k11 = -1;
+        float v00 = 0.0f, v10 = 0.0f, v01 = 0.0f, v11 = 0.0f;
+        if (ok && i >= r.first && i < r.end) {
+            const float s = (float)(i - r.mid);
+            const float pb = fmaf(s, r.db, r.b_mid);
+            const float pc = fmaf(s, r.dc, r.c_mid);
+            const float fb = floorf(pb), fc = floorf(pc);
+            const int b0 = (int)fb, c0 = (int)fc;
+            const float wb = pb - fb, wc = pc - fc;
+            const int e = i * r.sa + b0 * r.sb + c0 * r.sc;
+            const bool b0in = (unsigned)b0 < (unsigned)r.nb_;
+            const bool b1in = (unsigned)(b0 + 1) < (unsigned)r.nb_ && wb > 0.0f;
+            const bool c0in = (unsigned)c0 < (unsigned)r.nc_;
+            const bool c1in = (unsigned)(c0 + 1) < (unsigned)r.nc_ && wc > 0.0f;
+            const float ub = 1.0f - wb, uc = 1.0f - wc;
+            if (b0in && c0in) { k00 = e; v00 = yl * (ub * uc); }
+            if (b1in && c0in) { k10 = e + r.sb; v10 = yl * (wb * uc); }
+            if (b0in && c1in) { k01 = e + r.sc; v01 = yl * (ub * wc); }
+            if (b1in && c1in) { k11 = e + r.sb + r.sc; v11 = yl * (wb * wc); }
+        }
+#if WR > 1
+        {
+            // The lane one row up hands its c0 + 1 taps to this lane's c0
+            // taps where the voxels agree.
+            const int u01 = __shfl_up_sync(mask, k01, WC), u11 = __shfl_up_sync(mask, k11, WC);
+            const float w01 = __shfl_up_sync(mask, v01, WC), w11 = __shfl_up_sync(mask, v11, WC);
+            const int d00 = __shfl_down_sync(mask, k00, WC), d10 = __shfl_down_sync(mask, k10, WC);
+            if (has_up) {
+                if (u01 >= 0 && u01 == k00) v00 += w01;
+                else if (u01 >= 0 && u01 == k10) v10 += w01;
+                if (u11 >= 0 && u11 == k00) v00 += w11;
+                else if (u11 >= 0 && u11 == k10) v10 += w11;
+            }
+            if (has_down) {
+                if (k01 >= 0 && (k01 == d00 || k01 == d10)) k01 = -1;
+                if (k11 >= 0 && (k11 == d00 || k11 == d10)) k11 = -1;
+            }
+        }
+#endif
+        scatter_row(vol, mask, has_prev, has_next, k00, v00, k10, v10);
+        scatter_row(vol, mask, has_prev, has_next, k01, v01, k11, v11);
+    }
+}
+
+// Deterministic block sum of a double (256 threads).
+__device__ __forceinline__ double block_sum(double v) {
+    __shared__ double red[256];
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    return red[0];
+}
+
+#define GRID_LOOP(i, n)                                                              \
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); \
+         i += (long long)gridDim.x * blockDim.x)
+
+// r = M (b - Ax) in place of Ax (m may be null: M = I), and per-block
+// partial sums of |b - Ax|^2. 256 threads per block.
+extern "C" __global__ void cj_residual(const float* __restrict__ b, float* __restrict__ ax,
+                                       const float* __restrict__ m, double* __restrict__ partial,
+                                       long long n) {
+    double sum = 0.0;
+    GRID_LOOP(i, n) {
+        const float d = b[i] - ax[i];
+        sum += (double)d * (double)d;
+        ax[i] = m ? d * __ldg(m + i) : d;
+    }
+    const double s = block_sum(sum);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+// Per-block partial sums of y^2. 256 threads per block.
+extern "C" __global__ void cj_sqsum(const float* __restrict__ y, double* __restrict__ partial,
+                                    long long n) {
+    double sum = 0.0;
+    GRID_LOOP(i, n) {
+        const double v = (double)y[i];
+        sum += v * v;
+    }
+    const double s = block_sum(sum);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+// y[i] *= c · w[i] (w may be null: y *= c).
+extern "C" __global__ void cj_scale(float* __restrict__ y, const float* __restrict__ w, float c,
+                                    long long n) {
+    GRID_LOOP(i, n) { y[i] *= w ? c * __ldg(w + i) : c; }
+}
+
+// y[i] = v.
+extern "C" __global__ void cj_fill(float* __restrict__ y, float v, long long n) {
+    GRID_LOOP(i, n) { y[i] = v; }
+}
+
+// x <- P_C(x + lambda · t · g) (t may be null: T = I).
+extern "C" __global__ void cj_update(float* __restrict__ x, const float* __restrict__ g,
+                                     const float* __restrict__ t, float lambda, int has_lo,
+                                     float lo, int has_hi, float hi, long long n) {
+    GRID_LOOP(i, n) {
+        const float l = t ? lambda * __ldg(t + i) : lambda;
+        float v = x[i] + l * g[i];
+        if (has_lo && v < lo) v = lo;
+        if (has_hi && v > hi) v = hi;
+        x[i] = v;
+    }
+}

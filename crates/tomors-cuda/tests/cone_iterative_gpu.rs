@@ -1,0 +1,533 @@
+//! GPU tests of the cone-beam iterative reconstruction
+//! (`tomors_cuda::cone_iterative`): Joseph forward and back projection
+//! against tomors-core's `ConeJosephProjector` (f64 and f32), adjointness
+//! in f32 on the GPU, SIRT against the CPU's `reconstruct_cone`
+//! (row/column sums with a box, Landweber and Cimmino with their default
+//! relaxation), stopping rules, an initial volume and bad input. GPU tests
+//! skip with a printed reason when no GPU is usable (and fail under
+//! `TOMORS_REQUIRE_GPU=1`); the input checks run everywhere.
+
+mod common;
+
+use std::f64::consts::PI;
+
+use common::{gpu_or_skip, random, rel_l2};
+use ndarray::{Array2, Array3};
+use tomors_core::cone::{ConeGeometry, ConeVolume};
+use tomors_core::geometry::uniform_angles;
+use tomors_core::iterative::{
+    all_angles, reconstruct_cone, Algorithm, ConeJosephProjector, Constraint, IterativeOptions,
+    Projector, Real, StopReason, Weighting,
+};
+use tomors_cuda::cone_iterative::{check_cone_sirt_inputs, cone_sirt_fits};
+use tomors_cuda::iterative::GpuIteration;
+use tomors_cuda::{cone_sirt_cuda, CudaConeJoseph};
+
+fn flat(a: &Array3<f32>) -> Vec<f32> {
+    a.as_standard_layout().iter().copied().collect()
+}
+
+fn rand3(dim: (usize, usize, usize), seed: u64) -> Array3<f32> {
+    Array3::from_shape_vec(dim, random(dim.0 * dim.1 * dim.2, seed)).unwrap()
+}
+
+/// Geometries that exercise the conventions (as tomors-core's cone tests):
+/// an off-centre principal point, non-square pixels, a non-cubic volume of
+/// non-unit voxels, irregular angles with 0, π/4, π/2 and π among them; a
+/// wide cone whose outer rows are steeper than 45° (z-dominant rays); and a
+/// plain small cone with a fitted volume.
+fn cases() -> Vec<(String, ConeGeometry, ConeVolume)> {
+    let mut angles: Vec<f32> = random(13, 77)
+        .iter()
+        .map(|v| (v + 1.0) * PI as f32)
+        .collect();
+    angles.extend([0.0, PI as f32 / 2.0, PI as f32 / 4.0, PI as f32]);
+    let g1 = ConeGeometry::new(angles, 60.0, 35.0, 21, 27, 1.3, 1.7)
+        .unwrap()
+        .with_principal_point(14.2, 9.6)
+        .unwrap();
+    let v1 = ConeVolume::new(17, 13, 11, 0.8).unwrap();
+    let g2 = ConeGeometry::new(
+        uniform_angles(8, 2.0 * PI as f32),
+        14.0,
+        6.0,
+        24,
+        16,
+        1.5,
+        3.0,
+    )
+    .unwrap();
+    let v2 = ConeVolume::new(12, 12, 14, 1.0).unwrap();
+    let g3 = ConeGeometry::new(
+        uniform_angles(30, 2.0 * PI as f32),
+        80.0,
+        40.0,
+        20,
+        32,
+        1.0,
+        1.0,
+    )
+    .unwrap();
+    let v3 = g3.fitting_volume(24, 24, 16).unwrap();
+    vec![
+        (
+            "off-centre, non-square pixels, non-cubic volume".into(),
+            g1,
+            v1,
+        ),
+        ("wide cone (z-dominant rays)".into(), g2, v2),
+        ("small fitted cone".into(), g3, v3),
+    ]
+}
+
+/// Forward projection with the CPU projector in `T`.
+fn cpu_forward<T: Real>(p: &ConeJosephProjector, g: &ConeGeometry, x: &Array3<f32>) -> Array3<f32>
+where
+    ConeJosephProjector: Projector<T>,
+{
+    let (nz, ny, nx) = x.dim();
+    let img = x
+        .mapv(|v| T::from_f64(v as f64))
+        .into_shape_with_order((nz * ny, nx))
+        .unwrap();
+    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
+    let mut out = Array2::<T>::from_elem((na, nr * nc), T::ZERO);
+    Projector::<T>::forward_slice(p, img.view(), &all_angles(na), out.view_mut()).unwrap();
+    out.mapv(|v| v.to_f64() as f32)
+        .into_shape_with_order((na, nr, nc))
+        .unwrap()
+}
+
+/// Back projection with the CPU projector in `T`.
+fn cpu_back<T: Real>(p: &ConeJosephProjector, v: &ConeVolume, y: &Array3<f32>) -> Array3<f32>
+where
+    ConeJosephProjector: Projector<T>,
+{
+    let (na, nr, nc) = y.dim();
+    let s = y
+        .mapv(|v| T::from_f64(v as f64))
+        .into_shape_with_order((na, nr * nc))
+        .unwrap();
+    let mut out = Array2::<T>::from_elem((v.nz * v.ny, v.nx), T::ZERO);
+    Projector::<T>::back_slice(p, s.view(), &all_angles(na), out.view_mut()).unwrap();
+    out.mapv(|v| v.to_f64() as f32)
+        .into_shape_with_order((v.nz, v.ny, v.nx))
+        .unwrap()
+}
+
+/// GPU forward and back projection equal the CPU projector (f64 and f32)
+/// to f32 rounding (relative L2 ≤ 1e-5) on random zero-mean data.
+#[test]
+fn cone_forward_and_back_match_the_cpu_joseph() {
+    let Some(be) = gpu_or_skip("cone_forward_and_back_match_the_cpu_joseph") else {
+        return;
+    };
+    let seed = common::fresh_seed();
+    for (name, g, v) in cases() {
+        let cpu = ConeJosephProjector::new(&g, &v).unwrap();
+        let mut gpu = CudaConeJoseph::new(&be, &g, &v).unwrap();
+        let x = rand3((v.nz, v.ny, v.nx), seed);
+        let y = rand3((g.n_angles(), g.n_rows(), g.n_cols()), seed ^ 3);
+        let got_f = gpu.forward(x.view()).unwrap();
+        let got_b = gpu.back(y.view()).unwrap();
+        // The plain scatter gives the same sums (up to the order of the
+        // additions) as the default merged one.
+        let merged = gpu.merged_back();
+        gpu.set_merged_back(!merged);
+        let other_b = gpu.back(y.view()).unwrap();
+        gpu.set_merged_back(merged);
+        let em = rel_l2(&flat(&other_b), &flat(&got_b));
+        eprintln!("{name}: merged {merged} vs not: back rel L2 {em:.2e}");
+        assert!(em <= 1e-6, "{name}: merged vs plain back rel L2 {em:.3e}");
+        for (prec, want_f, want_b) in [
+            (
+                "f64",
+                cpu_forward::<f64>(&cpu, &g, &x),
+                cpu_back::<f64>(&cpu, &v, &y),
+            ),
+            (
+                "f32",
+                cpu_forward::<f32>(&cpu, &g, &x),
+                cpu_back::<f32>(&cpu, &v, &y),
+            ),
+        ] {
+            let ef = rel_l2(&flat(&got_f), &flat(&want_f));
+            let eb = rel_l2(&flat(&got_b), &flat(&want_b));
+            eprintln!("{name}: vs CPU {prec}: forward rel L2 {ef:.2e}, back {eb:.2e}");
+            assert!(ef <= 1e-5, "{name} ({prec}): forward rel L2 {ef:.3e}");
+            assert!(eb <= 1e-5, "{name} ({prec}): back rel L2 {eb:.3e}");
+        }
+        // Device-resident variants give the host ones.
+        let xd = gpu.upload_volume(x.view()).unwrap();
+        let mut pd = gpu.alloc_projections().unwrap();
+        gpu.forward_dev(&xd, &mut pd).unwrap();
+        assert_eq!(flat(&gpu.download(&pd).unwrap()), flat(&got_f));
+    }
+}
+
+/// |⟨Ax, y⟩ − ⟨x, Aᵀy⟩| / (‖Ax‖‖y‖) ≤ 1e-4 with the GPU's f32 results.
+#[test]
+fn gpu_cone_pair_is_adjoint() {
+    let Some(be) = gpu_or_skip("gpu_cone_pair_is_adjoint") else {
+        return;
+    };
+    let seed = common::fresh_seed();
+    for (name, g, v) in cases() {
+        let mut gpu = CudaConeJoseph::new(&be, &g, &v).unwrap();
+        let x = rand3((v.nz, v.ny, v.nx), seed ^ 11);
+        let y = rand3((g.n_angles(), g.n_rows(), g.n_cols()), seed ^ 13);
+        let ax = gpu.forward(x.view()).unwrap();
+        let dot = |a: &Array3<f32>, b: &Array3<f32>| -> f64 {
+            a.iter().zip(b).map(|(&u, &v)| u as f64 * v as f64).sum()
+        };
+        let norm = |a: &Array3<f32>| dot(a, a).sqrt();
+        for merged in [true, false] {
+            gpu.set_merged_back(merged);
+            let aty = gpu.back(y.view()).unwrap();
+            let gap = (dot(&ax, &y) - dot(&x, &aty)).abs() / (norm(&ax) * norm(&y));
+            eprintln!("{name}, merged back {merged}: adjointness gap {gap:.2e}");
+            assert!(gap <= 1e-4, "{name}: gap {gap:.3e}");
+        }
+    }
+}
+
+/// A smooth non-negative test volume (two overlapping balls) and its exact
+/// Joseph projections (CPU, f64).
+fn phantom(g: &ConeGeometry, v: &ConeVolume) -> (Array3<f32>, Array3<f32>) {
+    let x = Array3::from_shape_fn((v.nz, v.ny, v.nx), |(z, y, x)| {
+        let (fx, fy, fz) = (
+            x as f64 / v.nx as f64 - 0.5,
+            y as f64 / v.ny as f64 - 0.5,
+            z as f64 / v.nz as f64 - 0.5,
+        );
+        let r1 = fx * fx + fy * fy + fz * fz;
+        let r2 = (fx - 0.1).powi(2) + (fy + 0.15).powi(2) + fz * fz;
+        (if r1 < 0.16 { 1.0 } else { 0.0 }) + (if r2 < 0.02 { 0.5 } else { 0.0 })
+    });
+    let cpu = ConeJosephProjector::new(g, v).unwrap();
+    let b = cpu_forward::<f64>(&cpu, g, &x);
+    (x, b)
+}
+
+fn no_progress() -> impl Fn(&GpuIteration) -> bool + Sync {
+    |_: &GpuIteration| true
+}
+
+/// GPU SIRT equals the CPU's `reconstruct_cone` (f32 `ConeJosephProjector`)
+/// after 8 iterations: volume and residual history to relative 1e-4 for
+/// row/column sums with a box constraint and with λ = 1.5, Landweber
+/// (non-negative) and Cimmino with their default relaxation (power
+/// iteration on the GPU against the CPU's, 1e-3).
+#[test]
+fn cone_sirt_matches_the_cpu() {
+    let Some(be) = gpu_or_skip("cone_sirt_matches_the_cpu") else {
+        return;
+    };
+    for (name, g, v) in cases() {
+        let (_, b) = phantom(&g, &v);
+        let cpu = ConeJosephProjector::new(&g, &v).unwrap();
+        for (w, relax, constraint) in [
+            (
+                Weighting::RowColumnSums,
+                None,
+                Constraint::bounded(0.0, 1.2),
+            ),
+            (Weighting::RowColumnSums, Some(1.5), Constraint::none()),
+            (Weighting::Landweber, None, Constraint::non_negative()),
+            (Weighting::Cimmino, None, Constraint::none()),
+        ] {
+            let options = IterativeOptions {
+                algorithm: Algorithm::Sirt(w),
+                iterations: 8,
+                relaxation: relax,
+                constraint,
+                tolerance: None,
+                track_residual: true,
+            };
+            let want =
+                reconstruct_cone::<f32, _>(&cpu, b.view(), None, &options, &mut |_| true).unwrap();
+            let (got, stats) =
+                cone_sirt_cuda(&be, &g, &v, b.view(), None, &options, &no_progress()).unwrap();
+            assert_eq!(got.x.dim(), (v.nz, v.ny, v.nx));
+            let ex = rel_l2(&flat(&got.x), &flat(&want.x));
+            let lam = (got.relaxation - want.relaxation).abs() / want.relaxation;
+            let er = got
+                .residuals
+                .iter()
+                .zip(&want.residuals)
+                .map(|(a, b)| (a - b).abs() / b)
+                .fold(0.0, f64::max);
+            eprintln!(
+                "{name}, {w:?}: λ {:.5} (cpu {:.5}): volume rel L2 {ex:.2e}, residuals {er:.2e}, \
+                 last residual {:.4e}; {stats:?}",
+                got.relaxation,
+                want.relaxation,
+                got.residuals.last().unwrap()
+            );
+            assert_eq!(got.iterations, 8);
+            assert_eq!(got.residuals.len(), 8);
+            assert!(
+                lam <= 1e-3,
+                "{w:?}: λ {} vs {}",
+                got.relaxation,
+                want.relaxation
+            );
+            assert!(ex <= 1e-4, "{name} {w:?}: volume rel L2 {ex:.3e}");
+            assert!(
+                er <= 1e-4,
+                "{name} {w:?}: residual history differs by {er:.3e}"
+            );
+            if let Some(lo) = constraint.min {
+                assert!(got.x.iter().all(|&v| v >= lo as f32));
+            }
+            if let Some(hi) = constraint.max {
+                assert!(got.x.iter().all(|&v| v <= hi as f32));
+            }
+        }
+    }
+}
+
+/// An initial volume is used (as on the CPU); the tolerance and the
+/// callback stop the iteration.
+#[test]
+fn cone_sirt_initial_volume_and_stopping() {
+    let Some(be) = gpu_or_skip("cone_sirt_initial_volume_and_stopping") else {
+        return;
+    };
+    let (name, g, v) = cases().pop().unwrap();
+    let (x_true, b) = phantom(&g, &v);
+    let cpu = ConeJosephProjector::new(&g, &v).unwrap();
+    let options = IterativeOptions {
+        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
+        iterations: 4,
+        ..IterativeOptions::default()
+    };
+    let x0 = x_true.mapv(|v| 0.5 * v + 0.1);
+    let want = reconstruct_cone::<f32, _>(&cpu, b.view(), Some(x0.view()), &options, &mut |_| true)
+        .unwrap();
+    let (got, _) = cone_sirt_cuda(
+        &be,
+        &g,
+        &v,
+        b.view(),
+        Some(x0.view()),
+        &options,
+        &no_progress(),
+    )
+    .unwrap();
+    let ex = rel_l2(&flat(&got.x), &flat(&want.x));
+    eprintln!("{name}: initial volume: rel L2 {ex:.2e}");
+    assert!(ex <= 1e-4, "initial volume: rel L2 {ex:.3e}");
+
+    let long = IterativeOptions {
+        iterations: 200,
+        tolerance: Some(0.05),
+        ..options
+    };
+    let (got, _) = cone_sirt_cuda(&be, &g, &v, b.view(), None, &long, &no_progress()).unwrap();
+    assert_eq!(got.stop, StopReason::Tolerance);
+    assert!(*got.residuals.last().unwrap() <= 0.05);
+    assert!(got.iterations < 200);
+    eprintln!("tolerance 0.05 reached after {} iterations", got.iterations);
+
+    let stop_at_3 = |i: &GpuIteration| i.iteration < 3;
+    let (got, _) = cone_sirt_cuda(&be, &g, &v, b.view(), None, &long, &stop_at_3).unwrap();
+    assert_eq!(got.stop, StopReason::Callback);
+    assert_eq!(got.iterations, 3);
+}
+
+/// Bad input on the GPU: NaN data, shapes that do not fit, λ ≤ 0, zero
+/// iterations, methods other than SIRT, divergence, a source inside the
+/// volume, a problem too large for the device memory.
+#[test]
+fn cone_gpu_bad_input_is_an_error() {
+    let Some(be) = gpu_or_skip("cone_gpu_bad_input_is_an_error") else {
+        return;
+    };
+    let (_, g, v) = cases().pop().unwrap();
+    let (_, b) = phantom(&g, &v);
+    let ok = IterativeOptions {
+        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
+        iterations: 3,
+        ..IterativeOptions::default()
+    };
+    let run = |s: &Array3<f32>, o: &IterativeOptions| {
+        cone_sirt_cuda(&be, &g, &v, s.view(), None, o, &no_progress()).map_err(|e| e.to_string())
+    };
+    assert!(run(&b, &ok).is_ok());
+    let mut nan = b.clone();
+    nan[[1, 3, 4]] = f32::NAN;
+    let e = run(&nan, &ok).unwrap_err();
+    assert!(e.contains("non-finite"), "{e}");
+    let e = run(
+        &Array3::zeros((g.n_angles(), g.n_rows() + 1, g.n_cols())),
+        &ok,
+    )
+    .unwrap_err();
+    assert!(e.contains("projections"), "{e}");
+    for (o, what) in [
+        (
+            IterativeOptions {
+                relaxation: Some(0.0),
+                ..ok
+            },
+            "relaxation",
+        ),
+        (
+            IterativeOptions {
+                iterations: 0,
+                ..ok
+            },
+            "iteration",
+        ),
+        (
+            IterativeOptions {
+                algorithm: Algorithm::Art {
+                    order: Default::default(),
+                },
+                ..ok
+            },
+            "SIRT",
+        ),
+        (
+            IterativeOptions {
+                relaxation: Some(1e30),
+                iterations: 20,
+                ..ok
+            },
+            "diverged",
+        ),
+    ] {
+        let e = run(&b, &o).unwrap_err();
+        eprintln!("{what}: {e}");
+        assert!(e.contains(what), "{e}");
+    }
+    // The source inside the volume.
+    let near = ConeGeometry::new(
+        uniform_angles(8, 2.0 * PI as f32),
+        5.0,
+        5.0,
+        16,
+        16,
+        1.0,
+        1.0,
+    )
+    .unwrap();
+    let e = CudaConeJoseph::new(&be, &near, &ConeVolume::new(20, 20, 4, 1.0).unwrap())
+        .err()
+        .unwrap()
+        .to_string();
+    eprintln!("source inside: {e}");
+    assert!(e.contains("source"), "{e}");
+    // Shapes of the host calls.
+    let gpu = CudaConeJoseph::new(&be, &g, &v).unwrap();
+    assert!(gpu
+        .forward(Array3::zeros((v.nz, v.ny, v.nx + 1)).view())
+        .is_err());
+    assert!(gpu.back(Array3::zeros((1, 2, 3)).view()).is_err());
+    // Too large for the device: 4096 projections of 2048² and a 1024³ volume.
+    let huge_g = ConeGeometry::new(
+        uniform_angles(4096, 2.0 * PI as f32),
+        5000.0,
+        500.0,
+        2048,
+        2048,
+        1.0,
+        1.0,
+    )
+    .unwrap();
+    let huge_v = ConeVolume::new(1024, 1024, 1024, 1.0).unwrap();
+    let e = cone_sirt_fits(&be, &huge_g, &huge_v).unwrap_err();
+    eprintln!("too large: {e}");
+    assert!(e.is_out_of_memory(), "{e}");
+    assert!(cone_sirt_fits(&be, &g, &v).is_ok());
+}
+
+/// The input checks of the cone GPU SIRT (no GPU needed).
+#[test]
+fn cone_sirt_inputs_are_checked_without_a_gpu() {
+    let (_, g, v) = cases().pop().unwrap();
+    let proj = Array3::<f32>::ones((g.n_angles(), g.n_rows(), g.n_cols()));
+    let ok = IterativeOptions {
+        algorithm: Algorithm::Sirt(Weighting::Cimmino),
+        iterations: 3,
+        ..IterativeOptions::default()
+    };
+    let check = |s: &Array3<f32>, x0: Option<&Array3<f32>>, o: &IterativeOptions| {
+        let x = x0.map(|a| a.view());
+        check_cone_sirt_inputs(&g, &v, &s.view(), x.as_ref(), o).map_err(|e| e.to_string())
+    };
+    assert_eq!(check(&proj, None, &ok), Ok(Weighting::Cimmino));
+    let bad = |s: &Array3<f32>, x0: Option<&Array3<f32>>, o: IterativeOptions, what: &str| {
+        let e = check(s, x0, &o).unwrap_err();
+        assert!(e.contains(what), "{e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+    };
+    bad(
+        &proj,
+        None,
+        IterativeOptions {
+            relaxation: Some(-1.0),
+            ..ok
+        },
+        "relaxation",
+    );
+    bad(
+        &proj,
+        None,
+        IterativeOptions {
+            relaxation: Some(0.0),
+            ..ok
+        },
+        "relaxation",
+    );
+    bad(
+        &proj,
+        None,
+        IterativeOptions {
+            iterations: 0,
+            ..ok
+        },
+        "iteration",
+    );
+    bad(
+        &proj,
+        None,
+        IterativeOptions {
+            tolerance: Some(-1.0),
+            ..ok
+        },
+        "tolerance",
+    );
+    bad(
+        &proj,
+        None,
+        IterativeOptions {
+            constraint: Constraint::bounded(1.0, 0.0),
+            ..ok
+        },
+        "exceeds",
+    );
+    bad(
+        &proj,
+        None,
+        IterativeOptions {
+            algorithm: Algorithm::BlockSequential {
+                weighting: Weighting::RowColumnSums,
+                projections_per_block: 1,
+            },
+            ..ok
+        },
+        "SIRT",
+    );
+    let wrong = Array3::<f32>::ones((g.n_angles() - 1, g.n_rows(), g.n_cols()));
+    bad(&wrong, None, ok, "projections");
+    let x0 = Array3::<f32>::zeros((v.nz, v.ny + 1, v.nx));
+    bad(&proj, Some(&x0), ok, "initial volume");
+    let mut nan = proj.clone();
+    nan[[2, 1, 0]] = f32::NAN;
+    bad(&nan, None, ok, "non-finite");
+    let mut x0 = Array3::<f32>::zeros((v.nz, v.ny, v.nx));
+    x0[[0, 0, 0]] = f32::INFINITY;
+    bad(&proj, Some(&x0), ok, "non-finite");
+}
