@@ -287,3 +287,48 @@ fn cone_iterative_beats_fdk_on_sparse_data() {
         assert!(!target.exists());
     }
 }
+
+/// Cone-beam SIRT under `--backend cuda` equals the CPU's SIRT where a GPU
+/// is usable; without one, one error line and no output. SART (CPU only)
+/// under `--backend cuda` is an error that says so.
+#[test]
+fn cone_sirt_on_cuda_matches_cpu_or_says_why_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    phantom(dir, &[]);
+    let sirt = ["--algorithm", "sirt", "--iterations", "10", "--min", "0"];
+    let cpu = recon(dir, "cpu.npy", &sirt);
+    let target = dir.join("gpu.npy");
+    let run = |extra: &[&str], target: &Path| {
+        tomors()
+            .args(["--quiet", "recon"])
+            .arg(dir.join("projections.npy"))
+            .arg("--angles")
+            .arg(dir.join("angles.npy"))
+            .args(GEOMETRY)
+            .args(extra)
+            .args(["--backend", "cuda", "--out"])
+            .arg(target)
+            .output()
+            .unwrap()
+    };
+    let out = run(&sirt, &target);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        let gpu: Array3<f32> = read_npy(&target).unwrap();
+        let d = (&gpu - &cpu).mapv(|v| (v as f64).powi(2)).sum().sqrt()
+            / cpu.mapv(|v| (v as f64).powi(2)).sum().sqrt();
+        println!("cone SIRT GPU vs CPU: relative L2 {d:.2e}");
+        assert!(d < 1e-4, "{d}");
+    } else {
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!target.exists());
+        println!("no GPU: {err}");
+    }
+    let bad = dir.join("sart.npy");
+    let out = run(&["--algorithm", "sart"], &bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("runs on the CPU"), "{err}");
+    assert!(!bad.exists());
+}
