@@ -364,3 +364,23 @@ extern "C" __global__ void cj_update(float* __restrict__ x, const float* __restr
         x[i] = v;
     }
 }
+
+// The voxel-driven back projection's input: projections [angle][row][col]
+// (n = angles * NR * NC values) times the per-pixel weights w[row][col]
+// (sqrt(SDD^2 + u^2 + v^2) times the operator's scale), written into the
+// stacked texture layout of cone_backproject.cu's cone_pack: angle g in
+// texture g / tpg (gfloats floats apart), rows from 1 + (g % tpg)(NR + 1),
+// pitch floats apart (the zero rows are never written).
+extern "C" __global__ void cj_weight_pack(const float* __restrict__ src,
+                                          const float* __restrict__ w, float* __restrict__ dst,
+                                          int nr, int nc, int pitch, int tpg, long long gfloats,
+                                          long long n) {
+    GRID_LOOP(i, n) {
+        const int c = (int)(i % nc);
+        const long long ar = i / nc;
+        const int r = (int)(ar % nr);
+        const int g = (int)(ar / nr);
+        const long long row = 1 + (long long)(g % tpg) * (nr + 1) + r;
+        dst[(g / tpg) * gfloats + row * pitch + c] = src[i] * __ldg(w + (long long)r * nc + c);
+    }
+}
