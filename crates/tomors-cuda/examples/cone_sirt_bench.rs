@@ -16,7 +16,8 @@
 //!   (voxels × projections / s);
 //!   The back projections: Joseph's transpose (merged and plain atomics)
 //!   and the voxel-driven one (`ConeBackProjector::Voxel`: weight and
-//!   pack, then FDK's texture kernel);
+//!   pack, then FDK's texture kernel), and the voxel pair's forward (a 3D
+//!   texture of the volume unless `TOMORS_CONE_FORWARD=loads`);
 //! - SIRT (row/column-sum weights = ASTRA's SIRT, λ = 1, x ≥ 0) with the
 //!   matched Joseph pair and with the voxel pair (Joseph forward, voxel
 //!   back: unmatched, as ASTRA's SIRT3D_CUDA): seconds per iteration of the
@@ -136,7 +137,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             gu / tb
         );
     }
-    drop((xd, op));
+    drop(op);
     let t = std::time::Instant::now();
     let vop = CudaConeJoseph::with_back(&be, &g, &v, ConeBackProjector::Voxel)?;
     println!(
@@ -148,7 +149,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "back (voxel): {tb:.4} s, {:.1} GU/s (n {n}, angles {na})",
         gu / tb
     );
-    drop((bd, pd, vd, vop));
+    let tf = time(&vop, &mut |op| op.forward_dev(&xd, &mut pd))?;
+    println!(
+        "forward (voxel pair, texture {}): {tf:.4} s, {:.1} GU/s (n {n}, angles {na})",
+        vop.texture_forward(),
+        gu / tf
+    );
+    drop((xd, bd, pd, vd, vop));
     if iters == 0 {
         return Ok(());
     }

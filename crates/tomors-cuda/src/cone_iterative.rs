@@ -50,7 +50,13 @@
 //!   volume: `Σ_θ (SOD/U)²·p̃_θ(col, row)` with hardware bilinear
 //!   interpolation (8-bit weights), so the operator is the CPU's f32 voxel
 //!   back projection to the texture unit's rounding. At most
-//!   [`CONE_MAX_ANGLES`] angles.
+//!   [`CONE_MAX_ANGLES`] angles. The voxel pair's forward projection reads
+//!   the volume through a 3D texture by default (`cj_forward_tex`: the
+//!   volume is copied into a 3D array before each forward projection, then
+//!   Joseph's rays and steps with one trilinear fetch per step at the
+//!   step's exact position, i.e. Joseph's bilinear interpolation with 8-bit
+//!   weights); [`CudaConeJoseph::set_texture_forward`] or
+//!   `TOMORS_CONE_FORWARD=loads` selects Joseph's exact loads.
 
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -67,7 +73,8 @@ use crate::backend::CudaBackend;
 use crate::compile::cubin_cached;
 use crate::cone::{check_extents, BpSource, ConeModule, StackLayout, CONE_MAX_ANGLES};
 use crate::driver::{
-    launch, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream, Texture,
+    launch, Array3d, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream,
+    TexFilter, Texture,
 };
 use crate::error::{CudaError, Result};
 use crate::iterative::{
@@ -175,6 +182,7 @@ struct Fns {
     fill: Function,
     update: Function,
     weight_pack: Function,
+    forward_tex: Function,
 }
 
 /// The back projection of [`CudaConeJoseph`] and [`cone_sirt_cuda_with`].
@@ -197,6 +205,9 @@ pub enum ConeBackProjector {
 /// layout of all angles and the per-pixel weights. Fields drop in order:
 /// the textures before their buffer.
 struct VoxelBack {
+    /// The volume as a 3D texture for the texture forward projection
+    /// (`None`: Joseph's loads).
+    vol_tex: Option<(Texture, Array3d)>,
     textures: Vec<Texture>,
     module: ConeModule,
     layout: StackLayout,
@@ -223,11 +234,19 @@ fn voxel_weights(geometry: &ConeGeometry, volume: &ConeVolume) -> Vec<f32> {
         .collect()
 }
 
-/// Bytes of the voxel back projection's state beyond the SIRT state: the
-/// stacked textures (about one set of projections) and the weights.
-fn voxel_bytes(geometry: &ConeGeometry) -> usize {
+/// Bytes of the voxel pair's state beyond the SIRT state: the stacked
+/// textures (about one set of projections), the weights and the volume's
+/// 3D texture copy.
+fn voxel_bytes(geometry: &ConeGeometry, volume: &ConeVolume) -> usize {
     let (na, nr, nc) = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
-    na * (nr + 1) * (nc * 4).div_ceil(512) * 512 + nr * nc * 4
+    na * (nr + 1) * (nc * 4).div_ceil(512) * 512 + nr * nc * 4 + volume.len() * 4
+}
+
+/// Whether the voxel pair projects forward through a 3D texture of the
+/// volume (`cj_forward_tex`; the default) rather than with Joseph's loads
+/// (`TOMORS_CONE_FORWARD=loads`).
+fn texture_forward_default() -> bool {
+    std::env::var("TOMORS_CONE_FORWARD").map_or(true, |v| v != "loads")
 }
 
 impl VoxelBack {
@@ -254,8 +273,16 @@ impl VoxelBack {
         let w = voxel_weights(geometry, volume);
         let weights = DeviceBuffer::new(ctx, w.len() * 4, "voxel back projection weights")?;
         weights.upload(&w)?;
+        let vol_tex = if texture_forward_default() {
+            let arr = Array3d::new(ctx, volume.nx, volume.ny, volume.nz)?;
+            let t = Texture::array3d(ctx, &arr, TexFilter::Linear)?;
+            Some((t, arr))
+        } else {
+            None
+        };
         stream.synchronize()?;
         Ok(Self {
+            vol_tex,
             textures,
             module,
             layout,
@@ -403,6 +430,7 @@ impl CudaConeJoseph {
             fill: module.function("cj_fill")?,
             update: module.function("cj_update")?,
             weight_pack: module.function("cj_weight_pack")?,
+            forward_tex: module.function("cj_forward_tex")?,
         };
         let stream = Stream::new(&ctx)?;
         let voxel = match back {
@@ -439,6 +467,41 @@ impl CudaConeJoseph {
     /// Both give the same sums up to the order of the additions.
     pub fn set_merged_back(&mut self, merged: bool) {
         self.merged = merged;
+    }
+
+    /// Whether the forward projection reads the volume through a 3D
+    /// texture (`cj_forward_tex`, hardware trilinear interpolation with
+    /// 8-bit weights at Joseph's sample points): the voxel pair's default
+    /// (`TOMORS_CONE_FORWARD=loads` at construction turns it off); never
+    /// with the Joseph pair.
+    pub fn texture_forward(&self) -> bool {
+        self.voxel.as_ref().is_some_and(|v| v.vol_tex.is_some())
+    }
+
+    /// Turns the voxel pair's texture forward projection on or off
+    /// ([`CudaConeJoseph::texture_forward`]; allocates or frees the
+    /// volume's 3D array).
+    ///
+    /// Errors: the Joseph pair (`on`), driver errors.
+    pub fn set_texture_forward(&mut self, on: bool) -> Result<()> {
+        let Some(vb) = self.voxel.as_mut() else {
+            if on {
+                return Err(CudaError::Parameter(
+                    "the texture forward projection belongs to the voxel pair".into(),
+                ));
+            }
+            return Ok(());
+        };
+        if on && vb.vol_tex.is_none() {
+            let v = &self.volume;
+            let arr = Array3d::new(&self.ctx, v.nx, v.ny, v.nz)?;
+            let t = Texture::array3d(&self.ctx, &arr, TexFilter::Linear)?;
+            vb.vol_tex = Some((t, arr));
+        } else if !on {
+            self.stream.synchronize()?;
+            vb.vol_tex = None;
+        }
+        Ok(())
     }
 
     /// The back projection ([`ConeBackProjector`]).
@@ -630,6 +693,11 @@ impl CudaConeJoseph {
     pub fn forward_dev(&self, vol: &ConeDeviceArray, out: &mut ConeDeviceArray) -> Result<()> {
         self.check_volume(vol, "the volume")?;
         self.check_projections(out, "the output projections")?;
+        if let Some((t, arr)) = self.voxel.as_ref().and_then(|v| v.vol_tex.as_ref()) {
+            self.ctx.bind()?;
+            arr.copy_from_device(vol.buf.ptr(), &self.stream)?;
+            return self.project(self.f.forward_tex, "cj_forward_tex", t.raw, out.buf.ptr());
+        }
         self.project(self.f.forward, "cj_forward", vol.buf.ptr(), out.buf.ptr())
     }
 
@@ -869,13 +937,12 @@ impl CudaConeJoseph {
     pub fn row_sums(&self, squared: bool) -> Result<Array3<f32>> {
         let v = self.alloc_volume()?;
         self.fill(&v, 1.0)?;
-        let s = self.alloc_projections()?;
-        let (f, name) = if squared {
-            (self.f.forward_sq, "cj_forward_sq")
+        let mut s = self.alloc_projections()?;
+        if squared {
+            self.project(self.f.forward_sq, "cj_forward_sq", v.buf.ptr(), s.buf.ptr())?;
         } else {
-            (self.f.forward, "cj_forward")
-        };
-        self.project(f, name, v.buf.ptr(), s.buf.ptr())?;
+            self.forward_dev(&v, &mut s)?;
+        }
         self.download(&s)
     }
 
@@ -1002,7 +1069,7 @@ pub fn cone_sirt_bytes_with(
     cone_sirt_bytes(geometry, volume)
         + match back {
             ConeBackProjector::Joseph => 0,
-            ConeBackProjector::Voxel => voxel_bytes(geometry),
+            ConeBackProjector::Voxel => voxel_bytes(geometry, volume),
         }
 }
 
