@@ -14,16 +14,23 @@
 //! - forward and back projection alone on device-resident data (CUDA
 //!   events, one warm-up, median of `reps`): seconds and GU/s
 //!   (voxels × projections / s);
-//! - SIRT (row/column-sum weights = ASTRA's SIRT, λ = 1, x ≥ 0): seconds
-//!   per iteration of the device-resident loop, the kernel split, and host
-//!   to host (the whole call / iterations).
+//!   The back projections: Joseph's transpose (merged and plain atomics)
+//!   and the voxel-driven one (`ConeBackProjector::Voxel`: weight and
+//!   pack, then FDK's texture kernel), and the voxel pair's forward (a 3D
+//!   texture of the volume unless `TOMORS_CONE_FORWARD=loads`);
+//! - SIRT (row/column-sum weights = ASTRA's SIRT, λ = 1, x ≥ 0) with the
+//!   matched Joseph pair and with the voxel pair (Joseph forward, voxel
+//!   back: unmatched, as ASTRA's SIRT3D_CUDA): seconds per iteration of the
+//!   device-resident loop, the kernel split, and host to host (the whole
+//!   call / iterations). `TOMORS_SIRT_PAIRS=voxel` (or `joseph`) runs one
+//!   pair only.
 
 use ndarray::Array3;
 use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
 use tomors_cuda::driver::Event;
-use tomors_cuda::{cone_sirt_cuda, CudaBackend, CudaConeJoseph};
+use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend, CudaConeJoseph};
 
 /// Deterministic values in [0, 1) from a seed (xorshift), in parallel chunks.
 fn random01(len: usize, seed: u64) -> Vec<f32> {
@@ -130,7 +137,25 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             gu / tb
         );
     }
-    drop((xd, bd, pd, vd, op));
+    drop(op);
+    let t = std::time::Instant::now();
+    let vop = CudaConeJoseph::with_back(&be, &g, &v, ConeBackProjector::Voxel)?;
+    println!(
+        "voxel projector setup (module load/compile, textures): {:.3} s",
+        t.elapsed().as_secs_f64()
+    );
+    let tb = time(&vop, &mut |op| op.back_dev(&bd, &mut vd))?;
+    println!(
+        "back (voxel): {tb:.4} s, {:.1} GU/s (n {n}, angles {na})",
+        gu / tb
+    );
+    let tf = time(&vop, &mut |op| op.forward_dev(&xd, &mut pd))?;
+    println!(
+        "forward (voxel pair, texture {}): {tf:.4} s, {:.1} GU/s (n {n}, angles {na})",
+        vop.texture_forward(),
+        gu / tf
+    );
+    drop((xd, bd, pd, vd, vop));
     if iters == 0 {
         return Ok(());
     }
@@ -144,23 +169,39 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         track_residual: true,
     };
     let progress = |_: &tomors_cuda::iterative::GpuIteration| true;
-    let (res, st) = cone_sirt_cuda(&be, &g, &v, b.view(), None, &options, &progress)?;
-    let it = res.iterations.max(1) as f64;
-    println!(
-        "sirt ({} back): {:.4} s/iteration device loop (forward {:.4}, back {:.4}, element-wise {:.4} s per \
-         iteration), {:.4} s/iteration host to host (setup {:.3} s, download {:.3} s, total {:.3} s, \
-         {} iterations), last residual {:.4e}",
-        if default { "merged" } else { "plain" },
-        st.loop_s / it,
-        st.forward_s / st.forward_count.max(1) as f64,
-        st.back_s / it,
-        st.elementwise_s / it,
-        st.total_s / it,
-        st.setup_s,
-        st.download_s,
-        st.total_s,
-        res.iterations,
-        res.residuals.last().copied().unwrap_or(f64::NAN)
-    );
+    let only = std::env::var("TOMORS_SIRT_PAIRS").unwrap_or_default();
+    for back in [ConeBackProjector::Joseph, ConeBackProjector::Voxel] {
+        let name = match back {
+            ConeBackProjector::Joseph => "joseph",
+            ConeBackProjector::Voxel => "voxel",
+        };
+        if !only.is_empty() && only != name {
+            continue;
+        }
+        let (res, st) =
+            cone_sirt_cuda_with(&be, &g, &v, b.view(), None, &options, back, &progress)?;
+        let it = res.iterations.max(1) as f64;
+        println!(
+            "sirt ({} pair{}): {:.4} s/iteration device loop (forward {:.4}, back {:.4}, \
+             element-wise {:.4} s per iteration), {:.4} s/iteration host to host (setup {:.3} s, \
+             download {:.3} s, total {:.3} s, {} iterations), last residual {:.4e}",
+            name,
+            match back {
+                ConeBackProjector::Joseph if default => ", merged back",
+                ConeBackProjector::Joseph => ", plain back",
+                ConeBackProjector::Voxel => "",
+            },
+            st.loop_s / it,
+            st.forward_s / st.forward_count.max(1) as f64,
+            st.back_s / it,
+            st.elementwise_s / it,
+            st.total_s / it,
+            st.setup_s,
+            st.download_s,
+            st.total_s,
+            res.iterations,
+            res.residuals.last().copied().unwrap_or(f64::NAN)
+        );
+    }
     Ok(())
 }

@@ -29,6 +29,7 @@ struct ConeFrame {
 // two), the steps first..end along it, the positions of the ray in the
 // other two axes at plane `mid`, their change per step and the step length.
 struct Ray {
+    int ax;  // the dominant axis (0 = x, 1 = y, 2 = z)
     int sa, sb, sc;
     int nb_, nc_;
     int first, end, mid;
@@ -103,6 +104,7 @@ __device__ __forceinline__ bool setup_ray(const ConeFrame* __restrict__ f, int r
     r.db = (float)db;
     r.dc = (float)dc;
     r.len = (float)(h * sqrt(1.0 + db * db + dc * dc));
+    r.ax = ax;
     r.sa = sel3(1, nx, nx * ny, ax);
     r.sb = sel3(1, nx, nx * ny, bx);
     r.sc = sel3(1, nx, nx * ny, cx);
@@ -167,6 +169,46 @@ extern "C" __global__ void __launch_bounds__(256)
                   const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
                   int nc) {
     forward_impl<true>(vol, out, frames, nx, ny, nz, h, nr, nc);
+}
+
+// Forward projection through a 3D texture of the volume (width nx, height
+// ny, depth nz; hardware trilinear interpolation with 8-bit weights, border
+// zero): the same rays and steps as cj_forward, one fetch per step at the
+// step's exact position (an integer in the dominant axis, so the fetch is
+// Joseph's bilinear interpolation in the other two, to the 8-bit weights).
+template <int AX>
+__device__ __forceinline__ float tex_ray(cudaTextureObject_t t, const Ray& r) {
+    float acc = 0.0f;
+    for (int i = r.first; i < r.end; ++i) {
+        const float s = (float)(i - r.mid);
+        const float pb = fmaf(s, r.db, r.b_mid) + 0.5f;
+        const float pc = fmaf(s, r.dc, r.c_mid) + 0.5f;
+        const float pa = (float)i + 0.5f;
+        if (AX == 0) acc += tex3D<float>(t, pa, pb, pc);
+        else if (AX == 1) acc += tex3D<float>(t, pb, pa, pc);
+        else acc += tex3D<float>(t, pb, pc, pa);
+    }
+    return acc;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    cj_forward_tex(unsigned long long tex, float* __restrict__ out,
+                   const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
+                   int nc) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    const int row = blockIdx.y * blockDim.y + threadIdx.y;
+    const int a = blockIdx.z;
+    if (col >= nc || row >= nr) return;
+    Ray r;
+    float acc = 0.0f;
+    if (setup_ray(frames + a, row, col, nx, ny, nz, h, r)) {
+        const cudaTextureObject_t t = (cudaTextureObject_t)tex;
+        if (r.ax == 0) acc = tex_ray<0>(t, r);
+        else if (r.ax == 1) acc = tex_ray<1>(t, r);
+        else acc = tex_ray<2>(t, r);
+        acc *= r.len;
+    }
+    out[((size_t)a * nr + row) * nc + col] = acc;
 }
 
 // Back projection (exact transpose): vol += Aᵀ·proj; `vol` must be zeroed
@@ -362,5 +404,25 @@ extern "C" __global__ void cj_update(float* __restrict__ x, const float* __restr
         if (has_lo && v < lo) v = lo;
         if (has_hi && v > hi) v = hi;
         x[i] = v;
+    }
+}
+
+// The voxel-driven back projection's input: projections [angle][row][col]
+// (n = angles * NR * NC values) times the per-pixel weights w[row][col]
+// (sqrt(SDD^2 + u^2 + v^2) times the operator's scale), written into the
+// stacked texture layout of cone_backproject.cu's cone_pack: angle g in
+// texture g / tpg (gfloats floats apart), rows from 1 + (g % tpg)(NR + 1),
+// pitch floats apart (the zero rows are never written).
+extern "C" __global__ void cj_weight_pack(const float* __restrict__ src,
+                                          const float* __restrict__ w, float* __restrict__ dst,
+                                          int nr, int nc, int pitch, int tpg, long long gfloats,
+                                          long long n) {
+    GRID_LOOP(i, n) {
+        const int c = (int)(i % nc);
+        const long long ar = i / nc;
+        const int r = (int)(ar % nr);
+        const int g = (int)(ar / nr);
+        const long long row = 1 + (long long)(g % tpg) * (nr + 1) + r;
+        dst[(g / tpg) * gfloats + row * pitch + c] = src[i] * __ldg(w + (long long)r * nc + c);
     }
 }

@@ -94,7 +94,7 @@ pub(crate) struct ConeModule {
 }
 
 impl ConeModule {
-    fn load(ctx: &Arc<Context>) -> Result<Self> {
+    pub(crate) fn load(ctx: &Arc<Context>) -> Result<Self> {
         ctx.bind()?;
         let defines = vec![
             ("MAXP".to_string(), CONE_MAX_ANGLES.to_string()),

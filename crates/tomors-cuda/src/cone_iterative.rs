@@ -38,6 +38,25 @@
 //!   one residual kernel (`M·(b − A·x)` and the partial sums of
 //!   `‖b − A·x‖²`, read back for the residual history). The whole volume
 //!   and all projections live on one device (no slabs).
+//! - The voxel-driven back projection ([`ConeBackProjector::Voxel`]): the
+//!   unmatched fast pair of tomors-core's
+//!   [`ConeVoxelProjector`](tomors_core::iterative::ConeVoxelProjector)
+//!   (Joseph forward, `B ≈ Aᵀ`), through the FDK back-projection kernel
+//!   (`cone_bp_tex`, `kernels/cone_backproject.cu`). Per back projection
+//!   one kernel (`cj_weight_pack`) weights the projections per detector
+//!   pixel by `√(SDD² + u² + v²)·h³·SDD/(pu·pv·SOD²)` and writes them into
+//!   the stacked texture layout (allocated once, beside the SIRT state),
+//!   then one launch back projects every angle into the whole device
+//!   volume: `Σ_θ (SOD/U)²·p̃_θ(col, row)` with hardware bilinear
+//!   interpolation (8-bit weights), so the operator is the CPU's f32 voxel
+//!   back projection to the texture unit's rounding. At most
+//!   [`CONE_MAX_ANGLES`] angles. The voxel pair's forward projection reads
+//!   the volume through a 3D texture by default (`cj_forward_tex`: the
+//!   volume is copied into a 3D array before each forward projection, then
+//!   Joseph's rays and steps with one trilinear fetch per step at the
+//!   step's exact position, i.e. Joseph's bilinear interpolation with 8-bit
+//!   weights); [`CudaConeJoseph::set_texture_forward`] or
+//!   `TOMORS_CONE_FORWARD=loads` selects Joseph's exact loads.
 
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -52,7 +71,11 @@ use tomors_core::CoreError;
 
 use crate::backend::CudaBackend;
 use crate::compile::cubin_cached;
-use crate::driver::{launch, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream};
+use crate::cone::{check_extents, BpSource, ConeModule, StackLayout, CONE_MAX_ANGLES};
+use crate::driver::{
+    launch, Array3d, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream,
+    TexFilter, Texture,
+};
 use crate::error::{CudaError, Result};
 use crate::iterative::{
     check_options, clamp, download_staged, find_non_finite, invert, upload_staged, GpuIteration,
@@ -158,6 +181,116 @@ struct Fns {
     scale: Function,
     fill: Function,
     update: Function,
+    weight_pack: Function,
+    forward_tex: Function,
+}
+
+/// The back projection of [`CudaConeJoseph`] and [`cone_sirt_cuda_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConeBackProjector {
+    /// Joseph's exact transpose (`cj_back_merged` / `cj_back`, atomics):
+    /// the matched pair, tomors-core's
+    /// [`ConeJosephProjector`].
+    #[default]
+    Joseph,
+    /// The voxel-driven back projection of tomors-core's
+    /// [`ConeVoxelProjector`](tomors_core::iterative::ConeVoxelProjector)
+    /// (FDK's back projector with per-pixel weights and its scale;
+    /// textures): the fast unmatched pair, as ASTRA's SIRT3D_CUDA.
+    Voxel,
+}
+
+/// The device state of the voxel-driven back projection: its own module
+/// (angles and texture handles in constant memory), the stacked texture
+/// layout of all angles and the per-pixel weights. Fields drop in order:
+/// the textures before their buffer.
+struct VoxelBack {
+    /// The volume as a 3D texture for the texture forward projection
+    /// (`None`: Joseph's loads).
+    vol_tex: Option<(Texture, Array3d)>,
+    textures: Vec<Texture>,
+    module: ConeModule,
+    layout: StackLayout,
+    tex: DeviceBuffer,
+    weights: DeviceBuffer,
+    geometry: ConeGeometry,
+}
+
+/// `√(SDD² + u² + v²)·h³·SDD/(pu·pv·SOD²)` of every detector pixel
+/// (`[row][col]`): the voxel back projection's per-pixel weight and scale
+/// (tomors-core's `ConeVoxelProjector` f32 path, folded together).
+fn voxel_weights(geometry: &ConeGeometry, volume: &ConeVolume) -> Vec<f32> {
+    let g = geometry;
+    let (nc, nr) = (g.n_cols(), g.n_rows());
+    let (pu, pv, sdd, sod) = (g.pixel_u(), g.pixel_v(), g.sdd(), g.sod());
+    let h = volume.voxel_size as f64;
+    let k = h * h * h * sdd / (pu * pv) / (sod * sod);
+    (0..nr * nc)
+        .map(|i| {
+            let u = ((i % nc) as f64 - g.center_col()) * pu;
+            let w = ((i / nc) as f64 - g.center_row()) * pv;
+            ((sdd * sdd + u * u + w * w).sqrt() * k) as f32
+        })
+        .collect()
+}
+
+/// Bytes of the voxel pair's state beyond the SIRT state: the stacked
+/// textures (about one set of projections), the weights and the volume's
+/// 3D texture copy.
+fn voxel_bytes(geometry: &ConeGeometry, volume: &ConeVolume) -> usize {
+    let (na, nr, nc) = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
+    na * (nr + 1) * (nc * 4).div_ceil(512) * 512 + nr * nc * 4 + volume.len() * 4
+}
+
+/// Whether the voxel pair projects forward through a 3D texture of the
+/// volume (`cj_forward_tex`; the default) rather than with Joseph's loads
+/// (`TOMORS_CONE_FORWARD=loads`).
+fn texture_forward_default() -> bool {
+    std::env::var("TOMORS_CONE_FORWARD").map_or(true, |v| v != "loads")
+}
+
+impl VoxelBack {
+    fn new(
+        ctx: &Arc<Context>,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        stream: &Stream,
+    ) -> Result<Self> {
+        let (na, nr, nc) = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
+        if na > CONE_MAX_ANGLES {
+            return Err(CudaError::Parameter(format!(
+                "{na} projections: the GPU voxel back projection handles at most \
+                 {CONE_MAX_ANGLES}"
+            )));
+        }
+        check_extents(nr, nc, volume)?;
+        let module = ConeModule::load(ctx)?;
+        let layout = StackLayout::new(ctx, nr, nc)?;
+        let tex = DeviceBuffer::new(ctx, layout.bytes(na), "voxel back projection textures")?;
+        tex.fill_bytes(0, stream)?;
+        module.set_angles(geometry.angles(), stream)?;
+        let textures = layout.bind(ctx, &module, tex.ptr(), na, stream)?;
+        let w = voxel_weights(geometry, volume);
+        let weights = DeviceBuffer::new(ctx, w.len() * 4, "voxel back projection weights")?;
+        weights.upload(&w)?;
+        let vol_tex = if texture_forward_default() {
+            let arr = Array3d::new(ctx, volume.nx, volume.ny, volume.nz)?;
+            let t = Texture::array3d(ctx, &arr, TexFilter::Linear)?;
+            Some((t, arr))
+        } else {
+            None
+        };
+        stream.synchronize()?;
+        Ok(Self {
+            vol_tex,
+            textures,
+            module,
+            layout,
+            tex,
+            weights,
+            geometry: geometry.clone(),
+        })
+    }
 }
 
 /// Joseph's cone-beam projector on one GPU for a circular cone-beam
@@ -179,6 +312,7 @@ pub struct CudaConeJoseph {
     pins: Mutex<Vec<PinnedBuffer>>,
     block: (u32, u32, u32),
     merged: bool,
+    voxel: Option<VoxelBack>,
 }
 
 /// Detector columns of the warp tile of the merged back projection:
@@ -230,8 +364,23 @@ impl CudaConeJoseph {
         geometry: &ConeGeometry,
         volume: &ConeVolume,
     ) -> Result<Self> {
+        Self::with_back(backend, geometry, volume, ConeBackProjector::Joseph)
+    }
+
+    /// The projector for `geometry` on `volume` with the back projection
+    /// `back`, on `backend`'s device.
+    ///
+    /// Errors: as [`CudaConeJoseph::new`]; for
+    /// [`ConeBackProjector::Voxel`] also more than [`CONE_MAX_ANGLES`]
+    /// angles or a detector beyond the device's texture limits.
+    pub fn with_back(
+        backend: &CudaBackend,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        back: ConeBackProjector,
+    ) -> Result<Self> {
         let ctx = backend.lock()?.ctx.clone();
-        Self::on_context(ctx, geometry, volume)
+        Self::on_context_with(ctx, geometry, volume, back)
     }
 
     /// The projector on an existing device context.
@@ -241,6 +390,19 @@ impl CudaConeJoseph {
         ctx: Arc<Context>,
         geometry: &ConeGeometry,
         volume: &ConeVolume,
+    ) -> Result<Self> {
+        Self::on_context_with(ctx, geometry, volume, ConeBackProjector::Joseph)
+    }
+
+    /// The projector with the back projection `back` on an existing device
+    /// context.
+    ///
+    /// Errors: as [`CudaConeJoseph::with_back`].
+    pub fn on_context_with(
+        ctx: Arc<Context>,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        back: ConeBackProjector,
     ) -> Result<Self> {
         // The CPU operator's checks (source outside the volume), with its
         // error text.
@@ -267,8 +429,14 @@ impl CudaConeJoseph {
             scale: module.function("cj_scale")?,
             fill: module.function("cj_fill")?,
             update: module.function("cj_update")?,
+            weight_pack: module.function("cj_weight_pack")?,
+            forward_tex: module.function("cj_forward_tex")?,
         };
         let stream = Stream::new(&ctx)?;
+        let voxel = match back {
+            ConeBackProjector::Joseph => None,
+            ConeBackProjector::Voxel => Some(VoxelBack::new(&ctx, geometry, volume, &stream)?),
+        };
         let fr = frames(geometry, volume);
         let frames_buf = DeviceBuffer::new(&ctx, std::mem::size_of_val(&fr[..]), "cone frames")?;
         let partial = DeviceBuffer::new(&ctx, RED_BLOCKS * 8, "partial sums")?;
@@ -286,6 +454,7 @@ impl CudaConeJoseph {
             pins: Mutex::new(Vec::new()),
             block: block_shape(),
             merged: std::env::var("TOMORS_CONE_BACK").map_or(true, |v| v != "plain"),
+            voxel,
         };
         me.put(&me.frames, &fr)?;
         Ok(me)
@@ -298,6 +467,50 @@ impl CudaConeJoseph {
     /// Both give the same sums up to the order of the additions.
     pub fn set_merged_back(&mut self, merged: bool) {
         self.merged = merged;
+    }
+
+    /// Whether the forward projection reads the volume through a 3D
+    /// texture (`cj_forward_tex`, hardware trilinear interpolation with
+    /// 8-bit weights at Joseph's sample points): the voxel pair's default
+    /// (`TOMORS_CONE_FORWARD=loads` at construction turns it off); never
+    /// with the Joseph pair.
+    pub fn texture_forward(&self) -> bool {
+        self.voxel.as_ref().is_some_and(|v| v.vol_tex.is_some())
+    }
+
+    /// Turns the voxel pair's texture forward projection on or off
+    /// ([`CudaConeJoseph::texture_forward`]; allocates or frees the
+    /// volume's 3D array).
+    ///
+    /// Errors: the Joseph pair (`on`), driver errors.
+    pub fn set_texture_forward(&mut self, on: bool) -> Result<()> {
+        let Some(vb) = self.voxel.as_mut() else {
+            if on {
+                return Err(CudaError::Parameter(
+                    "the texture forward projection belongs to the voxel pair".into(),
+                ));
+            }
+            return Ok(());
+        };
+        if on && vb.vol_tex.is_none() {
+            let v = &self.volume;
+            let arr = Array3d::new(&self.ctx, v.nx, v.ny, v.nz)?;
+            let t = Texture::array3d(&self.ctx, &arr, TexFilter::Linear)?;
+            vb.vol_tex = Some((t, arr));
+        } else if !on {
+            self.stream.synchronize()?;
+            vb.vol_tex = None;
+        }
+        Ok(())
+    }
+
+    /// The back projection ([`ConeBackProjector`]).
+    pub fn back_projector(&self) -> ConeBackProjector {
+        if self.voxel.is_some() {
+            ConeBackProjector::Voxel
+        } else {
+            ConeBackProjector::Joseph
+        }
     }
 
     /// Whether the back projection merges neighbouring rays' voxels
@@ -480,10 +693,16 @@ impl CudaConeJoseph {
     pub fn forward_dev(&self, vol: &ConeDeviceArray, out: &mut ConeDeviceArray) -> Result<()> {
         self.check_volume(vol, "the volume")?;
         self.check_projections(out, "the output projections")?;
+        if let Some((t, arr)) = self.voxel.as_ref().and_then(|v| v.vol_tex.as_ref()) {
+            self.ctx.bind()?;
+            arr.copy_from_device(vol.buf.ptr(), &self.stream)?;
+            return self.project(self.f.forward_tex, "cj_forward_tex", t.raw, out.buf.ptr());
+        }
         self.project(self.f.forward, "cj_forward", vol.buf.ptr(), out.buf.ptr())
     }
 
-    /// Back projection `out = Aᵀ·proj` (the exact transpose) of device
+    /// Back projection `out = Aᵀ·proj` (the exact transpose; with
+    /// [`ConeBackProjector::Voxel`] the voxel-driven `B ≈ Aᵀ`) of device
     /// projections into a device volume (overwritten), queued on the
     /// stream.
     ///
@@ -496,6 +715,9 @@ impl CudaConeJoseph {
         self.check_projections(proj, "the projections")?;
         self.check_volume(out, "the output volume")?;
         self.ctx.bind()?;
+        if let Some(vb) = &self.voxel {
+            return self.voxel_back(vb, proj, out);
+        }
         out.buf.fill_bytes(0, &self.stream)?;
         let (f, name) = if self.merged {
             (self.f.back_merged, "cj_back_merged")
@@ -503,6 +725,51 @@ impl CudaConeJoseph {
             (self.f.back, "cj_back")
         };
         self.project(f, name, proj.buf.ptr(), out.buf.ptr())
+    }
+
+    /// The voxel-driven back projection: weight and pack, then one launch
+    /// of `cone_bp_tex` over every angle and the whole volume.
+    fn voxel_back(
+        &self,
+        vb: &VoxelBack,
+        proj: &ConeDeviceArray,
+        out: &ConeDeviceArray,
+    ) -> Result<()> {
+        let (mut src, mut w, mut dst) = (proj.buf.ptr(), vb.weights.ptr(), vb.tex.ptr());
+        let (mut nr, mut nc) = (self.nr as i32, self.nc as i32);
+        let mut pitch = (vb.layout.pitch_bytes / 4) as i32;
+        let mut tpg = vb.layout.tpg as i32;
+        let mut gf = (vb.layout.gbytes / 4) as i64;
+        let mut n = proj.len() as i64;
+        self.launch(
+            self.f.weight_pack,
+            "cj_weight_pack",
+            Self::elementwise_grid(proj.len()),
+            (256, 1, 1),
+            &mut [
+                &mut src as *mut _ as _,
+                &mut w as *mut _ as _,
+                &mut dst as *mut _ as _,
+                &mut nr as *mut _ as _,
+                &mut nc as *mut _ as _,
+                &mut pitch as *mut _ as _,
+                &mut tpg as *mut _ as _,
+                &mut gf as *mut _ as _,
+                &mut n as *mut _ as _,
+            ],
+        )?;
+        debug_assert_eq!(vb.textures.len(), self.na.div_ceil(vb.layout.tpg));
+        vb.module.backproject(
+            &self.stream,
+            BpSource::Textures(vb.layout.tpg),
+            out.buf.ptr(),
+            &vb.geometry,
+            &self.volume,
+            0,
+            self.volume.nz,
+            self.na,
+            false,
+        )
     }
 
     /// Forward projection of a host volume `[z][y][x]` into host projections
@@ -516,7 +783,8 @@ impl CudaConeJoseph {
         self.download(&p)
     }
 
-    /// Back projection (exact transpose) of host projections
+    /// Back projection (exact transpose, or the voxel-driven one: see
+    /// [`CudaConeJoseph::back_dev`]) of host projections
     /// `[angle][row][col]` into a host volume `[z][y][x]`.
     ///
     /// Errors: projections of another shape, driver and launch errors.
@@ -669,17 +937,17 @@ impl CudaConeJoseph {
     pub fn row_sums(&self, squared: bool) -> Result<Array3<f32>> {
         let v = self.alloc_volume()?;
         self.fill(&v, 1.0)?;
-        let s = self.alloc_projections()?;
-        let (f, name) = if squared {
-            (self.f.forward_sq, "cj_forward_sq")
+        let mut s = self.alloc_projections()?;
+        if squared {
+            self.project(self.f.forward_sq, "cj_forward_sq", v.buf.ptr(), s.buf.ptr())?;
         } else {
-            (self.f.forward, "cj_forward")
-        };
-        self.project(f, name, v.buf.ptr(), s.buf.ptr())?;
+            self.forward_dev(&v, &mut s)?;
+        }
         self.download(&s)
     }
 
-    /// Column sums `Aᵀ·1` (`[z][y][x]`).
+    /// Column sums `Aᵀ·1` (`[z][y][x]`; `B·1` with the voxel back
+    /// projection).
     pub fn column_sums(&self) -> Result<Array3<f32>> {
         let s = self.alloc_projections()?;
         self.fill(&s, 1.0)?;
@@ -789,6 +1057,22 @@ pub fn cone_sirt_bytes(geometry: &ConeGeometry, volume: &ConeVolume) -> usize {
     4 * 3 * (nvox + nproj)
 }
 
+/// Bytes of device memory [`cone_sirt_cuda_with`] holds with the back
+/// projection `back`: [`cone_sirt_bytes`], and for
+/// [`ConeBackProjector::Voxel`] the stacked projection textures (about one
+/// more set of projections) and the per-pixel weights.
+pub fn cone_sirt_bytes_with(
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    back: ConeBackProjector,
+) -> usize {
+    cone_sirt_bytes(geometry, volume)
+        + match back {
+            ConeBackProjector::Joseph => 0,
+            ConeBackProjector::Voxel => voxel_bytes(geometry, volume),
+        }
+}
+
 /// Checks that the state of [`cone_sirt_cuda`] ([`cone_sirt_bytes`]) fits
 /// in the free memory of `backend`'s device, with 256 MiB to spare.
 ///
@@ -802,6 +1086,8 @@ pub fn cone_sirt_fits(
     fits_on(&ctx, geometry, volume)
 }
 
+/// Checks the free memory for the SIRT state (the projector's own state,
+/// such as the voxel back projection's textures, is already allocated).
 fn fits_on(ctx: &Arc<Context>, geometry: &ConeGeometry, volume: &ConeVolume) -> Result<()> {
     let need = cone_sirt_bytes(geometry, volume);
     let (free, _) = ctx.mem_info()?;
@@ -886,10 +1172,45 @@ pub fn cone_sirt_cuda(
     options: &IterativeOptions,
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
+    cone_sirt_cuda_with(
+        backend,
+        geometry,
+        volume,
+        projections,
+        initial,
+        options,
+        ConeBackProjector::Joseph,
+        progress,
+    )
+}
+
+/// [`cone_sirt_cuda`] with the back projection `back`:
+/// [`ConeBackProjector::Joseph`] (the matched pair, as
+/// [`cone_sirt_cuda`]) or [`ConeBackProjector::Voxel`] (the unmatched
+/// pair of tomors-core's
+/// [`ConeVoxelProjector`](tomors_core::iterative::ConeVoxelProjector),
+/// whose f32 [`reconstruct_cone`](tomors_core::iterative::reconstruct_cone)
+/// it matches to the texture interpolation's rounding; the column sums of
+/// row/column-sum SIRT are `B·1`). Device memory:
+/// [`cone_sirt_bytes_with`].
+///
+/// Errors: those of [`cone_sirt_cuda`] and of
+/// [`CudaConeJoseph::with_back`].
+#[allow(clippy::too_many_arguments)]
+pub fn cone_sirt_cuda_with(
+    backend: &CudaBackend,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    projections: ArrayView3<'_, f32>,
+    initial: Option<ArrayView3<'_, f32>>,
+    options: &IterativeOptions,
+    back: ConeBackProjector,
+    progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
+) -> Result<(IterativeResult<f32>, SirtStats)> {
     let weighting =
         check_cone_sirt_inputs(geometry, volume, &projections, initial.as_ref(), options)?;
     let t0 = Instant::now();
-    let op = CudaConeJoseph::new(backend, geometry, volume)?;
+    let op = CudaConeJoseph::with_back(backend, geometry, volume, back)?;
     fits_on(&op.ctx, geometry, volume)?;
     let mut stats = SirtStats {
         slabs: 1,

@@ -54,7 +54,9 @@ pub mod tuning;
 pub use backend::{CudaBackend, CudaOptions, MultiCudaBackend};
 pub use cone::{ConeKernel, ConeStats};
 pub use cone_fdk::FdkStats;
-pub use cone_iterative::{cone_sirt_cuda, ConeDeviceArray, CudaConeJoseph};
+pub use cone_iterative::{
+    cone_sirt_cuda, cone_sirt_cuda_with, ConeBackProjector, ConeDeviceArray, CudaConeJoseph,
+};
 pub use engine::{PipelineStats, TexStorage};
 pub use error::{CudaError, Result};
 pub use fft::FftVariant;
