@@ -315,11 +315,27 @@ fn cone_sirt_on_cuda_matches_cpu_or_says_why_not() {
     let out = run(&sirt, &target);
     let err = String::from_utf8_lossy(&out.stderr);
     if out.status.success() {
+        let rel = |a: &Array3<f32>, b: &Array3<f32>| {
+            (a - b).mapv(|v| (v as f64).powi(2)).sum().sqrt()
+                / b.mapv(|v| (v as f64).powi(2)).sum().sqrt()
+        };
         let gpu: Array3<f32> = read_npy(&target).unwrap();
-        let d = (&gpu - &cpu).mapv(|v| (v as f64).powi(2)).sum().sqrt()
-            / cpu.mapv(|v| (v as f64).powi(2)).sum().sqrt();
+        let d = rel(&gpu, &cpu);
         println!("cone SIRT GPU vs CPU: relative L2 {d:.2e}");
         assert!(d < 1e-4, "{d}");
+        // The voxel pair: texture interpolation (8-bit weights) on the GPU.
+        let voxel = [&sirt[..], &["--projector", "voxel"]].concat();
+        let cpu_v = recon(dir, "cpu_voxel.npy", &voxel);
+        let target_v = dir.join("gpu_voxel.npy");
+        let out = run(&voxel, &target_v);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let d = rel(&read_npy(&target_v).unwrap(), &cpu_v);
+        println!("cone SIRT voxel pair GPU vs CPU: relative L2 {d:.2e}");
+        assert!(d < 2e-3, "{d}");
     } else {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(!target.exists());

@@ -1,6 +1,7 @@
 //! The GPU side of `tomors recon --geometry cone --algorithm …`: SIRT
-//! (row/column sums, Landweber, Cimmino) with the cone-beam Joseph pair,
-//! resident on one device.
+//! (row/column sums, Landweber, Cimmino) with the cone-beam Joseph pair or
+//! the voxel-driven pair (texture forward, FDK back projection), resident
+//! on one device.
 
 use std::time::Instant;
 
@@ -9,7 +10,7 @@ use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::iterative::{Algorithm, IterativeOptions, ProjectorKind};
 use tomors_cuda::iterative::GpuIteration;
-use tomors_cuda::{cone_sirt_cuda, CudaBackend};
+use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend};
 
 use super::recon::ReconArgs;
 use crate::backend_select::BackendChoice;
@@ -17,7 +18,8 @@ use crate::progress;
 
 /// Whether the method runs on the GPU.
 fn capable(options: &IterativeOptions, projector: ProjectorKind) -> bool {
-    matches!(options.algorithm, Algorithm::Sirt(_)) && projector == ProjectorKind::Joseph
+    matches!(options.algorithm, Algorithm::Sirt(_))
+        && matches!(projector, ProjectorKind::Joseph | ProjectorKind::Voxel)
 }
 
 /// Whether the iteration runs on the GPU for `choice`: `cuda` insists (and
@@ -32,7 +34,7 @@ pub fn wanted(
     match choice {
         BackendChoice::Cpu => Ok(false),
         BackendChoice::Cuda if !ok => bail!(
-            "--backend cuda runs cone-beam sirt, landweber and cimmino with the joseph projector; \
+            "--backend cuda runs cone-beam sirt, landweber and cimmino with the joseph or voxel projector; \
              {:?} with the {projector:?} projector runs on the CPU (use --backend cpu or auto)",
             options.algorithm
         ),
@@ -81,13 +83,18 @@ pub fn run(
     );
     let bar = progress::bar(options.iterations as u64, "iterating", "iterations");
     let t = Instant::now();
-    let (result, stats) = cone_sirt_cuda(
+    let back = match args.iterative.projector {
+        ProjectorKind::Voxel => ConeBackProjector::Voxel,
+        _ => ConeBackProjector::Joseph,
+    };
+    let (result, stats) = cone_sirt_cuda_with(
         &backend,
         g,
         vol,
         projections.view(),
         None,
         options,
+        back,
         &|info: &GpuIteration| {
             bar.set_position(info.iteration as u64);
             tracing::debug!(
