@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use ndarray::{Array1, Ix3};
+use ndarray::{Array1, Array3, Ix3};
 use tomors_core::cone::{
     fdk, project_cone, uniform_angles_inclusive, ConeGeometry, ConeVolume, FdkOptions, ScanMode,
     DEFAULT_SUBPIXELS,
@@ -217,23 +217,8 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
         bail!("--geometry cone interpolates the detector bilinearly (--interp linear)");
     }
     check_target(&args.out, args.overwrite)?;
-    let projections = read_npy_f32(input)?
-        .into_dimensionality::<Ix3>()
-        .with_context(|| {
-            format!(
-                "{}: projections must be 3-D [angle][row][col]",
-                input.display()
-            )
-        })?;
-    check_finite(projections.view(), "the projections")
-        .with_context(|| input.display().to_string())?;
+    let (projections, g, vol) = load_projections(args)?;
     let (n_angles, n_rows, n_cols) = projections.dim();
-    let angles = cone_angles(args, n_angles, n_rows, n_cols)?;
-    let g = args
-        .cone
-        .geometry(angles, n_rows, n_cols)
-        .with_context(|| input.display().to_string())?;
-    let vol = args.cone.volume(&g)?;
     let filter = args.filter.fbp_options(args.slab).filter;
     let options = FdkOptions {
         filter,
@@ -269,15 +254,36 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
     Ok(())
 }
 
+/// Reads the `.npy` projections `[angle][row][col]` of `recon --geometry
+/// cone` (finite values only) and builds their geometry and the volume.
+pub(crate) fn load_projections(
+    args: &ReconArgs,
+) -> Result<(Array3<f32>, ConeGeometry, ConeVolume)> {
+    let input = &args.input;
+    let projections = read_npy_f32(input)?
+        .into_dimensionality::<Ix3>()
+        .with_context(|| {
+            format!(
+                "{}: projections must be 3-D [angle][row][col]",
+                input.display()
+            )
+        })?;
+    check_finite(projections.view(), "the projections")
+        .with_context(|| input.display().to_string())?;
+    let (n_angles, n_rows, n_cols) = projections.dim();
+    let angles = cone_angles(args, n_angles, n_rows, n_cols)?;
+    let g = args
+        .cone
+        .geometry(angles, n_rows, n_cols)
+        .with_context(|| input.display().to_string())?;
+    let vol = args.cone.volume(&g)?;
+    Ok((projections, g, vol))
+}
+
 /// Angles of a cone-beam reconstruction: --angles (with --angles-unit),
 /// else evenly over --angle-range degrees (end excluded), else 360° (end
 /// excluded) or, with --short-scan, π + fan angle with both ends.
-pub(crate) fn cone_angles(
-    args: &ReconArgs,
-    n: usize,
-    n_rows: usize,
-    n_cols: usize,
-) -> Result<Vec<f32>> {
+fn cone_angles(args: &ReconArgs, n: usize, n_rows: usize, n_cols: usize) -> Result<Vec<f32>> {
     if let Some(path) = &args.angles {
         return read_angles(path, n, args.angles_unit.unwrap_or(AngleUnit::Rad));
     }

@@ -5,13 +5,12 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use ndarray::{Array3, Ix3};
+use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume};
-use tomors_core::fbp::check_finite;
 use tomors_core::iterative::{cone_projector, reconstruct_cone, IterativeOptions};
 
-use super::cone::cone_angles;
-use super::recon::{read_npy_f32, ReconArgs};
+use super::cone::load_projections;
+use super::recon::ReconArgs;
 use crate::backend_select::BackendChoice;
 use crate::output::{check_target, write_volume};
 use crate::progress;
@@ -37,23 +36,8 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
         choice => super::cone_gpu::wanted(choice, &options, args.iterative.projector)?,
     };
     check_target(&args.out, args.overwrite)?;
-    let projections = read_npy_f32(input)?
-        .into_dimensionality::<Ix3>()
-        .with_context(|| {
-            format!(
-                "{}: projections must be 3-D [angle][row][col]",
-                input.display()
-            )
-        })?;
-    check_finite(projections.view(), "the projections")
-        .with_context(|| input.display().to_string())?;
+    let (projections, g, vol) = load_projections(args)?;
     let (n_angles, n_rows, n_cols) = projections.dim();
-    let angles = cone_angles(args, n_angles, n_rows, n_cols)?;
-    let g = args
-        .cone
-        .geometry(angles, n_rows, n_cols)
-        .with_context(|| input.display().to_string())?;
-    let vol = args.cone.volume(&g)?;
     tracing::info!(
         "{:?} with the {:?} projector, {} iterations: {} ({n_angles} × {n_rows} × {n_cols}, \
          cone angle {:.2}°) onto {}×{}×{} voxels of {}",
