@@ -14,7 +14,7 @@ use ndarray::{Array3, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
 use super::cone_joseph::ConeJosephProjector;
-use super::cone_rays::{ConeRays, VolumeBox};
+use super::cone_rays::{ConeRays, ConeTracer, VolumeBox};
 use super::operator::{floor_i64, Projector};
 use super::real::Real;
 use super::ConeOperator;
@@ -26,7 +26,6 @@ use crate::error::Result;
 #[derive(Clone, Debug)]
 pub struct ConeVoxelProjector {
     joseph: ConeJosephProjector,
-    rays: ConeRays,
 }
 
 impl ConeVoxelProjector {
@@ -47,14 +46,13 @@ impl ConeVoxelProjector {
         region: VolumeBox,
     ) -> Result<Self> {
         Ok(Self {
-            joseph: ConeJosephProjector::with_box(geometry, volume, region.clone())?,
-            rays: ConeRays::new(geometry, volume, region)?,
+            joseph: ConeJosephProjector::with_box(geometry, volume, region)?,
         })
     }
 
     /// The box the pair acts on.
     pub fn region(&self) -> &VolumeBox {
-        &self.rays.region
+        &self.rays().region
     }
 }
 
@@ -80,13 +78,13 @@ impl<T: Real> Projector<T> for ConeVoxelProjector {
         "voxel"
     }
     fn n_angles(&self) -> usize {
-        self.rays.n_angles()
+        self.rays().n_angles()
     }
     fn n_bins(&self) -> usize {
-        self.rays.n_bins()
+        self.rays().n_bins()
     }
     fn image_dim(&self) -> (usize, usize) {
-        self.rays.image_dim()
+        self.rays().image_dim()
     }
     fn is_matched(&self) -> bool {
         false
@@ -105,7 +103,7 @@ impl<T: Real> Projector<T> for ConeVoxelProjector {
         angles: &[usize],
         mut out: ArrayViewMut2<'_, T>,
     ) -> Result<()> {
-        let r = &self.rays;
+        let r = self.rays();
         r.check_shapes(out.dim(), sinogram.dim(), angles)?;
         let g = &r.geometry;
         let v = &r.volume;
@@ -165,9 +163,14 @@ impl<T: Real> Projector<T> for ConeVoxelProjector {
 }
 
 impl ConeVoxelProjector {
+    /// The rays (Joseph's, shared with the forward projection).
+    fn rays(&self) -> &ConeRays {
+        ConeTracer::rays(&self.joseph)
+    }
+
     /// `SDD/cos α = √(SDD² + u² + v²)` of every detector pixel (`[row·col]`).
     fn inv_cos(&self) -> Vec<f64> {
-        let g = &self.rays.geometry;
+        let g = &self.rays().geometry;
         let (nc, nr) = (g.n_cols(), g.n_rows());
         let (pu, pv, sdd) = (g.pixel_u(), g.pixel_v(), g.sdd());
         (0..nr * nc)
@@ -190,7 +193,7 @@ impl ConeVoxelProjector {
         mut out: ArrayViewMut2<'_, T>,
         scale: f64,
     ) -> Result<()> {
-        let r = &self.rays;
+        let r = self.rays();
         let g = &r.geometry;
         let (nr, nc) = (g.n_rows(), g.n_cols());
         let (pu, pv) = (g.pixel_u(), g.pixel_v());
@@ -236,9 +239,9 @@ impl ConeVoxelProjector {
 
 impl<T: Real> ConeOperator<T> for ConeVoxelProjector {
     fn volume_dim(&self) -> (usize, usize, usize) {
-        self.rays.region.dim()
+        self.rays().region.dim()
     }
     fn detector_dim(&self) -> (usize, usize) {
-        (self.rays.n_rows(), self.rays.n_cols())
+        (self.rays().n_rows(), self.rays().n_cols())
     }
 }
