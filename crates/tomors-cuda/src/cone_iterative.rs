@@ -65,7 +65,8 @@ use std::time::Instant;
 use ndarray::{Array3, ArrayView3};
 use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::iterative::{
-    ConeJosephProjector, Constraint, IterativeOptions, IterativeResult, StopReason, Weighting,
+    ray_frames, ConeJosephProjector, Constraint, IterativeOptions, IterativeResult, StopReason,
+    Weighting,
 };
 use tomors_core::CoreError;
 
@@ -102,43 +103,6 @@ fn block_shape() -> (u32, u32, u32) {
             (w >= 1 && h >= 1 && w * h <= 256).then_some((w, h, 1))
         })
         .unwrap_or(BLOCK)
-}
-
-/// One projection's source and detector in voxel-index coordinates (layout
-/// of `ConeFrame`; tomors-core's `RayFrame`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct Frame {
-    src: [f64; 3],
-    base: [f64; 3],
-    eu: [f64; 3],
-    ev: [f64; 3],
-}
-
-/// The frames of `geometry` on `volume`, computed as tomors-core computes
-/// them (same operations, so the same rays to the last bit).
-fn frames(geometry: &ConeGeometry, volume: &ConeVolume) -> Vec<Frame> {
-    let h = volume.voxel_size as f64;
-    let c = [
-        (volume.nx as f64 - 1.0) * 0.5,
-        (volume.ny as f64 - 1.0) * 0.5,
-        (volume.nz as f64 - 1.0) * 0.5,
-    ];
-    let to_index = |p: [f64; 3]| [c[0] + p[0] / h, c[1] - p[1] / h, c[2] + p[2] / h];
-    let to_step = |d: [f64; 3]| [d[0] / h, -d[1] / h, d[2] / h];
-    (0..geometry.n_angles())
-        .map(|i| {
-            let base = geometry.detector_point(i, 0.0, 0.0);
-            let pu = geometry.detector_point(i, 1.0, 0.0);
-            let pv = geometry.detector_point(i, 0.0, 1.0);
-            Frame {
-                src: to_index(geometry.source(i)),
-                base: to_index(base),
-                eu: to_step([pu[0] - base[0], pu[1] - base[1], pu[2] - base[2]]),
-                ev: to_step([pv[0] - base[0], pv[1] - base[1], pv[2] - base[2]]),
-            }
-        })
-        .collect()
 }
 
 /// A flat `f32` array on the device: a `[z][y][x]` volume or
@@ -437,7 +401,7 @@ impl CudaConeJoseph {
             ConeBackProjector::Joseph => None,
             ConeBackProjector::Voxel => Some(VoxelBack::new(&ctx, geometry, volume, &stream)?),
         };
-        let fr = frames(geometry, volume);
+        let fr = ray_frames(geometry, volume);
         let frames_buf = DeviceBuffer::new(&ctx, std::mem::size_of_val(&fr[..]), "cone frames")?;
         let partial = DeviceBuffer::new(&ctx, RED_BLOCKS * 8, "partial sums")?;
         let me = Self {

@@ -87,9 +87,11 @@ impl VolumeBox {
 
 /// One projection's source and detector in voxel-index coordinates
 /// `[X, Y, Z]` (`X = cx + x/h`, `Y = cy − y/h`, `Z = cz + z/h`: voxel
-/// `(ix, iy, iz)` is centred at `(ix, iy, iz)`).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RayFrame {
+/// `(ix, iy, iz)` is centred at `(ix, iy, iz)`). `repr(C)`: GPU kernels
+/// read these as they are.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RayFrame {
     /// The source.
     pub src: [f64; 3],
     /// Detector pixel coordinate (0, 0).
@@ -98,6 +100,33 @@ pub(crate) struct RayFrame {
     pub eu: [f64; 3],
     /// Step of one detector row.
     pub ev: [f64; 3],
+}
+
+/// The source and detector frames of every projection of `geometry` in the
+/// voxel-index coordinates of `volume`: the rays of the cone-beam projectors
+/// (CPU and GPU alike) are `src → base + col·eu + row·ev`.
+pub fn ray_frames(geometry: &ConeGeometry, volume: &ConeVolume) -> Vec<RayFrame> {
+    let h = volume.voxel_size as f64;
+    let c = [
+        (volume.nx as f64 - 1.0) * 0.5,
+        (volume.ny as f64 - 1.0) * 0.5,
+        (volume.nz as f64 - 1.0) * 0.5,
+    ];
+    let to_index = |p: [f64; 3]| [c[0] + p[0] / h, c[1] - p[1] / h, c[2] + p[2] / h];
+    let to_step = |d: [f64; 3]| [d[0] / h, -d[1] / h, d[2] / h];
+    (0..geometry.n_angles())
+        .map(|i| {
+            let base = geometry.detector_point(i, 0.0, 0.0);
+            let pu = geometry.detector_point(i, 1.0, 0.0);
+            let pv = geometry.detector_point(i, 0.0, 1.0);
+            RayFrame {
+                src: to_index(geometry.source(i)),
+                base: to_index(base),
+                eu: to_step([pu[0] - base[0], pu[1] - base[1], pu[2] - base[2]]),
+                ev: to_step([pv[0] - base[0], pv[1] - base[1], pv[2] - base[2]]),
+            }
+        })
+        .collect()
 }
 
 /// The rays of a cone-beam geometry on a volume box.
@@ -112,27 +141,7 @@ pub(crate) struct ConeRays {
 impl ConeRays {
     pub fn new(geometry: &ConeGeometry, volume: &ConeVolume, region: VolumeBox) -> Result<Self> {
         region.check(volume)?;
-        let h = volume.voxel_size as f64;
-        let c = [
-            (volume.nx as f64 - 1.0) * 0.5,
-            (volume.ny as f64 - 1.0) * 0.5,
-            (volume.nz as f64 - 1.0) * 0.5,
-        ];
-        let to_index = |p: [f64; 3]| [c[0] + p[0] / h, c[1] - p[1] / h, c[2] + p[2] / h];
-        let to_step = |d: [f64; 3]| [d[0] / h, -d[1] / h, d[2] / h];
-        let frames = (0..geometry.n_angles())
-            .map(|i| {
-                let base = geometry.detector_point(i, 0.0, 0.0);
-                let pu = geometry.detector_point(i, 1.0, 0.0);
-                let pv = geometry.detector_point(i, 0.0, 1.0);
-                RayFrame {
-                    src: to_index(geometry.source(i)),
-                    base: to_index(base),
-                    eu: to_step([pu[0] - base[0], pu[1] - base[1], pu[2] - base[2]]),
-                    ev: to_step([pv[0] - base[0], pv[1] - base[1], pv[2] - base[2]]),
-                }
-            })
-            .collect();
+        let frames = ray_frames(geometry, volume);
         let rays = Self {
             geometry: geometry.clone(),
             volume: *volume,

@@ -45,7 +45,7 @@ pub use algorithms::{
 };
 pub use cone_joseph::ConeJosephProjector;
 pub use cone_line::ConeLineProjector;
-pub use cone_rays::VolumeBox;
+pub use cone_rays::{ray_frames, RayFrame, VolumeBox};
 pub use cone_voxel::ConeVoxelProjector;
 pub use joseph::JosephProjector;
 pub use line::LineProjector;
