@@ -3,6 +3,7 @@
 mod backend_select;
 mod cmd;
 mod cuda_cli;
+mod iteration_report;
 mod output;
 mod preview;
 mod progress;

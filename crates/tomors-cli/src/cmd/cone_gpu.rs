@@ -14,7 +14,7 @@ use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend};
 
 use super::recon::ReconArgs;
 use crate::backend_select::BackendChoice;
-use crate::progress;
+use crate::{iteration_report, progress};
 
 /// Whether the method runs on the GPU.
 fn capable(options: &IterativeOptions, projector: ProjectorKind) -> bool {
@@ -96,29 +96,15 @@ pub fn run(
         options,
         back,
         &|info: &GpuIteration| {
-            bar.set_position(info.iteration as u64);
-            tracing::debug!(
-                "iteration {}: relative residual {:.3e}",
-                info.iteration,
-                info.residual
-            );
+            iteration_report::step(&bar, info.iteration, Some(info.residual));
             true
         },
     )
     .with_context(|| input.display().to_string())?;
-    bar.finish_and_clear();
-    tracing::info!(
-        "{} iterations on the GPU (λ = {:.4e}, stopped: {:?}) in {:.2} s \
-         ({:.4} s per iteration in the device loop), final relative residual {}",
-        result.iterations,
-        result.relaxation,
-        result.stop,
-        t.elapsed().as_secs_f64(),
-        stats.loop_s / stats.iterations.max(1) as f64,
-        result
-            .residuals
-            .last()
-            .map_or("–".to_string(), |r| format!("{r:.3e}"))
+    let where_ = format!(
+        "on the GPU ({:.4} s per iteration in the device loop)",
+        stats.loop_s / stats.iterations.max(1) as f64
     );
+    iteration_report::finished(&bar, &result, &where_, t.elapsed().as_secs_f64());
     Ok(result.x)
 }

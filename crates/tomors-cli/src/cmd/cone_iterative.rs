@@ -13,7 +13,7 @@ use super::cone::load_projections;
 use super::recon::ReconArgs;
 use crate::backend_select::BackendChoice;
 use crate::output::{check_target, write_volume};
-use crate::progress;
+use crate::{iteration_report, progress};
 
 /// Runs `tomors recon --geometry cone --algorithm …`.
 pub fn run_recon(args: &ReconArgs) -> Result<()> {
@@ -78,25 +78,14 @@ fn run_cpu(
         .with_context(|| input.display().to_string())?;
     let bar = progress::bar(options.iterations as u64, "iterating", "iterations");
     let t = Instant::now();
-    let result = reconstruct_cone(p.as_ref(), projections.view(), None, options, &mut |info| {
-        bar.set_position(info.iteration as u64);
-        if let Some(r) = info.residual {
-            tracing::debug!("iteration {}: relative residual {r:.3e}", info.iteration);
-        }
-        true
-    })
+    let result = reconstruct_cone(
+        p.as_ref(),
+        projections.view(),
+        None,
+        options,
+        &mut iteration_report::cpu_callback(&bar),
+    )
     .with_context(|| input.display().to_string())?;
-    bar.finish_and_clear();
-    tracing::info!(
-        "{} iterations on the CPU (λ = {:.4e}, stopped: {:?}) in {:.2} s, final relative residual {}",
-        result.iterations,
-        result.relaxation,
-        result.stop,
-        t.elapsed().as_secs_f64(),
-        result
-            .residuals
-            .last()
-            .map_or("–".to_string(), |r| format!("{r:.3e}"))
-    );
+    iteration_report::finished(&bar, &result, "on the CPU", t.elapsed().as_secs_f64());
     Ok(result.x)
 }

@@ -19,7 +19,7 @@ use tomors_cuda::{sirt_cuda_multi, CudaOptions, GpuSirtOptions, MultiCudaBackend
 use super::recon::{load_angles, parse_rows, read_npy_f32, CenterArg, ReconArgs};
 use crate::backend_select::BackendChoice;
 use crate::output::{check_target, write_volume};
-use crate::progress;
+use crate::{iteration_report, progress};
 
 /// The iterative methods by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -228,26 +228,15 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
     );
     let bar = progress::bar(options.iterations as u64, "iterating", "iterations");
     let t = Instant::now();
-    let result = reconstruct(p.as_ref(), sinograms.view(), None, &options, &mut |info| {
-        bar.set_position(info.iteration as u64);
-        if let Some(r) = info.residual {
-            tracing::debug!("iteration {}: relative residual {r:.3e}", info.iteration);
-        }
-        true
-    })
+    let result = reconstruct(
+        p.as_ref(),
+        sinograms.view(),
+        None,
+        &options,
+        &mut iteration_report::cpu_callback(&bar),
+    )
     .with_context(|| input.display().to_string())?;
-    bar.finish_and_clear();
-    tracing::info!(
-        "{} iterations (λ = {:.4e}, stopped: {:?}) in {:.2} s, final relative residual {}",
-        result.iterations,
-        result.relaxation,
-        result.stop,
-        t.elapsed().as_secs_f64(),
-        result
-            .residuals
-            .last()
-            .map_or("–".to_string(), |r| format!("{r:.3e}"))
-    );
+    iteration_report::finished(&bar, &result, "on the CPU", t.elapsed().as_secs_f64());
     write_volume(&args.out, result.x.view(), args.overwrite)?;
     println!(
         "wrote {} ([z][y][x] = {:?})",
@@ -303,33 +292,17 @@ fn run_gpu(
             if info.slab.1 > 1 {
                 bar.set_message(format!("slab {}/{}", info.slab.0 + 1, info.slab.1));
             }
-            bar.set_position(info.iteration as u64);
-            tracing::debug!(
-                "slab {}/{}, iteration {}: relative residual {:.3e}",
-                info.slab.0 + 1,
-                info.slab.1,
-                info.iteration,
-                info.residual
-            );
+            iteration_report::step(&bar, info.iteration, Some(info.residual));
             true
         },
     )
     .with_context(|| input.display().to_string())?;
-    bar.finish_and_clear();
-    tracing::info!(
-        "{} iterations on the GPU (λ = {:.4e}, stopped: {:?}, {} slab(s)) in {:.2} s \
-         ({:.4} s per iteration in the device loop), final relative residual {}",
-        result.iterations,
-        result.relaxation,
-        result.stop,
+    let where_ = format!(
+        "on the GPU ({} slab(s), {:.4} s per iteration in the device loop)",
         stats.slabs,
-        t.elapsed().as_secs_f64(),
-        stats.loop_s / stats.iterations.max(1) as f64,
-        result
-            .residuals
-            .last()
-            .map_or("–".to_string(), |r| format!("{r:.3e}"))
+        stats.loop_s / stats.iterations.max(1) as f64
     );
+    iteration_report::finished(&bar, &result, &where_, t.elapsed().as_secs_f64());
     write_volume(&args.out, result.x.view(), args.overwrite)?;
     println!(
         "wrote {} ([z][y][x] = {:?})",
