@@ -111,26 +111,44 @@ __device__ __forceinline__ bool setup_ray(const ConeFrame* __restrict__ f, int r
     return r.first < r.end;
 }
 
-// Visits the (flat voxel index, bilinear weight) pairs of step i of a ray
-// (the step length is applied by the caller).
-template <typename V>
-__device__ __forceinline__ void visit_step(const Ray& r, int i, V&& visit) {
+// The four bilinear taps of step i of a ray: flat index of the (b0, c0)
+// voxel, the taps' weights, and which taps lie inside the volume (the step
+// length is applied by the caller).
+struct Taps {
+    int e;
+    float w00, w01, w10, w11;  // (b, c) offsets (0,0), (0,1), (1,0), (1,1)
+    bool in00, in01, in10, in11;
+};
+
+__device__ __forceinline__ Taps step_taps(const Ray& r, int i) {
     const float s = (float)(i - r.mid);
     const float pb = fmaf(s, r.db, r.b_mid);
     const float pc = fmaf(s, r.dc, r.c_mid);
     const float fb = floorf(pb), fc = floorf(pc);
     const int b0 = (int)fb, c0 = (int)fc;
     const float wb = pb - fb, wc = pc - fc;
-    const int e = i * r.sa + b0 * r.sb + c0 * r.sc;
     const bool b0in = (unsigned)b0 < (unsigned)r.nb_;
     const bool b1in = (unsigned)(b0 + 1) < (unsigned)r.nb_ && wb > 0.0f;
     const bool c0in = (unsigned)c0 < (unsigned)r.nc_;
     const bool c1in = (unsigned)(c0 + 1) < (unsigned)r.nc_ && wc > 0.0f;
     const float ub = 1.0f - wb, uc = 1.0f - wc;
-    if (b0in && c0in) visit(e, ub * uc);
-    if (b0in && c1in) visit(e + r.sc, ub * wc);
-    if (b1in && c0in) visit(e + r.sb, wb * uc);
-    if (b1in && c1in) visit(e + r.sb + r.sc, wb * wc);
+    Taps t;
+    t.e = i * r.sa + b0 * r.sb + c0 * r.sc;
+    t.w00 = ub * uc; t.w01 = ub * wc; t.w10 = wb * uc; t.w11 = wb * wc;
+    t.in00 = b0in && c0in; t.in01 = b0in && c1in;
+    t.in10 = b1in && c0in; t.in11 = b1in && c1in;
+    return t;
+}
+
+// Visits the (flat voxel index, bilinear weight) pairs of step i of a ray
+// (the step length is applied by the caller).
+template <typename V>
+__device__ __forceinline__ void visit_step(const Ray& r, int i, V&& visit) {
+    const Taps t = step_taps(r, i);
+    if (t.in00) visit(t.e, t.w00);
+    if (t.in01) visit(t.e + r.sc, t.w01);
+    if (t.in10) visit(t.e + r.sb, t.w10);
+    if (t.in11) visit(t.e + r.sb + r.sc, t.w11);
 }
 
 // Forward projection: out[a][row][col] = sum of w · vol over the ray; with
@@ -299,22 +317,11 @@ extern "C" __global__ void __launch_bounds__(256)
         int k00 = -1, k10 = -1, k01 = -1, k11 = -1;
         float v00 = 0.0f, v10 = 0.0f, v01 = 0.0f, v11 = 0.0f;
         if (ok && i >= r.first && i < r.end) {
-            const float s = (float)(i - r.mid);
-            const float pb = fmaf(s, r.db, r.b_mid);
-            const float pc = fmaf(s, r.dc, r.c_mid);
-            const float fb = floorf(pb), fc = floorf(pc);
-            const int b0 = (int)fb, c0 = (int)fc;
-            const float wb = pb - fb, wc = pc - fc;
-            const int e = i * r.sa + b0 * r.sb + c0 * r.sc;
-            const bool b0in = (unsigned)b0 < (unsigned)r.nb_;
-            const bool b1in = (unsigned)(b0 + 1) < (unsigned)r.nb_ && wb > 0.0f;
-            const bool c0in = (unsigned)c0 < (unsigned)r.nc_;
-            const bool c1in = (unsigned)(c0 + 1) < (unsigned)r.nc_ && wc > 0.0f;
-            const float ub = 1.0f - wb, uc = 1.0f - wc;
-            if (b0in && c0in) { k00 = e; v00 = yl * (ub * uc); }
-            if (b1in && c0in) { k10 = e + r.sb; v10 = yl * (wb * uc); }
-            if (b0in && c1in) { k01 = e + r.sc; v01 = yl * (ub * wc); }
-            if (b1in && c1in) { k11 = e + r.sb + r.sc; v11 = yl * (wb * wc); }
+            const Taps t = step_taps(r, i);
+            if (t.in00) { k00 = t.e; v00 = yl * t.w00; }
+            if (t.in10) { k10 = t.e + r.sb; v10 = yl * t.w10; }
+            if (t.in01) { k01 = t.e + r.sc; v01 = yl * t.w01; }
+            if (t.in11) { k11 = t.e + r.sb + r.sc; v11 = yl * t.w11; }
         }
 #if WR > 1
         {
