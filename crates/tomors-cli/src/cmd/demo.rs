@@ -11,8 +11,8 @@ use tomors_core::fbp::{fbp_sinograms_with_progress, projections_to_sinograms};
 use tomors_core::metrics::{disc_mask, line_profile, nrmse, psnr, ssim};
 use tomors_core::SliceGrid;
 
+use super::args::FilterArgs;
 use super::phantom::{default_angles, make_phantom};
-use super::FilterArgs;
 use crate::backend_select::{make_backend, BackendArgs};
 use crate::preview::{save_gray_row, save_profile, Series};
 use crate::progress;
@@ -58,7 +58,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let grid = SliceGrid::for_geometry(geometry);
     let sinograms = projections_to_sinograms(data.projections.view(), 0..n)?;
 
-    let options = args.filter.fbp_options(32);
+    let options = args.filter.spec(None).options()?;
     let bar = progress::bar(n as u64, "reconstructing", "slices");
     let t = Instant::now();
     let volume = fbp_sinograms_with_progress(
