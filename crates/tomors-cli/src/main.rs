@@ -6,7 +6,7 @@ mod cuda_cli;
 mod iteration_report;
 mod job;
 mod output;
-mod preview;
+mod plot;
 mod progress;
 mod run;
 

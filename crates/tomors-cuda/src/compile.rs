@@ -4,8 +4,8 @@
 //! Kernel parameters are baked into the source as `#define`s (the source
 //! compiled is `#define NAME VALUE` lines followed by the `.cu` file), so each
 //! configuration is its own cubin. Cubins are cached in
-//! `$TOMORS_CUDA_CACHE`, else `$XDG_CACHE_HOME/tomors`, else
-//! `~/.cache/tomors`, in files keyed by the device name, the driver version
+//! `$TOMORS_CUDA_CACHE`, else the platform's cache directory from `dirs`
+//! (Linux: `$XDG_CACHE_HOME/tomors`, else `~/.cache/tomors`), in files keyed by the device name, the driver version
 //! and a hash of the complete source and options (see [`cache_file_name`]).
 
 use std::ffi::{CStr, CString};
@@ -93,17 +93,14 @@ pub fn cache_file_name(
     format!("{kern}-{dev}-drv{driver}-{:016x}.cubin", fnv1a64(&key))
 }
 
-/// The cache directory (created on first use); `None` when no home is known.
+/// The cache directory (created on first use): `$TOMORS_CUDA_CACHE`, else
+/// `tomors` in the platform's cache directory (`dirs::cache_dir`); `None`
+/// when no home is known.
 pub fn cache_dir() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("TOMORS_CUDA_CACHE") {
         return Some(PathBuf::from(p));
     }
-    if let Some(p) = std::env::var_os("XDG_CACHE_HOME") {
-        if !p.is_empty() {
-            return Some(PathBuf::from(p).join("tomors"));
-        }
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("tomors"))
+    dirs::cache_dir().map(|d| d.join("tomors"))
 }
 
 /// Whether the NVRTC library can be loaded.

@@ -104,7 +104,7 @@ pub fn run(args: CenterArgs) -> Result<()> {
     let mid = &images[images.len() / 2];
     let range = tomors_io::preview::percentiles(mid.view(), 1.0, 99.5);
     let views: Vec<_> = images.iter().map(|i| i.view()).collect();
-    crate::preview::save_gray_row(&png, &views, range)?;
+    tomors_io::preview::write_gray_row(&png, &views, range)?;
     println!(
         "wrote {} (row {row}; left to right: centres {})",
         png.display(),

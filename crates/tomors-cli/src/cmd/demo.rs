@@ -14,7 +14,7 @@ use tomors_core::SliceGrid;
 use super::args::FilterArgs;
 use super::phantom::{default_angles, make_phantom};
 use crate::backend_select::{make_backend, BackendArgs};
-use crate::preview::{save_gray_row, save_profile, Series};
+use crate::plot::{save_profile, Series};
 use crate::progress;
 
 /// Arguments of `tomors demo`.
@@ -91,7 +91,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let mut files = Vec::new();
     for ((name, r), p) in names.iter().zip(&recon_views).zip(&phantom_views) {
         let path = args.out_dir.join(format!("slice_{name}.png"));
-        save_gray_row(&path, &[p.view(), r.view()], WINDOW)?;
+        tomors_io::preview::write_gray_row(&path, &[p.view(), r.view()], WINDOW)?;
         files.push(path);
     }
 

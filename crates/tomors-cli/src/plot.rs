@@ -1,10 +1,10 @@
-//! PNG previews: grey-scale slices and line-profile plots.
+//! Line-profile plots as PNG (plotters). Grey previews of slices are
+//! `tomors_io::preview`'s.
 
 use std::path::Path;
 use std::sync::Once;
 
 use anyhow::{anyhow, Context, Result};
-use ndarray::ArrayView2;
 use plotters::prelude::*;
 
 const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSansMono.ttf");
@@ -15,38 +15,6 @@ fn register_font() {
         // The embedded font is valid; if it were not, text would be missing.
         let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
     });
-}
-
-/// Saves an image `[y][x]` as an 8-bit grey PNG, mapping `range` to 0..255.
-pub fn save_gray(path: &Path, image: ArrayView2<'_, f32>, range: (f32, f32)) -> Result<()> {
-    let (lo, hi) = range;
-    let span = if hi > lo { hi - lo } else { 1.0 };
-    let (h, w) = image.dim();
-    let pixels: Vec<u8> = image
-        .iter()
-        .map(|&v| (((v - lo) / span).clamp(0.0, 1.0) * 255.0).round() as u8)
-        .collect();
-    let img = image::GrayImage::from_raw(w as u32, h as u32, pixels)
-        .ok_or_else(|| anyhow!("image buffer size mismatch"))?;
-    img.save(path)
-        .with_context(|| format!("{}: cannot write PNG", path.display()))
-}
-
-/// Saves several images side by side (same range) as one PNG.
-pub fn save_gray_row(path: &Path, images: &[ArrayView2<'_, f32>], range: (f32, f32)) -> Result<()> {
-    let h = images.iter().map(|i| i.nrows()).max().unwrap_or(1);
-    let gap = 4;
-    let w: usize =
-        images.iter().map(|i| i.ncols()).sum::<usize>() + gap * images.len().saturating_sub(1);
-    let mut canvas = ndarray::Array2::<f32>::from_elem((h, w.max(1)), range.0);
-    let mut x = 0;
-    for img in images {
-        canvas
-            .slice_mut(ndarray::s![..img.nrows(), x..x + img.ncols()])
-            .assign(img);
-        x += img.ncols() + gap;
-    }
-    save_gray(path, canvas.view(), range)
 }
 
 /// One curve of a profile plot.
