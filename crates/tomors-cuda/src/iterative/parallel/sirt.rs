@@ -226,7 +226,7 @@ pub fn sirt_cuda(
     )
 }
 
-/// SIRT (`options.algorithm` must be [`Algorithm::Sirt`]) of `sinograms`
+/// SIRT (`options.algorithm` must be [`Algorithm::Sirt`](tomors_core::iterative::Algorithm::Sirt)) of `sinograms`
 /// (`[slice][angle][bin]`) on the devices of `backend`, resident on each
 /// device: slabs of slices are handed round-robin to the devices, each slab
 /// is uploaded once, iterated `options.iterations` times (or until its
