@@ -19,7 +19,6 @@
 //! memory beside the slab are uploaded in chunks of angles, each chunk
 //! accumulated into the device slab.
 
-use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,16 +27,23 @@ use ndarray::{ArrayView3, ArrayViewMut3};
 use tomors_core::cone::{ConeBackend, ConeGeometry, ConeVolume, FdkOptions};
 use tomors_core::CoreError;
 
-use crate::backend::CudaBackend;
-use crate::compile::cubin_cached;
-use crate::driver::{
-    launch, Context, DeviceBuffer, Event, Function, Module, Stream, TexFilter, TexFormat, Texture,
-};
-use crate::engine::Engine;
 use crate::error::{CudaError, Result};
+use crate::fbp::engine::Engine;
+use crate::fbp::CudaBackend;
+use crate::runtime::compile::cubin_cached;
+use crate::runtime::{
+    launch, Arg, Context, DeviceBuffer, Event, Function, Module, Stream, TexFilter, TexFormat,
+    Texture,
+};
+
+mod backend;
+pub(crate) mod fdk;
+
+pub(crate) use backend::check_extents;
+pub use fdk::FdkStats;
 
 /// Source of the cone-beam back projector (`cone_bp`).
-pub const CONE_BACKPROJECT_CU: &str = include_str!("../kernels/cone_backproject.cu");
+pub const CONE_BACKPROJECT_CU: &str = include_str!("../../kernels/cone_backproject.cu");
 
 /// Angles per launch (the constant arrays hold 2 × 8 bytes per angle: 32 KiB).
 pub const CONE_MAX_ANGLES: usize = 2048;
@@ -120,10 +126,12 @@ impl ConeModule {
 
     /// The engine's cone-beam module, compiled or loaded on first use.
     pub(crate) fn of(engine: &mut Engine) -> Result<Arc<Self>> {
-        if engine.cone.is_none() {
-            engine.cone = Some(Arc::new(Self::load(&engine.ctx)?));
+        if let Some(m) = engine.ext.get::<Arc<ConeModule>>() {
+            return Ok(m.clone());
         }
-        Ok(engine.cone.clone().expect("just loaded"))
+        let m = Arc::new(Self::load(&engine.ctx)?);
+        engine.ext.insert(m.clone());
+        Ok(m)
     }
 
     /// Sets the per-projection cos θ, sin θ (f64) of `angles` (at most
@@ -152,25 +160,25 @@ impl ConeModule {
         nc: usize,
         layout: &StackLayout,
     ) -> Result<()> {
-        let (mut src, mut dst) = (src, dst);
-        let mut stride = row_stride as i64;
-        let mut pair = i32::from(pair);
-        let (mut a0, mut n, mut ir, mut ic) = (a_first as i32, nang as i32, nr as i32, nc as i32);
-        let mut pitch = (layout.pitch_bytes / 4) as i32;
-        let mut tpg = layout.tpg as i32;
-        let mut gf = (layout.gbytes / 4) as i64;
-        let mut params: [*mut c_void; 11] = [
-            &mut src as *mut _ as _,
-            &mut stride as *mut _ as _,
-            &mut pair as *mut _ as _,
-            &mut dst as *mut _ as _,
-            &mut a0 as *mut _ as _,
-            &mut n as *mut _ as _,
-            &mut ir as *mut _ as _,
-            &mut ic as *mut _ as _,
-            &mut pitch as *mut _ as _,
-            &mut tpg as *mut _ as _,
-            &mut gf as *mut _ as _,
+        let (src, dst) = (src, dst);
+        let stride = row_stride as i64;
+        let pair = i32::from(pair);
+        let (a0, n, ir, ic) = (a_first as i32, nang as i32, nr as i32, nc as i32);
+        let pitch = (layout.pitch_bytes / 4) as i32;
+        let tpg = layout.tpg as i32;
+        let gf = (layout.gbytes / 4) as i64;
+        let params = [
+            src.into(),
+            stride.into(),
+            pair.into(),
+            dst.into(),
+            a0.into(),
+            n.into(),
+            ir.into(),
+            ic.into(),
+            pitch.into(),
+            tpg.into(),
+            gf.into(),
         ];
         let blocks = (nang * nr * nc).div_ceil(256).clamp(1, 65_535 * 8) as u32;
         // SAFETY: the parameters match `cone_pack` in order and type; the
@@ -178,13 +186,13 @@ impl ConeModule {
         // angle up to a_first + nang.
         unsafe {
             launch(
-                self.pack,
+                &self.pack,
                 "cone_pack",
                 (blocks, 1, 1),
                 (256, 1, 1),
                 0,
                 stream,
-                &mut params,
+                &params,
             )
         }
     }
@@ -206,30 +214,30 @@ impl ConeModule {
         nc: usize,
         bad: u64,
     ) -> Result<()> {
-        let (mut q, mut cw, mut aw, mut bad) = (q, cosw, angw, bad);
-        let (mut a0, mut n, mut ir, mut ic) = (a_first as i32, nang as i32, nr as i32, nc as i32);
-        let mut params: [*mut c_void; 8] = [
-            &mut q as *mut _ as _,
-            &mut cw as *mut _ as _,
-            &mut aw as *mut _ as _,
-            &mut a0 as *mut _ as _,
-            &mut n as *mut _ as _,
-            &mut ir as *mut _ as _,
-            &mut ic as *mut _ as _,
-            &mut bad as *mut _ as _,
+        let (q, cw, aw, bad) = (q, cosw, angw, bad);
+        let (a0, n, ir, ic) = (a_first as i32, nang as i32, nr as i32, nc as i32);
+        let params = [
+            q.into(),
+            cw.into(),
+            aw.into(),
+            a0.into(),
+            n.into(),
+            ir.into(),
+            ic.into(),
+            bad.into(),
         ];
         let blocks = (nang * nr * nc).div_ceil(256).clamp(1, 65_535 * 8) as u32;
         // SAFETY: the parameters match `fdk_weight`; `q` holds nang
         // projections, the weights cover every angle and column.
         unsafe {
             launch(
-                self.weight,
+                &self.weight,
                 "fdk_weight",
                 (blocks, 1, 1),
                 (256, 1, 1),
                 0,
                 stream,
-                &mut params,
+                &params,
             )
         }
     }
@@ -253,51 +261,43 @@ impl ConeModule {
         accumulate: bool,
     ) -> Result<()> {
         let (nx, ny) = (volume.nx, volume.ny);
-        let mut vp = vol;
-        let (mut n, mut z, mut acc) = (nang as i32, nzs as i32, i32::from(accumulate));
-        let (mut ix, mut iy) = (nx as i32, ny as i32);
-        let (mut ic, mut ir) = (geometry.n_cols() as i32, geometry.n_rows() as i32);
-        let mut sod = geometry.sod();
-        let mut sdd = geometry.sdd();
-        let mut pu = geometry.pixel_u();
-        let mut pv = geometry.pixel_v();
-        let mut cc = geometry.center_col();
-        let mut cr = geometry.center_row();
-        let mut vox = volume.voxel_size as f64;
-        let mut zf = volume.z(z_first);
-        let (mut pp, mut tg) = match source {
+        let vp = vol;
+        let (n, z, acc) = (nang as i32, nzs as i32, i32::from(accumulate));
+        let (ix, iy) = (nx as i32, ny as i32);
+        let (ic, ir) = (geometry.n_cols() as i32, geometry.n_rows() as i32);
+        let sod = geometry.sod();
+        let sdd = geometry.sdd();
+        let pu = geometry.pixel_u();
+        let pv = geometry.pixel_v();
+        let cc = geometry.center_col();
+        let cr = geometry.center_row();
+        let vox = volume.voxel_size as f64;
+        let zf = volume.z(z_first);
+        let (pp, tg) = match source {
             BpSource::Loads(ptr) => (ptr, 0i32),
             BpSource::Textures(tpg) => (0u64, tpg as i32),
         };
-        let (f, name, mut params): (_, _, Vec<*mut c_void>) = match source {
-            BpSource::Loads(_) => (
-                self.bp,
-                "cone_bp",
-                vec![&mut pp as *mut _ as _, &mut vp as *mut _ as _],
-            ),
-            BpSource::Textures(_) => (self.bp_tex, "cone_bp_tex", vec![&mut vp as *mut _ as _]),
+        let (f, name, mut params): (_, _, Vec<Arg>) = match source {
+            BpSource::Loads(_) => (&self.bp, "cone_bp", vec![pp.into(), vp.into()]),
+            BpSource::Textures(_) => (&self.bp_tex, "cone_bp_tex", vec![vp.into()]),
         };
-        params.extend_from_slice(&[
-            &mut n as *mut _ as _,
-            &mut z as *mut _ as _,
-            &mut acc as *mut _ as _,
-        ]);
+        params.extend_from_slice(&[n.into(), z.into(), acc.into()]);
         if let BpSource::Textures(_) = source {
-            params.push(&mut tg as *mut _ as _);
+            params.push(tg.into());
         }
         params.extend_from_slice(&[
-            &mut ix as *mut _ as _,
-            &mut iy as *mut _ as _,
-            &mut ic as *mut _ as _,
-            &mut ir as *mut _ as _,
-            &mut sod as *mut _ as _,
-            &mut sdd as *mut _ as _,
-            &mut pu as *mut _ as _,
-            &mut pv as *mut _ as _,
-            &mut cc as *mut _ as _,
-            &mut cr as *mut _ as _,
-            &mut vox as *mut _ as _,
-            &mut zf as *mut _ as _,
+            ix.into(),
+            iy.into(),
+            ic.into(),
+            ir.into(),
+            sod.into(),
+            sdd.into(),
+            pu.into(),
+            pv.into(),
+            cc.into(),
+            cr.into(),
+            vox.into(),
+            zf.into(),
         ]);
         let grid = (
             nx.div_ceil(16) as u32,
@@ -307,7 +307,7 @@ impl ConeModule {
         // SAFETY: the parameters match `cone_bp` / `cone_bp_tex` in order
         // and type; the source holds `nang` projections of the geometry's
         // detector and `vol` holds nzs × ny × nx floats.
-        unsafe { launch(f, name, grid, (256, 1, 1), 0, stream, &mut params) }.map_err(|e| match e {
+        unsafe { launch(f, name, grid, (256, 1, 1), 0, stream, &params) }.map_err(|e| match e {
             CudaError::Launch {
                 kernel,
                 dims,
@@ -403,225 +403,5 @@ impl StackLayout {
         let handles: Vec<u64> = textures.iter().map(|t| t.raw).collect();
         module.module.set_global("c_tex", &handles, stream)?;
         Ok(textures)
-    }
-}
-
-fn check_shapes(
-    projections: &ArrayView3<'_, f32>,
-    geometry: &ConeGeometry,
-    volume: &ConeVolume,
-    z_range: &Range<usize>,
-    out_dim: (usize, usize, usize),
-) -> Result<()> {
-    let expected = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
-    if projections.dim() != expected {
-        return Err(CoreError::Shape(format!(
-            "projections are {:?}, the geometry expects {:?} ([angle][row][col])",
-            projections.dim(),
-            expected
-        ))
-        .into());
-    }
-    if z_range.start >= z_range.end || z_range.end > volume.nz {
-        return Err(CoreError::Shape(format!(
-            "slices {}..{} are not a non-empty part of the volume's {} slices",
-            z_range.start, z_range.end, volume.nz
-        ))
-        .into());
-    }
-    let want = (z_range.len(), volume.ny, volume.nx);
-    if out_dim != want {
-        return Err(CoreError::Shape(format!(
-            "output is {out_dim:?}, expected {want:?} ([slice][y][x])"
-        ))
-        .into());
-    }
-    Ok(())
-}
-
-impl CudaBackend {
-    /// The cone-beam kernel in use.
-    pub fn cone_kernel(&self) -> ConeKernel {
-        self.cone_kernel
-    }
-
-    /// Changes the cone-beam kernel.
-    pub fn set_cone_kernel(&mut self, kernel: ConeKernel) {
-        self.cone_kernel = kernel;
-    }
-
-    /// Cone-beam back projection (see [`ConeBackend::cone_backproject`])
-    /// with at most `max_angles` projections resident on the device at once
-    /// (0: as many as fit), returning the stage times.
-    ///
-    /// Errors: shapes that do not fit, a slab larger than device memory,
-    /// driver, compilation and launch errors.
-    pub fn cone_backproject_chunked(
-        &self,
-        projections: ArrayView3<'_, f32>,
-        geometry: &ConeGeometry,
-        volume: &ConeVolume,
-        z_range: Range<usize>,
-        mut out: ArrayViewMut3<'_, f32>,
-        max_angles: usize,
-    ) -> Result<ConeStats> {
-        let t_all = Instant::now();
-        check_shapes(&projections, geometry, volume, &z_range, out.dim())?;
-        let (na, nr, nc) = projections.dim();
-        let (nx, ny, nzs) = (volume.nx, volume.ny, z_range.len());
-        let plane = nr * nc;
-        check_extents(nr, nc, volume)?;
-        let mut e = self.lock()?;
-        let module = ConeModule::of(&mut e)?;
-        let ctx = e.ctx.clone();
-        let stream = &e.comp;
-        ctx.bind()?;
-
-        // Device slab, then as many angles as fit (keeping 256 MiB spare).
-        let slab_bytes = nx * ny * nzs * 4;
-        let slab = DeviceBuffer::new(&ctx, slab_bytes, "the cone-beam slab")?;
-        let (free, _) = ctx.mem_info()?;
-        let spare = 256usize << 20;
-        let kernel = self.cone_kernel;
-        let layout = match kernel {
-            ConeKernel::Loads => None,
-            ConeKernel::Texture => Some(StackLayout::new(&ctx, nr, nc)?),
-        };
-        let per_angle = match &layout {
-            None => plane * 4,
-            Some(l) => plane * 4 + l.gbytes.div_ceil(l.tpg),
-        };
-        let fit = free.saturating_sub(spare) / per_angle.max(1);
-        let mut chunk = fit.min(na).min(CONE_MAX_ANGLES);
-        if max_angles > 0 {
-            chunk = chunk.min(max_angles);
-        }
-        if chunk == 0 {
-            return Err(CudaError::OutOfMemory {
-                what: "holding one cone-beam projection beside the slab".into(),
-                bytes: plane * 4,
-            });
-        }
-        let pbuf = DeviceBuffer::new(&ctx, chunk * plane * 4, "cone-beam projections")?;
-        let tbuf = match &layout {
-            None => None,
-            Some(l) => {
-                let b = DeviceBuffer::new(&ctx, l.bytes(chunk), "cone-beam projection textures")?;
-                b.fill_bytes(0, stream)?;
-                Some(b)
-            }
-        };
-
-        let owned;
-        let host: &[f32] = match projections.as_slice() {
-            Some(s) => s,
-            None => {
-                owned = projections.as_standard_layout().into_owned();
-                owned.as_slice().expect("standard layout")
-            }
-        };
-        let mut stats = ConeStats::default();
-        let (start, stop) = (Event::new(&ctx)?, Event::new(&ctx)?);
-        let mut a0 = 0;
-        while a0 < na {
-            let a1 = (a0 + chunk).min(na);
-            let t = Instant::now();
-            stream.synchronize()?;
-            pbuf.upload(&host[a0 * plane..a1 * plane])?;
-            module.set_angles(&geometry.angles()[a0..a1], stream)?;
-            stats.upload_s += t.elapsed().as_secs_f64();
-            let mut _textures = Vec::new();
-            let source = match (&tbuf, &layout) {
-                (Some(tb), Some(l)) => {
-                    module.pack(
-                        stream,
-                        pbuf.ptr(),
-                        nc,
-                        false,
-                        tb.ptr(),
-                        0,
-                        a1 - a0,
-                        nr,
-                        nc,
-                        l,
-                    )?;
-                    _textures = l.bind(&ctx, &module, tb.ptr(), a1 - a0, stream)?;
-                    BpSource::Textures(l.tpg)
-                }
-                _ => BpSource::Loads(pbuf.ptr()),
-            };
-            start.record(stream)?;
-            module.backproject(
-                stream,
-                source,
-                slab.ptr(),
-                geometry,
-                volume,
-                z_range.start,
-                nzs,
-                a1 - a0,
-                a0 > 0,
-            )?;
-            stop.record(stream)?;
-            stop.synchronize()?;
-            stats.kernel_s += start.elapsed_ms(&stop)? as f64 * 1e-3;
-            stats.chunks += 1;
-            a0 = a1;
-        }
-        let t = Instant::now();
-        stream.synchronize()?;
-        match out.as_slice_mut() {
-            Some(dst) => slab.download(dst)?,
-            None => {
-                let mut tmp = vec![0f32; nx * ny * nzs];
-                slab.download(&mut tmp)?;
-                out.iter_mut().zip(tmp).for_each(|(o, v)| *o = v);
-            }
-        }
-        stats.download_s = t.elapsed().as_secs_f64();
-        stats.total_s = t_all.elapsed().as_secs_f64();
-        Ok(stats)
-    }
-}
-
-/// Rejects detectors and volumes whose extents overflow the kernels' `int`s.
-pub(crate) fn check_extents(nr: usize, nc: usize, volume: &ConeVolume) -> Result<()> {
-    for (name, v) in [
-        ("columns", nc),
-        ("rows", nr),
-        ("x", volume.nx),
-        ("y", volume.ny),
-    ] {
-        if v > i32::MAX as usize / 2 {
-            return Err(CudaError::Parameter(format!("{v} {name} is too many")));
-        }
-    }
-    Ok(())
-}
-
-impl ConeBackend for CudaBackend {
-    fn cone_backproject(
-        &self,
-        projections: ArrayView3<'_, f32>,
-        geometry: &ConeGeometry,
-        volume: &ConeVolume,
-        z_range: Range<usize>,
-        out: ArrayViewMut3<'_, f32>,
-    ) -> tomors_core::Result<()> {
-        self.cone_backproject_chunked(projections, geometry, volume, z_range, out, 0)
-            .map(|_| ())
-            .map_err(CoreError::from)
-    }
-
-    fn fdk_into(
-        &self,
-        projections: ArrayView3<'_, f32>,
-        geometry: &ConeGeometry,
-        volume: &ConeVolume,
-        options: &FdkOptions,
-        out: ArrayViewMut3<'_, f32>,
-    ) -> tomors_core::Result<()> {
-        self.fdk_device(projections, geometry, volume, options, out)
-            .map(|_| ())
     }
 }
