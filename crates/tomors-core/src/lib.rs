@@ -17,6 +17,7 @@ pub mod fbp;
 pub mod filter;
 pub mod geometry;
 pub mod iterative;
+pub mod linalg;
 pub mod metrics;
 pub mod phantom;
 

@@ -1,0 +1,1 @@
+//! [`Vector`](super::Vector) for host arrays (`ndarray::Array3`).
