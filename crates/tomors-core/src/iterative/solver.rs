@@ -27,7 +27,8 @@ pub const WEIGHT_FLOOR: f64 = 1e-6;
 pub const POWER_ITERATIONS: usize = 50;
 
 /// The iteration is reported as diverging once the relative residual
-/// exceeds this factor times its smallest value so far.
+/// exceeds this factor times its smallest value so far (the initial
+/// iterate's included where residuals are tracked).
 pub const DIVERGENCE_FACTOR: f64 = 1e3;
 
 /// Residuals below this are treated as this in the divergence test (a
@@ -354,6 +355,16 @@ impl<O: LinearOperator + ?Sized> Run<'_, '_, O> {
         Ok(self.relative(r2))
     }
 
+    /// Records the initial residual (as the divergence test's first
+    /// minimum) when residuals are tracked; costs one forward projection.
+    fn seed_initial(&mut self, x: &O::Domain) -> Result<()> {
+        if self.track {
+            let r0 = self.residual(x)?;
+            self.driver.seed(r0);
+        }
+        Ok(())
+    }
+
     /// Bookkeeping after a sweep of the methods that do not need the
     /// residual themselves: residual (when tracked), divergence check,
     /// callback, stop.
@@ -390,7 +401,8 @@ impl<O: LinearOperator + ?Sized> Run<'_, '_, O> {
         let mut g = op.domain_zeros()?;
         op.forward(x, all, &mut self.ax)?;
         // ax ← M (b − A x) throughout.
-        self.ax.residual_weighted(self.b, m.as_ref())?;
+        let r2 = self.ax.residual_weighted_norm_sq(self.b, m.as_ref())?;
+        self.driver.seed(self.relative(r2));
         for it in 1..=iterations {
             op.backward(&self.ax, all, &mut g)?;
             x.update_clipped(self.lambda, &g, t.as_ref(), lo, hi)?;
@@ -445,6 +457,7 @@ impl<O: LinearOperator + ?Sized> Run<'_, '_, O> {
             }
         }
         let mut g = op.domain_zeros()?;
+        self.seed_initial(x)?;
         for it in 1..=iterations {
             for (i, angles) in bl.iter().enumerate() {
                 let (_, r, bb) = bufs
@@ -485,6 +498,7 @@ impl<O: LinearOperator + ?Sized> Run<'_, '_, O> {
         let na = self.all.len();
         let nb = rays.n_bins();
         let clamp = Clamp::new(lo, hi);
+        self.seed_initial(x)?;
         for it in 1..=iterations {
             let mut list: Vec<(usize, usize)> =
                 (0..na).flat_map(|a| (0..nb).map(move |k| (a, k))).collect();
@@ -528,6 +542,7 @@ impl<O: LinearOperator + ?Sized> Run<'_, '_, O> {
         let inv_p = <E<O> as Real>::from_f64(1.0 / lists.len() as f64);
         let clamp = Clamp::new(lo, hi);
         let group = rayon::current_num_threads().max(1);
+        self.seed_initial(x)?;
         for it in 1..=iterations {
             for part in rays.host_parts(x, self.b)? {
                 let start = part.x.to_vec();
@@ -583,6 +598,14 @@ struct Driver<'c, V> {
 }
 
 impl<V> Driver<'_, V> {
+    /// Takes the residual of the initial iterate into the divergence
+    /// test's minimum (not into the history).
+    fn seed(&mut self, r0: f64) {
+        if r0.is_finite() {
+            self.min_residual = self.min_residual.min(r0);
+        }
+    }
+
     /// Records iteration `it`; returns why to stop, if so.
     fn after(&mut self, it: usize, residual: Option<f64>, x: &V) -> Result<Option<StopReason>> {
         self.done = it;
