@@ -69,10 +69,7 @@ fn host_vector_ops_match_naive_loops() {
     c[[2, 4, 6]] = 6e-3; // kept
     let mut v = c.clone();
     v.invert_floored(1e-3).unwrap();
-    assert_eq!(
-        v,
-        c.mapv(|x| if x > 5e-3 && x > 0.0 { 1.0 / x } else { 0.0 })
-    );
+    assert_eq!(v, c.mapv(|x| if x > 5e-3 { 1.0 / x } else { 0.0 }));
     assert_eq!(v[[2, 4, 5]], 0.0);
     assert_eq!(v[[2, 4, 6]], 1.0 / 6e-3);
 
