@@ -29,7 +29,11 @@ use crate::error::{CoreError, Result};
 /// through [`StackOperator`](crate::iterative::StackOperator), the device
 /// operators of `tomors-cuda`, the distributed operator of `tomors-mpi`,
 /// the Python `Projector` object.
-pub trait LinearOperator: Sync {
+///
+/// No `Send`/`Sync` bound (a device context or an MPI communicator need not
+/// be thread-safe); the ray capability, which ART runs from several
+/// threads, is `Sync`.
+pub trait LinearOperator {
     /// Vectors of the domain (images / volume).
     type Domain: Vector;
     /// Vectors of the range (sinograms / projections).

@@ -31,7 +31,10 @@ use crate::error::Result;
 ///
 /// The fused operations have default implementations built from the basic
 /// ones; a device implementation overrides them with one kernel each.
-pub trait Vector: Sized + Send + Sync {
+///
+/// No `Send`/`Sync` bound: device buffers and distributed vectors need not
+/// be shareable between threads (the solver never does).
+pub trait Vector: Sized {
     /// The element type (`f32` or `f64`).
     type Elem: Real;
 
