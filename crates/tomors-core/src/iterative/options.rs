@@ -130,7 +130,7 @@ pub struct IterativeOptions {
     pub algorithm: Algorithm,
     /// Most iterations (sweeps for ART and block methods); ≥ 1.
     pub iterations: usize,
-    /// Relaxation λ > 0; `None` picks [`default_relaxation`].
+    /// Relaxation λ > 0; `None` picks [`default_relaxation`](super::default_relaxation).
     pub relaxation: Option<f64>,
     /// Constraint applied after every update.
     pub constraint: Constraint,

@@ -16,7 +16,7 @@ use crate::error::Result;
 /// by the implementation (`Real::from_f64`).
 ///
 /// **Weights.** The diagonal weights of the algorithms (`M`, `T`, row norms)
-/// are vectors made by the operator ([`LinearOperator::row_sums`] and
+/// are vectors made by the operator ([`LinearOperator::row_sums`](super::LinearOperator::row_sums) and
 /// friends). An implementation may store them in a compact form (the host
 /// implementation keeps one slice and broadcasts it over the slices of a
 /// stack); such a weight vector is only ever used as the `w`/`t`/`x`
