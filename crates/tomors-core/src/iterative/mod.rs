@@ -10,7 +10,10 @@
 //!   back projector of FBP; unmatched, fast).
 //! - [`Region`]: restriction of a projector to a block of the grid (domain
 //!   decomposition).
-//! - [`reconstruct`] with [`IterativeOptions`]: [`Algorithm::Sirt`]
+//! - [`solve`]: every method written once over the operator and vector
+//!   traits of [`crate::linalg`]; [`StackOperator`] makes any [`Projector`]
+//!   such an operator on host stacks.
+//! - [`reconstruct`] (host arrays, a wrapper over [`solve`]) with [`IterativeOptions`]: [`Algorithm::Sirt`]
 //!   (Landweber, Cimmino, row/column sums = ASTRA's SIRT),
 //!   [`Algorithm::BlockSequential`] (BLOCK-IT, SART),
 //!   [`Algorithm::BlockParallel`], [`Algorithm::Art`]; constraints,
@@ -36,12 +39,14 @@ mod cone_voxel;
 mod joseph;
 mod line;
 mod operator;
+mod options;
 mod real;
+pub mod solver;
+mod stack;
 mod voxel;
 
 pub use algorithms::{
-    default_relaxation, reconstruct, spectral_radius, Algorithm, Constraint, IterationInfo,
-    IterativeOptions, IterativeResult, RayOrder, StopReason, Weighting,
+    default_relaxation, reconstruct, spectral_radius, IterationInfo, IterativeResult,
 };
 pub use cone_joseph::ConeJosephProjector;
 pub use cone_line::ConeLineProjector;
@@ -50,7 +55,10 @@ pub use cone_voxel::ConeVoxelProjector;
 pub use joseph::JosephProjector;
 pub use line::LineProjector;
 pub use operator::{all_angles, Projector, Region};
+pub use options::{Algorithm, Constraint, IterativeOptions, RayOrder, StopReason, Weighting};
 pub use real::Real;
+pub use solver::{default_relaxation_of, solve, spectral_radius_of, IterationState, SolveReport};
+pub use stack::StackOperator;
 pub use voxel::VoxelDrivenProjector;
 
 use ndarray::{Array3, ArrayView3};
