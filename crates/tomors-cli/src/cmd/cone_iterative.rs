@@ -31,6 +31,12 @@ pub fn run_recon(args: &ReconArgs) -> Result<()> {
         bail!("--slices and --center are for parallel geometry (cone beam: --principal-point)");
     }
     let options = args.iterative.options()?;
+    if !args.iterative.projector.has_cone() {
+        bail!(
+            "--projector {} is parallel beam only (cone beam: joseph, line or voxel)",
+            args.iterative.projector
+        );
+    }
     let on_gpu = match args.backend.backend {
         BackendChoice::Cpu => false,
         choice => super::cone_gpu::wanted(choice, &options, args.iterative.projector)?,
