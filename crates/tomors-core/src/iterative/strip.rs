@@ -14,7 +14,7 @@
 //! convolution of two boxes of widths `a = h·max(|cos|, |sin|)` and
 //! `b = h·min(|cos|, |sin|)`, of area `h²`), and the area between `u₁` and
 //! `u₂` is `h²·(G(u₂) − G(u₁))` with `G` the trapezoid's cumulative
-//! distribution, a piecewise quadratic (see [`cdf`]), which stays exact as
+//! distribution, a piecewise quadratic (see [`Trapezoid`]), which stays exact as
 //! `b → 0` (rays along an axis).
 //!
 //! Rays are traced along the dominant axis as Joseph's are: per image
@@ -65,35 +65,54 @@ impl StripProjector {
     }
 }
 
-/// The mean of the ramp `max(t, 0)` over `t ∈ [x − b/2, x + b/2]` (`b ≥ 0`;
-/// for `b = 0`, `max(x, 0)`).
-#[inline(always)]
-fn ramp_mean(x: f64, b: f64) -> f64 {
-    let hb = 0.5 * b;
-    if x >= hb {
-        x
-    } else if x <= -hb {
-        0.0
-    } else {
-        let t = x + hb;
-        t * t / (2.0 * b)
-    }
+/// The unit-area trapezoid that is the convolution of boxes of widths
+/// `a ≥ b ≥ 0` (`a > 0`), centred on 0, with constants for its tails.
+#[derive(Clone, Copy)]
+pub(crate) struct Trapezoid {
+    /// Half the support, `(a + b)/2`.
+    outer: f64,
+    /// Half the flat top, `(a − b)/2`.
+    inner: f64,
+    /// `1/a`, the flat top's height.
+    inv_a: f64,
+    /// `1/(2ab)` (infinite for `b = 0`, then never used).
+    inv_2ab: f64,
 }
 
-/// The cumulative distribution `G(v)` of the unit-area trapezoid that is
-/// the convolution of boxes of widths `a ≥ b ≥ 0` (`a > 0`), centred on 0:
-/// `G(v) = (R(v + a/2) − R(v − a/2)) / a` with `R` the box-`b` average of
-/// the ramp (the cumulative of box `a` is a difference of two ramps).
-/// Exactly 0 below `−(a+b)/2` and 1 above `(a+b)/2`.
-#[inline(always)]
-pub(crate) fn cdf(v: f64, a: f64, b: f64) -> f64 {
-    let half = 0.5 * (a + b);
-    if v >= half {
-        1.0
-    } else if v <= -half {
-        0.0
-    } else {
-        (ramp_mean(v + 0.5 * a, b) - ramp_mean(v - 0.5 * a, b)) / a
+impl Trapezoid {
+    pub(crate) fn new(a: f64, b: f64) -> Self {
+        Self {
+            outer: 0.5 * (a + b),
+            inner: 0.5 * (a - b),
+            inv_a: 1.0 / a,
+            inv_2ab: 1.0 / (2.0 * a * b),
+        }
+    }
+
+    /// The mass beyond `t ≥ 0`: 0 past the support, the quadratic tail
+    /// `(outer − t)²/(2ab)` on the slope (where `outer − t ≤ b`, so it stays
+    /// accurate as `b → 0`), `1/2 − t/a` on the flat top.
+    #[inline(always)]
+    fn tail(&self, t: f64) -> f64 {
+        if t >= self.outer {
+            0.0
+        } else if t > self.inner {
+            let e = self.outer - t;
+            e * e * self.inv_2ab
+        } else {
+            0.5 - t * self.inv_a
+        }
+    }
+
+    /// The cumulative distribution `G(v)`: exactly 0 below the support
+    /// and 1 above it; `G(v) + G(−v) = 1`.
+    #[inline(always)]
+    pub(crate) fn cdf(&self, v: f64) -> f64 {
+        if v < 0.0 {
+            self.tail(-v)
+        } else {
+            1.0 - self.tail(v)
+        }
     }
 }
 
@@ -114,8 +133,8 @@ impl Tracer for StripProjector {
         // from the ray satisfies |d| < w/2 + (big + small)/2.
         let reach = 0.5 * (w + big + small);
         let scale = h * h / w;
-        let weight =
-            |d: f64| scale * (cdf(0.5 * w - d, big, small) - cdf(-0.5 * w - d, big, small));
+        let trap = Trapezoid::new(big, small);
+        let weight = |d: f64| scale * (trap.cdf(0.5 * w - d) - trap.cdf(-0.5 * w - d));
         if as_ >= ac {
             // Per column ix: the ray crosses the column's centre line at row
             // coordinate mid = r_at0 + ix·dr; the pixels within `reach`
@@ -166,23 +185,27 @@ matched_ray_projector!(StripProjector, "strip");
 
 #[cfg(test)]
 mod tests {
-    use super::cdf;
+    use super::Trapezoid;
 
     #[test]
     fn trapezoid_cdf_is_a_distribution() {
         for (a, b) in [(1.0, 0.0), (1.0, 0.3), (1.0, 1.0), (0.8, 1e-12)] {
+            let t = Trapezoid::new(a, b);
             let half = 0.5 * (a + b);
-            assert_eq!(cdf(-half, a, b), 0.0);
-            assert_eq!(cdf(half, a, b), 1.0);
-            assert!((cdf(0.0, a, b) - 0.5).abs() < 1e-15);
-            // Symmetric: G(v) + G(−v) = 1, and non-decreasing.
+            assert_eq!(t.cdf(-half), 0.0);
+            assert_eq!(t.cdf(half), 1.0);
+            assert!((t.cdf(0.0) - 0.5).abs() < 1e-15);
+            // Symmetric, non-decreasing, and its slope on the flat top is
+            // the height 1/a.
             let mut prev = 0.0;
             for i in 0..=200 {
                 let v = -half + (2.0 * half) * i as f64 / 200.0;
-                let g = cdf(v, a, b);
-                assert!(g >= prev - 1e-15 && (g + cdf(-v, a, b) - 1.0).abs() < 1e-14);
+                let g = t.cdf(v);
+                assert!(g >= prev - 1e-15 && (g + t.cdf(-v) - 1.0).abs() < 1e-14);
                 prev = g;
             }
+            let q = 0.25 * (a - b);
+            assert!((t.cdf(q) - t.cdf(-q) - 2.0 * q / a).abs() < 1e-14);
         }
     }
 }
