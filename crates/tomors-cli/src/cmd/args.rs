@@ -184,8 +184,10 @@ pub struct IterativeArgs {
     /// 1/ρ from power iteration for landweber, cimmino, block-it).
     #[arg(long, allow_hyphen_values = true)]
     pub relaxation: Option<f64>,
-    /// Projection model of --algorithm: joseph, line (Siddon), or voxel (Joseph
-    /// forward with the voxel-driven back projector of FBP; default joseph).
+    /// Projection model of --algorithm: zero-one (nearest pixel per step), line
+    /// (Siddon), strip (pixel area in the bin's strip), joseph, or voxel (Joseph
+    /// forward with the voxel-driven back projector of FBP); zero-one and strip
+    /// are parallel beam only (default joseph).
     #[arg(long)]
     pub projector: Option<ProjectorKind>,
     /// Lower bound of the reconstructed values (e.g. 0), applied every update.

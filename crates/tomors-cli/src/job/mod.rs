@@ -121,6 +121,11 @@ impl Job {
                 "needs --algorithm (an iterative method)",
             )?;
         }
+        if route == Route::ConeIterative {
+            if let Some(kind) = m.iterative.projector.filter(|k| !k.has_cone()) {
+                bail!("--projector {kind} is parallel beam only (cone beam: joseph, line or voxel)");
+            }
+        }
         if route == Route::ConeFdk {
             refuse(
                 &[(m.fbp.slab.is_some(), "--slab")],

@@ -4,10 +4,13 @@
 //!
 //! - [`Projector`]: the operator trait (single slices and stacks, any subset
 //!   of projections, generic over [`Real`] = f32 / f64).
-//! - [`JosephProjector`] (ray-driven, linear interpolation, virtual zero
-//!   padding; matched transpose), [`LineProjector`] (Siddon line lengths;
-//!   matched), [`VoxelDrivenProjector`] (Joseph forward with the voxel-driven
-//!   back projector of FBP; unmatched, fast).
+//! - The five projection models of the thesis (document 004, §2.1):
+//!   [`ZeroOneProjector`] (nearest pixel per step; matched),
+//!   [`LineProjector`] (Siddon line lengths; matched), [`StripProjector`]
+//!   (exact pixel area inside the ray's strip of bin width; matched),
+//!   [`JosephProjector`] (ray-driven, linear interpolation, virtual zero
+//!   padding; matched transpose), [`VoxelDrivenProjector`] (Joseph forward
+//!   with the voxel-driven back projector of FBP; unmatched, fast).
 //! - [`Region`]: restriction of a projector to a block of the grid (domain
 //!   decomposition).
 //! - [`solve`]: every method written once over the operator and vector
@@ -25,7 +28,8 @@
 //! values (attenuation per world unit), as FBP's.
 //!
 //! Cone beam: [`ConeJosephProjector`], [`ConeLineProjector`] and
-//! [`ConeVoxelProjector`] are [`Projector`]s whose one "slice" is the whole
+//! [`ConeVoxelProjector`] are [`Projector`]s (the 0–1 and strip-area models
+//! are parallel-beam only) whose one "slice" is the whole
 //! volume (`[z·y][x]`) and whose sinogram is the whole set of projections
 //! (`[angle][row·col]`), so every algorithm above runs on them unchanged;
 //! [`reconstruct_cone`] takes `[angle][row][col]` projections and returns
@@ -43,7 +47,9 @@ mod options;
 mod real;
 pub mod solver;
 mod stack;
+mod strip;
 mod voxel;
+mod zero_one;
 
 pub use algorithms::{
     default_relaxation, reconstruct, spectral_radius, IterationInfo, IterativeResult,
@@ -59,7 +65,9 @@ pub use options::{Algorithm, Constraint, IterativeOptions, RayOrder, StopReason,
 pub use real::Real;
 pub use solver::{default_relaxation_of, solve, spectral_radius_of, IterationState, SolveReport};
 pub use stack::StackOperator;
+pub use strip::StripProjector;
 pub use voxel::VoxelDrivenProjector;
+pub use zero_one::ZeroOneProjector;
 
 use ndarray::{Array3, ArrayView3};
 
@@ -77,6 +85,44 @@ pub enum ProjectorKind {
     Line,
     /// [`VoxelDrivenProjector`].
     Voxel,
+    /// [`ZeroOneProjector`] (parallel beam only).
+    ZeroOne,
+    /// [`StripProjector`] (parallel beam only).
+    Strip,
+}
+
+impl ProjectorKind {
+    /// Every kind, in the thesis' order (0–1, line, strip, Joseph, voxel).
+    pub const ALL: [ProjectorKind; 5] = [
+        Self::ZeroOne,
+        Self::Line,
+        Self::Strip,
+        Self::Joseph,
+        Self::Voxel,
+    ];
+
+    /// The name [`FromStr`](std::str::FromStr) accepts and
+    /// [`Projector::name`] reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Joseph => "joseph",
+            Self::Line => "line",
+            Self::Voxel => "voxel",
+            Self::ZeroOne => "zero-one",
+            Self::Strip => "strip",
+        }
+    }
+
+    /// Whether a cone-beam version exists ([`cone_projector`]).
+    pub fn has_cone(self) -> bool {
+        matches!(self, Self::Joseph | Self::Line | Self::Voxel)
+    }
+}
+
+impl std::fmt::Display for ProjectorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl std::str::FromStr for ProjectorKind {
@@ -86,8 +132,10 @@ impl std::str::FromStr for ProjectorKind {
             "joseph" => Ok(Self::Joseph),
             "line" | "siddon" | "line-length" => Ok(Self::Line),
             "voxel" | "voxel-driven" => Ok(Self::Voxel),
+            "zero-one" | "0-1" | "zero_one" => Ok(Self::ZeroOne),
+            "strip" | "strip-area" => Ok(Self::Strip),
             _ => Err(CoreError::Parameter(format!(
-                "unknown projector '{s}' (use joseph, line or voxel)"
+                "unknown projector '{s}' (use zero-one, line, strip, joseph or voxel)"
             ))),
         }
     }
@@ -111,6 +159,8 @@ where
         ProjectorKind::Voxel => {
             Box::new(VoxelDrivenProjector::with_region(geometry, grid, region)?)
         }
+        ProjectorKind::ZeroOne => Box::new(ZeroOneProjector::with_region(geometry, grid, region)?),
+        ProjectorKind::Strip => Box::new(StripProjector::with_region(geometry, grid, region)?),
     })
 }
 
@@ -127,7 +177,8 @@ pub trait ConeOperator<T: Real>: Projector<T> {
 /// Builds the cone-beam projector of `kind` for `geometry` on `region` of
 /// `volume` (the whole volume if `None`).
 ///
-/// Errors: an empty region or one outside the volume; the source orbit
+/// Errors: a kind without a cone-beam version (zero-one, strip: parallel
+/// beam only); an empty region or one outside the volume; the source orbit
 /// passes through the volume.
 pub fn cone_projector<T: Real>(
     kind: ProjectorKind,
@@ -140,6 +191,11 @@ pub fn cone_projector<T: Real>(
         ProjectorKind::Joseph => Box::new(ConeJosephProjector::with_box(geometry, volume, region)?),
         ProjectorKind::Line => Box::new(ConeLineProjector::with_box(geometry, volume, region)?),
         ProjectorKind::Voxel => Box::new(ConeVoxelProjector::with_box(geometry, volume, region)?),
+        ProjectorKind::ZeroOne | ProjectorKind::Strip => {
+            return Err(CoreError::Parameter(format!(
+                "the {kind} projector is parallel-beam only (cone beam: joseph, line or voxel)"
+            )))
+        }
     })
 }
 
