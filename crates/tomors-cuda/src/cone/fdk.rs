@@ -27,11 +27,12 @@ use tomors_core::cone::weights::{angular_weights, cosine_weights};
 use tomors_core::cone::{fdk_by_steps, ConeGeometry, ConeVolume, FdkOptions};
 use tomors_core::CoreError;
 
-use crate::backend::CudaBackend;
 use crate::cone::{check_extents, BpSource, ConeKernel, ConeModule, StackLayout, CONE_MAX_ANGLES};
-use crate::driver::{DeviceBuffer, Event};
-use crate::engine::{copy_in, copy_out, ensure, ensure_pinned, Engine, FilterJob};
 use crate::error::{CudaError, Result};
+use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
+use crate::fbp::CudaBackend;
+use crate::runtime::{ensure, ensure_pinned};
+use crate::runtime::{DeviceBuffer, Event};
 
 /// Floats per upload chunk (about 32 MiB).
 const CHUNK_FLOATS: usize = 8 << 20;
@@ -39,6 +40,11 @@ const CHUNK_FLOATS: usize = 8 << 20;
 const SLAB_FLOATS: usize = 16 << 20;
 /// Device memory left free beside the FDK buffers.
 const SPARE_BYTES: usize = 256 << 20;
+
+/// The angles per upload chunk set by [`CudaBackend::set_fdk_chunk`]
+/// (kept in the backend's extensions; 0 = automatic).
+#[derive(Clone, Copy, Debug)]
+struct FdkChunk(usize);
 
 /// Stage times of one FDK, host to host.
 #[derive(Clone, Debug, Default)]
@@ -91,7 +97,7 @@ impl CudaBackend {
     /// Sets the projections per upload chunk of [`CudaBackend::fdk_device`]
     /// (0: about 32 MiB of projections, the default).
     pub fn set_fdk_chunk(&mut self, angles: usize) {
-        self.fdk_chunk = angles;
+        self.ext.insert(FdkChunk(angles));
     }
 
     /// FDK of `projections` (`[angle][row][col]`) into `out` (`[z][y][x]`
@@ -139,7 +145,7 @@ impl CudaBackend {
                 ..FdkStats::default()
             })
         };
-        if self.cone_kernel == ConeKernel::Loads {
+        if self.cone_kernel() == ConeKernel::Loads {
             return steps("the plain-load kernel was chosen".into(), out);
         }
         if expected.0 > CONE_MAX_ANGLES {
@@ -160,7 +166,7 @@ impl CudaBackend {
             let mut e = self.lock()?;
             let r = run(
                 &mut e,
-                (self.fdk_chunk, options.slab),
+                (self.ext.get::<FdkChunk>().map_or(0, |c| c.0), options.slab),
                 projections,
                 geometry,
                 volume,
@@ -262,7 +268,7 @@ fn run(
         }
     }
     let tex = ensure(
-        &mut e.cone_tex,
+        &mut e.stack_tex,
         &ctx,
         layout.bytes(na),
         "FDK projection textures",
@@ -280,7 +286,7 @@ fn run(
     ang_w.upload(angular)?;
     let bad = DeviceBuffer::new(&ctx, 8, "FDK finiteness flag")?;
     bad.fill_bytes(0xFF, &e.comp)?;
-    e.cone_tex
+    e.stack_tex
         .as_ref()
         .expect("allocated")
         .fill_bytes(0, &e.comp)?;

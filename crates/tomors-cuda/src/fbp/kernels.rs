@@ -5,9 +5,9 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 use crate::error::{CudaError, Result};
 
 /// Source of the back-projection kernels (`bp_standard`, `bp_texopt`, `bp_alu`).
-pub const BACKPROJECT_CU: &str = include_str!("../kernels/backproject.cu");
+pub const BACKPROJECT_CU: &str = include_str!("../../kernels/backproject.cu");
 /// Source of the filtering and texture-packing kernels.
-pub const FILTER_CU: &str = include_str!("../kernels/filter.cu");
+pub const FILTER_CU: &str = include_str!("../../kernels/filter.cu");
 
 /// Projections whose constants fit in constant memory (3 floats each, under 64 KiB).
 pub const MAX_CMEM_PROJECTIONS: usize = 5120;

@@ -11,11 +11,11 @@ use rayon::prelude::*;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::{Backend, FilterSpec, Interpolation, ParallelGeometry, SliceGrid};
 
-use crate::backend::{CudaBackend, CudaOptions, MultiCudaBackend};
-use crate::engine::{median, BpJob, PipelineStats, TexStorage};
 use crate::error::Result;
-use crate::fft::FftVariant;
-use crate::kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
+use crate::fbp::engine::{median, BpJob, PipelineStats, TexStorage};
+use crate::fbp::fft::FftVariant;
+use crate::fbp::kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
+use crate::fbp::{CudaBackend, CudaOptions, MultiCudaBackend};
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -251,7 +251,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
             rep.main.push(row);
         }
     }
-    be.lock()?.standard_map = crate::kernels::DEFAULT_STANDARD_MAP;
+    be.lock()?.standard_map = crate::fbp::kernels::DEFAULT_STANDARD_MAP;
     // The other texture storage (pitch-linear memory instead of CUDA arrays).
     let default_storage = be.lock()?.tex_storage;
     let other = match default_storage {

@@ -4,7 +4,7 @@
 //! whose kernel is [`crate::KernelChoice::Auto`].
 //!
 //! The file (`tuning.tsv` in the kernel cache directory, see
-//! [`crate::compile::cache_dir`], or `$TOMORS_TUNING_FILE`) holds one line
+//! [`crate::runtime::compile::cache_dir`], or `$TOMORS_TUNING_FILE`) holds one line
 //! per entry, tab-separated:
 //! `device  driver  kernel  interpolation  slices  configuration  GU/s`,
 //! where `kernel` is the family (`standard`, `tex-opt`, `alu`, `hybrid`, with
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use tomors_core::Interpolation;
 
 use crate::error::{CudaError, Result};
-use crate::kernels::{BpConfig, KernelChoice, SliceMode};
+use crate::fbp::kernels::{BpConfig, KernelChoice, SliceMode};
 
 /// One measured best configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,7 +52,7 @@ pub fn slice_class(slices: usize) -> usize {
 /// `alu-float2`, `tex-opt`, `alu-oversample-float2`.
 pub fn family(cfg: &BpConfig) -> String {
     let kernel = match cfg.kernel {
-        crate::kernels::KernelKind::Alu(p) if p.oversample => "alu-oversample",
+        crate::fbp::kernels::KernelKind::Alu(p) if p.oversample => "alu-oversample",
         k => k.name(),
     };
     match cfg.mode {
@@ -66,7 +66,7 @@ pub fn family(cfg: &BpConfig) -> String {
 /// [`TuningCache::best`] picks for `Auto`.
 pub fn is_exact(cfg: &BpConfig) -> bool {
     cfg.mode != SliceMode::Half4
-        && !matches!(cfg.kernel, crate::kernels::KernelKind::Alu(p) if p.oversample)
+        && !matches!(cfg.kernel, crate::fbp::kernels::KernelKind::Alu(p) if p.oversample)
 }
 
 /// The entries of a tuning file.
@@ -83,7 +83,7 @@ impl TuningCache {
         if let Some(p) = std::env::var_os("TOMORS_TUNING_FILE") {
             return Some(PathBuf::from(p));
         }
-        crate::compile::cache_dir().map(|d| d.join("tuning.tsv"))
+        crate::runtime::compile::cache_dir().map(|d| d.join("tuning.tsv"))
     }
 
     /// Parses the text of a tuning file; unreadable lines are skipped with
@@ -217,7 +217,7 @@ fn parse_line(line: &str) -> Option<TuningEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::{AluParams, KernelKind};
+    use crate::fbp::kernels::{AluParams, KernelKind};
 
     fn entry(kernel: KernelKind, mode: SliceMode, slices: usize, gups: f64) -> TuningEntry {
         let config = BpConfig { kernel, mode };

@@ -2,8 +2,8 @@
 
 use cudarc::cufft::sys as fft;
 
-use crate::driver::Stream;
 use crate::error::{CudaError, Result};
+use crate::runtime::Stream;
 
 /// How detector rows are transformed for filtering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]

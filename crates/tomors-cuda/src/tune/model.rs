@@ -1,5 +1,5 @@
 //! A CPU model of the texture back projectors, for tests: the same f32
-//! texture coordinates as the kernels (see [`crate::kernels::projection_coefficients`])
+//! texture coordinates as the kernels (see [`crate::fbp::kernels::projection_coefficients`])
 //! and the texture unit's linear filtering with fractional weights quantised
 //! to 1/256 (CUDA Programming Guide, "Linear Filtering": the weight is
 //! stored in 9-bit fixed point with 8 fractional bits). Sums in f64.
@@ -7,7 +7,7 @@
 use ndarray::{Array2, ArrayView2};
 use tomors_core::{Interpolation, ParallelGeometry, SliceGrid};
 
-use crate::kernels::projection_coefficients;
+use crate::fbp::kernels::projection_coefficients;
 
 /// How the model rounds the linear-interpolation weight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,19 +12,21 @@
 //! Modules are compiled in parallel first (NVRTC, disk cache), then timed
 //! one by one.
 
+pub mod model;
+
 use rayon::prelude::*;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::{Interpolation, ParallelGeometry, SliceGrid};
 
-use crate::backend::CudaBackend;
 use crate::bench::{fill_random, measure, BenchRow};
-use crate::compile::cubin_cached;
-use crate::engine::module_defines;
 use crate::error::Result;
-use crate::kernels::{
+use crate::fbp::engine::module_defines;
+use crate::fbp::kernels::{
     AluParams, BpConfig, KernelChoice, KernelKind, SliceMode, BACKPROJECT_CU, DEFAULT_STANDARD_MAP,
 };
-use crate::tuning::{family, TuningEntry};
+use crate::fbp::tuning::{family, TuningEntry};
+use crate::fbp::CudaBackend;
+use crate::runtime::compile::cubin_cached;
 
 /// What the tuner measures.
 #[derive(Clone, Debug)]
@@ -260,7 +262,7 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
         }
     }
     // Default vs choice, timed again side by side.
-    let mut cache = crate::tuning::TuningCache::default();
+    let mut cache = crate::fbp::tuning::TuningCache::default();
     cache.merge(report.entries.clone());
     for class in [1usize, 2, 4] {
         for interp in interps {
