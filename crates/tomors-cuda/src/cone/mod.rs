@@ -19,7 +19,6 @@
 //! memory beside the slab are uploaded in chunks of angles, each chunk
 //! accumulated into the device slab.
 
-use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -33,7 +32,8 @@ use crate::fbp::engine::Engine;
 use crate::fbp::CudaBackend;
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{
-    launch, Context, DeviceBuffer, Event, Function, Module, Stream, TexFilter, TexFormat, Texture,
+    launch, Arg, Context, DeviceBuffer, Event, Function, Module, Stream, TexFilter, TexFormat,
+    Texture,
 };
 
 mod backend;
@@ -160,25 +160,25 @@ impl ConeModule {
         nc: usize,
         layout: &StackLayout,
     ) -> Result<()> {
-        let (mut src, mut dst) = (src, dst);
-        let mut stride = row_stride as i64;
-        let mut pair = i32::from(pair);
-        let (mut a0, mut n, mut ir, mut ic) = (a_first as i32, nang as i32, nr as i32, nc as i32);
-        let mut pitch = (layout.pitch_bytes / 4) as i32;
-        let mut tpg = layout.tpg as i32;
-        let mut gf = (layout.gbytes / 4) as i64;
-        let mut params: [*mut c_void; 11] = [
-            &mut src as *mut _ as _,
-            &mut stride as *mut _ as _,
-            &mut pair as *mut _ as _,
-            &mut dst as *mut _ as _,
-            &mut a0 as *mut _ as _,
-            &mut n as *mut _ as _,
-            &mut ir as *mut _ as _,
-            &mut ic as *mut _ as _,
-            &mut pitch as *mut _ as _,
-            &mut tpg as *mut _ as _,
-            &mut gf as *mut _ as _,
+        let (src, dst) = (src, dst);
+        let stride = row_stride as i64;
+        let pair = i32::from(pair);
+        let (a0, n, ir, ic) = (a_first as i32, nang as i32, nr as i32, nc as i32);
+        let pitch = (layout.pitch_bytes / 4) as i32;
+        let tpg = layout.tpg as i32;
+        let gf = (layout.gbytes / 4) as i64;
+        let params = [
+            src.into(),
+            stride.into(),
+            pair.into(),
+            dst.into(),
+            a0.into(),
+            n.into(),
+            ir.into(),
+            ic.into(),
+            pitch.into(),
+            tpg.into(),
+            gf.into(),
         ];
         let blocks = (nang * nr * nc).div_ceil(256).clamp(1, 65_535 * 8) as u32;
         // SAFETY: the parameters match `cone_pack` in order and type; the
@@ -186,13 +186,13 @@ impl ConeModule {
         // angle up to a_first + nang.
         unsafe {
             launch(
-                self.pack,
+                &self.pack,
                 "cone_pack",
                 (blocks, 1, 1),
                 (256, 1, 1),
                 0,
                 stream,
-                &mut params,
+                &params,
             )
         }
     }
@@ -214,30 +214,30 @@ impl ConeModule {
         nc: usize,
         bad: u64,
     ) -> Result<()> {
-        let (mut q, mut cw, mut aw, mut bad) = (q, cosw, angw, bad);
-        let (mut a0, mut n, mut ir, mut ic) = (a_first as i32, nang as i32, nr as i32, nc as i32);
-        let mut params: [*mut c_void; 8] = [
-            &mut q as *mut _ as _,
-            &mut cw as *mut _ as _,
-            &mut aw as *mut _ as _,
-            &mut a0 as *mut _ as _,
-            &mut n as *mut _ as _,
-            &mut ir as *mut _ as _,
-            &mut ic as *mut _ as _,
-            &mut bad as *mut _ as _,
+        let (q, cw, aw, bad) = (q, cosw, angw, bad);
+        let (a0, n, ir, ic) = (a_first as i32, nang as i32, nr as i32, nc as i32);
+        let params = [
+            q.into(),
+            cw.into(),
+            aw.into(),
+            a0.into(),
+            n.into(),
+            ir.into(),
+            ic.into(),
+            bad.into(),
         ];
         let blocks = (nang * nr * nc).div_ceil(256).clamp(1, 65_535 * 8) as u32;
         // SAFETY: the parameters match `fdk_weight`; `q` holds nang
         // projections, the weights cover every angle and column.
         unsafe {
             launch(
-                self.weight,
+                &self.weight,
                 "fdk_weight",
                 (blocks, 1, 1),
                 (256, 1, 1),
                 0,
                 stream,
-                &mut params,
+                &params,
             )
         }
     }
@@ -261,51 +261,43 @@ impl ConeModule {
         accumulate: bool,
     ) -> Result<()> {
         let (nx, ny) = (volume.nx, volume.ny);
-        let mut vp = vol;
-        let (mut n, mut z, mut acc) = (nang as i32, nzs as i32, i32::from(accumulate));
-        let (mut ix, mut iy) = (nx as i32, ny as i32);
-        let (mut ic, mut ir) = (geometry.n_cols() as i32, geometry.n_rows() as i32);
-        let mut sod = geometry.sod();
-        let mut sdd = geometry.sdd();
-        let mut pu = geometry.pixel_u();
-        let mut pv = geometry.pixel_v();
-        let mut cc = geometry.center_col();
-        let mut cr = geometry.center_row();
-        let mut vox = volume.voxel_size as f64;
-        let mut zf = volume.z(z_first);
-        let (mut pp, mut tg) = match source {
+        let vp = vol;
+        let (n, z, acc) = (nang as i32, nzs as i32, i32::from(accumulate));
+        let (ix, iy) = (nx as i32, ny as i32);
+        let (ic, ir) = (geometry.n_cols() as i32, geometry.n_rows() as i32);
+        let sod = geometry.sod();
+        let sdd = geometry.sdd();
+        let pu = geometry.pixel_u();
+        let pv = geometry.pixel_v();
+        let cc = geometry.center_col();
+        let cr = geometry.center_row();
+        let vox = volume.voxel_size as f64;
+        let zf = volume.z(z_first);
+        let (pp, tg) = match source {
             BpSource::Loads(ptr) => (ptr, 0i32),
             BpSource::Textures(tpg) => (0u64, tpg as i32),
         };
-        let (f, name, mut params): (_, _, Vec<*mut c_void>) = match source {
-            BpSource::Loads(_) => (
-                self.bp,
-                "cone_bp",
-                vec![&mut pp as *mut _ as _, &mut vp as *mut _ as _],
-            ),
-            BpSource::Textures(_) => (self.bp_tex, "cone_bp_tex", vec![&mut vp as *mut _ as _]),
+        let (f, name, mut params): (_, _, Vec<Arg>) = match source {
+            BpSource::Loads(_) => (&self.bp, "cone_bp", vec![pp.into(), vp.into()]),
+            BpSource::Textures(_) => (&self.bp_tex, "cone_bp_tex", vec![vp.into()]),
         };
-        params.extend_from_slice(&[
-            &mut n as *mut _ as _,
-            &mut z as *mut _ as _,
-            &mut acc as *mut _ as _,
-        ]);
+        params.extend_from_slice(&[n.into(), z.into(), acc.into()]);
         if let BpSource::Textures(_) = source {
-            params.push(&mut tg as *mut _ as _);
+            params.push(tg.into());
         }
         params.extend_from_slice(&[
-            &mut ix as *mut _ as _,
-            &mut iy as *mut _ as _,
-            &mut ic as *mut _ as _,
-            &mut ir as *mut _ as _,
-            &mut sod as *mut _ as _,
-            &mut sdd as *mut _ as _,
-            &mut pu as *mut _ as _,
-            &mut pv as *mut _ as _,
-            &mut cc as *mut _ as _,
-            &mut cr as *mut _ as _,
-            &mut vox as *mut _ as _,
-            &mut zf as *mut _ as _,
+            ix.into(),
+            iy.into(),
+            ic.into(),
+            ir.into(),
+            sod.into(),
+            sdd.into(),
+            pu.into(),
+            pv.into(),
+            cc.into(),
+            cr.into(),
+            vox.into(),
+            zf.into(),
         ]);
         let grid = (
             nx.div_ceil(16) as u32,
@@ -315,7 +307,7 @@ impl ConeModule {
         // SAFETY: the parameters match `cone_bp` / `cone_bp_tex` in order
         // and type; the source holds `nang` projections of the geometry's
         // detector and `vol` holds nzs × ny × nx floats.
-        unsafe { launch(f, name, grid, (256, 1, 1), 0, stream, &mut params) }.map_err(|e| match e {
+        unsafe { launch(f, name, grid, (256, 1, 1), 0, stream, &params) }.map_err(|e| match e {
             CudaError::Launch {
                 kernel,
                 dims,

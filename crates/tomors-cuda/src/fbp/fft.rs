@@ -1,6 +1,7 @@
-//! Batched 1D cuFFT plans (loaded at run time through `cudarc`).
+//! Batched 1D cuFFT plans (loaded at run time through `cudarc`; cudarc 0.18
+//! has no safe cuFFT wrapper, so this uses its checked `result` layer).
 
-use cudarc::cufft::sys as fft;
+use cudarc::cufft::{result as cufft, sys as fft};
 
 use crate::error::{CudaError, Result};
 use crate::runtime::Stream;
@@ -43,14 +44,20 @@ pub fn cufft_available() -> bool {
     unsafe { fft::is_culib_present() }
 }
 
-fn check(r: fft::cufftResult, call: &str) -> Result<()> {
-    if r == fft::cufftResult::CUFFT_SUCCESS {
-        Ok(())
-    } else {
-        Err(CudaError::Fft {
-            call: call.to_string(),
-            message: format!("{r:?}"),
-        })
+/// Turns an error of cudarc's cuFFT layer into a [`CudaError`] naming `call`.
+fn fft_error(call: &str) -> impl FnOnce(cufft::CufftError) -> CudaError + '_ {
+    move |e| {
+        if e.0 == fft::cufftResult::CUFFT_ALLOC_FAILED {
+            CudaError::OutOfMemory {
+                what: call.to_string(),
+                bytes: 0,
+            }
+        } else {
+            CudaError::Fft {
+                call: call.to_string(),
+                message: format!("{:?}", e.0),
+            }
+        }
     }
 }
 
@@ -86,11 +93,9 @@ impl Plan {
             PlanKind::C2C => fft::cufftType::CUFFT_C2C,
         };
         let mut n = [len as i32];
-        let mut handle = 0;
         // SAFETY: null embeds select the contiguous default layout.
-        let r = unsafe {
-            fft::cufftPlanMany(
-                &mut handle,
+        let handle = unsafe {
+            cufft::plan_many(
                 1,
                 n.as_mut_ptr(),
                 std::ptr::null_mut(),
@@ -102,14 +107,10 @@ impl Plan {
                 ty,
                 batch as i32,
             )
-        };
-        if r == fft::cufftResult::CUFFT_ALLOC_FAILED {
-            return Err(CudaError::OutOfMemory {
-                what: format!("planning {batch} FFTs of length {len}"),
-                bytes: 0,
-            });
         }
-        check(r, &format!("cufftPlanMany({kind:?}, {len}, batch {batch})"))?;
+        .map_err(fft_error(&format!(
+            "planning {batch} FFTs of length {len} (cufftPlanMany {kind:?})"
+        )))?;
         Ok(Self { handle, kind })
     }
 
@@ -124,36 +125,28 @@ impl Plan {
         forward: bool,
         stream: &Stream,
     ) -> Result<()> {
-        check(
-            fft::cufftSetStream(self.handle, stream.raw as fft::cudaStream_t),
-            "cufftSetStream",
-        )?;
+        cufft::set_stream(self.handle, stream.raw() as fft::cudaStream_t)
+            .map_err(fft_error("cufftSetStream"))?;
         match self.kind {
-            PlanKind::R2C => check(
-                fft::cufftExecR2C(
-                    self.handle,
-                    input as *mut f32,
-                    output as *mut fft::cufftComplex,
-                ),
-                "cufftExecR2C",
-            ),
-            PlanKind::C2R => check(
-                fft::cufftExecC2R(
-                    self.handle,
-                    input as *mut fft::cufftComplex,
-                    output as *mut f32,
-                ),
-                "cufftExecC2R",
-            ),
-            PlanKind::C2C => check(
-                fft::cufftExecC2C(
-                    self.handle,
-                    input as *mut fft::cufftComplex,
-                    output as *mut fft::cufftComplex,
-                    if forward { -1 } else { 1 },
-                ),
-                "cufftExecC2C",
-            ),
+            PlanKind::R2C => cufft::exec_r2c(
+                self.handle,
+                input as *mut f32,
+                output as *mut fft::cufftComplex,
+            )
+            .map_err(fft_error("cufftExecR2C")),
+            PlanKind::C2R => cufft::exec_c2r(
+                self.handle,
+                input as *mut fft::cufftComplex,
+                output as *mut f32,
+            )
+            .map_err(fft_error("cufftExecC2R")),
+            PlanKind::C2C => cufft::exec_c2c(
+                self.handle,
+                input as *mut fft::cufftComplex,
+                output as *mut fft::cufftComplex,
+                if forward { -1 } else { 1 },
+            )
+            .map_err(fft_error("cufftExecC2C")),
         }
     }
 }
@@ -162,7 +155,7 @@ impl Drop for Plan {
     fn drop(&mut self) {
         // SAFETY: created by cufftPlanMany.
         unsafe {
-            let _ = fft::cufftDestroy(self.handle);
+            let _ = cufft::destroy(self.handle);
         }
     }
 }

@@ -8,10 +8,10 @@
 //! `~/.cache/tomors`, in files keyed by the device name, the driver version
 //! and a hash of the complete source and options (see [`cache_file_name`]).
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
-use cudarc::nvrtc::sys as nv;
+use cudarc::nvrtc::{result as nvrtc, sys as nv};
 
 use crate::error::{CudaError, Result};
 
@@ -140,81 +140,77 @@ fn nv_check(r: nv::nvrtcResult, kernel: &str, what: &str) -> Result<()> {
     }
 }
 
+/// An NVRTC program, destroyed on drop.
 struct Program(nv::nvrtcProgram);
 
 impl Drop for Program {
     fn drop(&mut self) {
-        // SAFETY: created by nvrtcCreateProgram.
+        // SAFETY: created by nvrtc::create_program, destroyed once.
         unsafe {
-            let _ = nv::nvrtcDestroyProgram(&mut self.0);
+            let _ = nvrtc::destroy_program(self.0);
         }
     }
 }
 
 /// Compiles `source` to a cubin with NVRTC (needs no GPU, only libnvrtc).
+///
+/// Program creation, compilation and the log go through cudarc's checked
+/// NVRTC layer; the cubin is read with raw calls, as cudarc only returns PTX.
 pub fn compile_cubin(kernel: &str, source: &str, options: &[String]) -> Result<Vec<u8>> {
     if !nvrtc_available() {
         return Err(CudaError::MissingLibrary("NVRTC (libnvrtc.so)"));
     }
     let src =
         CString::new(source).map_err(|_| CudaError::Parameter("NUL in kernel source".into()))?;
-    let name = CString::new(format!("{kernel}.cu")).expect("no NUL");
-    let opts: Vec<CString> = options
-        .iter()
-        .map(|o| CString::new(o.as_str()).map_err(|_| CudaError::Parameter(o.clone())))
-        .collect::<Result<_>>()?;
-    let opt_ptrs: Vec<*const std::ffi::c_char> = opts.iter().map(|o| o.as_ptr()).collect();
-    // SAFETY: all strings are NUL-terminated and outlive the calls.
-    unsafe {
-        let mut raw = std::ptr::null_mut();
-        nv_check(
-            nv::nvrtcCreateProgram(
-                &mut raw,
-                src.as_ptr(),
-                name.as_ptr(),
-                0,
-                std::ptr::null(),
-                std::ptr::null(),
-            ),
-            kernel,
-            "nvrtcCreateProgram",
-        )?;
-        let prog = Program(raw);
-        let r = nv::nvrtcCompileProgram(prog.0, opt_ptrs.len() as i32, opt_ptrs.as_ptr());
-        let mut log_size = 0usize;
-        let _ = nv::nvrtcGetProgramLogSize(prog.0, &mut log_size);
-        let mut log = vec![0 as std::ffi::c_char; log_size.max(1)];
-        let _ = nv::nvrtcGetProgramLog(prog.0, log.as_mut_ptr());
-        let log = CStr::from_ptr(log.as_ptr()).to_string_lossy().into_owned();
-        if r != nv::nvrtcResult::NVRTC_SUCCESS {
-            return Err(CudaError::Compile {
-                kernel: kernel.to_string(),
-                log: format!("{r:?} with options {options:?}\n{log}"),
-            });
-        }
-        if !log.trim().is_empty() {
-            tracing::debug!("NVRTC log for {kernel}: {log}");
-        }
-        let mut size = 0usize;
-        nv_check(
-            nv::nvrtcGetCUBINSize(prog.0, &mut size),
-            kernel,
-            "nvrtcGetCUBINSize",
-        )?;
-        let mut cubin = vec![0u8; size];
-        nv_check(
-            nv::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr() as *mut std::ffi::c_char),
-            kernel,
-            "nvrtcGetCUBIN",
-        )?;
-        if cubin.is_empty() {
-            return Err(CudaError::Compile {
-                kernel: kernel.to_string(),
-                log: "NVRTC returned an empty cubin (is the architecture a real sm_XX?)".into(),
-            });
-        }
-        Ok(cubin)
+    let name = CString::new(format!("{kernel}.cu"))
+        .map_err(|_| CudaError::Parameter(format!("NUL in kernel name {kernel:?}")))?;
+    if let Some(o) = options.iter().find(|o| o.contains('\0')) {
+        return Err(CudaError::Parameter(format!("NUL in NVRTC option {o:?}")));
     }
+    let prog = Program(
+        nvrtc::create_program(&src, Some(&name))
+            .map_err(|e| nv_check(e.0, kernel, "nvrtcCreateProgram").unwrap_err())?,
+    );
+    // SAFETY: `prog` is a live program; the options hold no NUL (checked).
+    let r = unsafe { nvrtc::compile_program(prog.0, options) };
+    // SAFETY: as above.
+    let log = unsafe { nvrtc::get_program_log(prog.0) }
+        .ok()
+        .map(|l| {
+            let bytes: Vec<u8> = l.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+        .unwrap_or_default();
+    if let Err(e) = r {
+        return Err(CudaError::Compile {
+            kernel: kernel.to_string(),
+            log: format!("{:?} with options {options:?}\n{log}", e.0),
+        });
+    }
+    if !log.trim().is_empty() {
+        tracing::debug!("NVRTC log for {kernel}: {log}");
+    }
+    let mut size = 0usize;
+    // SAFETY: out-parameter on a compiled program.
+    nv_check(
+        unsafe { nv::nvrtcGetCUBINSize(prog.0, &mut size) },
+        kernel,
+        "nvrtcGetCUBINSize",
+    )?;
+    let mut cubin = vec![0u8; size];
+    // SAFETY: the buffer holds the size NVRTC reported.
+    nv_check(
+        unsafe { nv::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr() as *mut std::ffi::c_char) },
+        kernel,
+        "nvrtcGetCUBIN",
+    )?;
+    if cubin.is_empty() {
+        return Err(CudaError::Compile {
+            kernel: kernel.to_string(),
+            log: "NVRTC returned an empty cubin (is the architecture a real sm_XX?)".into(),
+        });
+    }
+    Ok(cubin)
 }
 
 /// Writes `bytes` to `path` through a temporary name and a rename, so a

@@ -1,6 +1,28 @@
-//! Device memory and page-locked host memory.
+//! Device memory and page-locked host memory, on cudarc's checked `result`
+//! layer.
+//!
+//! Why not cudarc's safe `CudaSlice` and `PinnedHostSlice`:
+//!
+//! - `CudaSlice` is allocated with `cuMemAllocAsync` (stream-ordered, from
+//!   a memory pool) on devices that support it and freed with
+//!   `cuMemFreeAsync` on its allocating stream. With event tracking off
+//!   (needed for the three-stream pipeline, see [`Context`]) that free is
+//!   not ordered after work queued on the other streams, and the alignment
+//!   of pool allocations (texture base addresses must be aligned) is not
+//!   documented. [`DeviceBuffer`] keeps `cuMemAlloc`/`cuMemFree`, whose free
+//!   waits for the device, so a buffer may be replaced while kernels that
+//!   read it are still queued.
+//! - `PinnedHostSlice` is allocated write-combined: fast to write, very
+//!   slow to read on the host, but the pipeline reads every downloaded slab
+//!   from pinned memory. [`PinnedBuffer`] keeps portable, cached pinned
+//!   memory.
 
-use super::*;
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys};
+
+use super::{driver_error, Context, Stream};
+use crate::error::{CudaError, Result};
 
 /// Device memory (freed on drop).
 pub struct DeviceBuffer {
@@ -9,25 +31,21 @@ pub struct DeviceBuffer {
     ctx: Arc<Context>,
 }
 
-// SAFETY: device pointers are plain integers usable from any thread.
-unsafe impl Send for DeviceBuffer {}
-// SAFETY: as above.
-unsafe impl Sync for DeviceBuffer {}
-
 impl DeviceBuffer {
     /// Allocates `bytes` (at least 1) of device memory.
     pub fn new(ctx: &Arc<Context>, bytes: usize, what: &str) -> Result<Self> {
         ctx.bind()?;
-        let mut ptr = 0;
-        // SAFETY: out-parameter allocation.
-        let r = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes.max(1)) };
-        if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            return Err(CudaError::OutOfMemory {
-                what: format!("allocating {what}"),
-                bytes,
-            });
-        }
-        check(r, &format!("cuMemAlloc ({what}, {bytes} bytes)"))?;
+        // SAFETY: a plain allocation; the pointer is freed in `drop`.
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| {
+            if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                CudaError::OutOfMemory {
+                    what: format!("allocating {what}"),
+                    bytes,
+                }
+            } else {
+                driver_error(&format!("cuMemAlloc ({what}, {bytes} bytes)"))(e)
+            }
+        })?;
         Ok(Self {
             ptr,
             bytes,
@@ -45,10 +63,21 @@ impl DeviceBuffer {
         self.bytes
     }
 
+    fn check_range(&self, what: &str, offset: usize, bytes: usize) -> Result<()> {
+        if offset.checked_add(bytes).is_none_or(|end| end > self.bytes) {
+            return Err(CudaError::Parameter(format!(
+                "{what} of {bytes} bytes at {offset} with a buffer of {}",
+                self.bytes
+            )));
+        }
+        Ok(())
+    }
+
     /// Asynchronous copy from host memory (pinned for true asynchrony).
     ///
     /// # Safety
-    /// `src` must stay valid until the copy on `stream` has completed.
+    /// `src` must be valid for `bytes` and stay valid until the copy on
+    /// `stream` has completed.
     pub unsafe fn upload_async(
         &self,
         offset: usize,
@@ -56,27 +85,20 @@ impl DeviceBuffer {
         bytes: usize,
         stream: &Stream,
     ) -> Result<()> {
-        if offset + bytes > self.bytes {
-            return Err(CudaError::Parameter(format!(
-                "upload of {bytes} bytes at {offset} into a buffer of {}",
-                self.bytes
-            )));
+        self.check_range("upload", offset, bytes)?;
+        if bytes == 0 {
+            return Ok(());
         }
-        check(
-            sys::cuMemcpyHtoDAsync_v2(
-                self.ptr + offset as u64,
-                src as *const c_void,
-                bytes,
-                stream.raw,
-            ),
-            "cuMemcpyHtoDAsync",
-        )
+        let src = std::slice::from_raw_parts(src, bytes);
+        result::memcpy_htod_async(self.ptr + offset as u64, src, stream.raw())
+            .map_err(driver_error("cuMemcpyHtoDAsync"))
     }
 
     /// Asynchronous copy to host memory.
     ///
     /// # Safety
-    /// `dst` must stay valid and untouched until the copy has completed.
+    /// `dst` must be valid for `bytes` and stay valid and untouched until
+    /// the copy has completed.
     pub unsafe fn download_async(
         &self,
         offset: usize,
@@ -84,64 +106,36 @@ impl DeviceBuffer {
         bytes: usize,
         stream: &Stream,
     ) -> Result<()> {
-        if offset + bytes > self.bytes {
-            return Err(CudaError::Parameter(format!(
-                "download of {bytes} bytes at {offset} from a buffer of {}",
-                self.bytes
-            )));
+        self.check_range("download", offset, bytes)?;
+        if bytes == 0 {
+            return Ok(());
         }
-        check(
-            sys::cuMemcpyDtoHAsync_v2(
-                dst as *mut c_void,
-                self.ptr + offset as u64,
-                bytes,
-                stream.raw,
-            ),
-            "cuMemcpyDtoHAsync",
-        )
+        let dst = std::slice::from_raw_parts_mut(dst, bytes);
+        result::memcpy_dtoh_async(dst, self.ptr + offset as u64, stream.raw())
+            .map_err(driver_error("cuMemcpyDtoHAsync"))
     }
 
     /// Synchronous upload of a slice.
     pub fn upload<T: Copy>(&self, src: &[T]) -> Result<()> {
-        let bytes = std::mem::size_of_val(src);
-        if bytes > self.bytes {
-            return Err(CudaError::Parameter(format!(
-                "upload of {bytes} bytes into a buffer of {}",
-                self.bytes
-            )));
-        }
+        self.check_range("upload", 0, std::mem::size_of_val(src))?;
         self.ctx.bind()?;
-        // SAFETY: `src` is valid for `bytes`, the buffer is large enough.
-        check(
-            unsafe { sys::cuMemcpyHtoD_v2(self.ptr, src.as_ptr() as *const c_void, bytes) },
-            "cuMemcpyHtoD",
-        )
+        // SAFETY: `src` is valid for its length, the buffer is large enough.
+        unsafe { result::memcpy_htod_sync(self.ptr, src) }.map_err(driver_error("cuMemcpyHtoD"))
     }
 
     /// Synchronous download into a slice.
     pub fn download<T: Copy>(&self, dst: &mut [T]) -> Result<()> {
-        let bytes = std::mem::size_of_val(dst);
-        if bytes > self.bytes {
-            return Err(CudaError::Parameter(format!(
-                "download of {bytes} bytes from a buffer of {}",
-                self.bytes
-            )));
-        }
+        self.check_range("download", 0, std::mem::size_of_val(dst))?;
         self.ctx.bind()?;
-        // SAFETY: `dst` is valid for `bytes`, the buffer is large enough.
-        check(
-            unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, self.ptr, bytes) },
-            "cuMemcpyDtoH",
-        )
+        // SAFETY: `dst` is valid for its length, the buffer is large enough.
+        unsafe { result::memcpy_dtoh_sync(dst, self.ptr) }.map_err(driver_error("cuMemcpyDtoH"))
     }
 
     /// Fills the buffer with a byte value on `stream`.
     pub fn fill_bytes(&self, value: u8, stream: &Stream) -> Result<()> {
         // SAFETY: the range lies inside the allocation.
-        check(
-            unsafe { sys::cuMemsetD8Async(self.ptr, value, self.bytes, stream.raw) },
-            "cuMemsetD8Async",
-        )
+        unsafe { result::memset_d8_async(self.ptr, value, self.bytes, stream.raw()) }
+            .map_err(driver_error("cuMemsetD8Async"))
     }
 }
 
@@ -150,7 +144,7 @@ impl Drop for DeviceBuffer {
         if self.ctx.bind().is_ok() {
             // SAFETY: the pointer came from cuMemAlloc in this context.
             unsafe {
-                let _ = sys::cuMemFree_v2(self.ptr);
+                let _ = result::free_sync(self.ptr);
             }
         }
     }
@@ -172,13 +166,10 @@ impl PinnedBuffer {
     /// Allocates `len` page-locked floats.
     pub fn new(ctx: &Arc<Context>, len: usize) -> Result<Self> {
         ctx.bind()?;
-        let mut p: *mut c_void = std::ptr::null_mut();
         let bytes = (len * 4).max(4);
-        // SAFETY: out-parameter allocation.
-        check(
-            unsafe { sys::cuMemHostAlloc(&mut p, bytes, sys::CU_MEMHOSTALLOC_PORTABLE) },
-            &format!("cuMemHostAlloc ({bytes} bytes)"),
-        )?;
+        // SAFETY: a plain allocation; freed in `drop`.
+        let p = unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_PORTABLE) }
+            .map_err(driver_error(&format!("cuMemHostAlloc ({bytes} bytes)")))?;
         Ok(Self {
             ptr: p as *mut f32,
             len,
@@ -215,7 +206,7 @@ impl Drop for PinnedBuffer {
         if self.ctx.bind().is_ok() {
             // SAFETY: allocated by cuMemHostAlloc.
             unsafe {
-                let _ = sys::cuMemFreeHost(self.ptr as *mut c_void);
+                let _ = result::free_host(self.ptr as *mut std::ffi::c_void);
             }
         }
     }

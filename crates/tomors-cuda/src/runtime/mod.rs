@@ -1,12 +1,25 @@
-//! The CUDA runtime layer: device contexts and streams, device and pinned
-//! memory, events, texture objects over pitched memory and CUDA arrays,
+//! The CUDA runtime layer: device contexts and streams, events, device and
+//! pinned memory, texture objects over pitched memory and CUDA arrays,
 //! module loading and kernel launches, and NVRTC compilation with its
 //! on-disk cubin cache ([`compile`]).
 //!
-//! Every call's status is checked and turned into a [`CudaError`] that names
-//! the call; nothing here panics on a driver error. The driver library is
-//! probed with `is_culib_present` before the first call, because `cudarc`
-//! panics when a library cannot be loaded.
+//! Built on `cudarc` (libraries loaded at run time):
+//!
+//! - its safe layer where it has one: [`Context`] wraps `CudaContext`,
+//!   [`Stream`] `CudaStream`, [`Event`] `CudaEvent`, [`Module`] and
+//!   [`Function`] `CudaModule`/`CudaFunction`, and [`launch`] goes through
+//!   the `launch_builder` with typed arguments ([`Arg`]);
+//! - its checked `result` layer where the safe types do not fit (see
+//!   [`memory`](self::DeviceBuffer) for why device and pinned memory are
+//!   not `CudaSlice`/`PinnedHostSlice`; cuFFT and NVRTC's cubin output have
+//!   no safe wrapper in cudarc 0.18);
+//! - raw `sys` calls only for what cudarc lacks: texture objects, 2D/3D CUDA
+//!   arrays and their copies, NVRTC's cubin, error names.
+//!
+//! Every call's status is turned into a [`CudaError`] that names the call;
+//! nothing here panics on a driver error. The driver library is probed with
+//! `is_culib_present` before the first call, because `cudarc` panics when a
+//! library cannot be loaded.
 
 pub mod compile;
 mod context;
@@ -17,13 +30,13 @@ mod texture;
 pub use context::{Context, Event, Stream};
 pub(crate) use memory::{ensure, ensure_pinned};
 pub use memory::{DeviceBuffer, PinnedBuffer};
-pub use module::{launch, Function, Module};
+pub use module::{launch, Arg, Function, Module};
 pub use texture::{Array2d, Array3d, TexFilter, TexFormat, Texture};
 
-use std::ffi::{c_void, CStr, CString};
-use std::sync::{Arc, OnceLock};
+use std::ffi::CStr;
+use std::sync::OnceLock;
 
-use cudarc::driver::sys;
+use cudarc::driver::{result::DriverError, sys};
 
 use crate::error::{CudaError, Result};
 
@@ -43,6 +56,17 @@ pub(crate) fn check(r: sys::CUresult, call: &str) -> Result<()> {
         call: call.to_string(),
         message,
     })
+}
+
+/// Turns an error of cudarc's driver layer into a [`CudaError`] naming `call`.
+pub(crate) fn driver_error(call: &str) -> impl FnOnce(DriverError) -> CudaError + '_ {
+    move |e| match check(e.0, call) {
+        Err(err) => err,
+        Ok(()) => CudaError::Driver {
+            call: call.to_string(),
+            message: "CUDA_SUCCESS reported as an error".into(),
+        },
+    }
 }
 
 /// The driver's name and description of a status code.
@@ -75,13 +99,7 @@ pub fn init() -> Result<()> {
         if !unsafe { sys::is_culib_present() } {
             return Err("the CUDA driver library (libcuda.so) is not installed".to_string());
         }
-        // SAFETY: cuInit has no preconditions.
-        let r = unsafe { sys::cuInit(0) };
-        if r == sys::CUresult::CUDA_SUCCESS {
-            Ok(())
-        } else {
-            Err(format!("cuInit failed: {}", error_text(r)))
-        }
+        cudarc::driver::result::init().map_err(|e| format!("cuInit failed: {}", error_text(e.0)))
     })
     .clone()
     .map_err(CudaError::Unavailable)
@@ -90,9 +108,8 @@ pub fn init() -> Result<()> {
 /// Number of CUDA devices (0 is returned as an error by [`crate::device_count`]).
 pub fn raw_device_count() -> Result<usize> {
     init()?;
-    let mut n = 0i32;
-    // SAFETY: writes one int.
-    check(unsafe { sys::cuDeviceGetCount(&mut n) }, "cuDeviceGetCount")?;
+    let n =
+        cudarc::driver::result::device::get_count().map_err(driver_error("cuDeviceGetCount"))?;
     Ok(n.max(0) as usize)
 }
 
@@ -100,7 +117,7 @@ pub fn raw_device_count() -> Result<usize> {
 pub fn driver_version() -> Result<i32> {
     init()?;
     let mut v = 0i32;
-    // SAFETY: writes one int.
+    // SAFETY: writes one int (cudarc has no wrapper for this call).
     check(
         unsafe { sys::cuDriverGetVersion(&mut v) },
         "cuDriverGetVersion",

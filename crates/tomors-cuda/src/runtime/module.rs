@@ -1,66 +1,66 @@
-//! Loaded modules, their kernels, and kernel launches.
+//! Loaded modules, their kernels, and kernel launches, over cudarc's
+//! `CudaModule`, `CudaFunction` and launch builder.
 
-use super::*;
+use std::sync::Arc;
+
+use cudarc::driver::{result, CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+
+use super::{driver_error, error_text, Context, Stream};
+use crate::error::{CudaError, Result};
 
 /// A loaded module (cubin) with its functions.
 pub struct Module {
-    raw: sys::CUmodule,
+    inner: Arc<CudaModule>,
     ctx: Arc<Context>,
 }
 
-// SAFETY: module handles may be used from any thread with the context current.
-unsafe impl Send for Module {}
-// SAFETY: as above.
-unsafe impl Sync for Module {}
-
-/// A kernel of a loaded module.
-#[derive(Clone, Copy)]
+/// A kernel of a loaded module (keeps its module loaded).
+#[derive(Clone)]
 pub struct Function {
-    raw: sys::CUfunction,
+    inner: CudaFunction,
 }
-
-// SAFETY: function handles are immutable driver objects.
-unsafe impl Send for Function {}
-// SAFETY: as above.
-unsafe impl Sync for Function {}
 
 impl Module {
     /// Loads a cubin image.
     pub fn load(ctx: &Arc<Context>, image: &[u8]) -> Result<Self> {
-        ctx.bind()?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: the image is a complete cubin (ELF) in memory.
-        check(
-            unsafe { sys::cuModuleLoadData(&mut raw, image.as_ptr() as *const c_void) },
-            "cuModuleLoadData",
-        )?;
+        let inner = ctx
+            .cuda()
+            .load_module(Ptx::from_binary(image.to_vec()))
+            .map_err(driver_error("cuModuleLoadData"))?;
         Ok(Self {
-            raw,
+            inner,
             ctx: ctx.clone(),
         })
     }
 
     /// Looks a kernel up by its `extern "C"` name.
     pub fn function(&self, name: &str) -> Result<Function> {
-        let c = CString::new(name).map_err(|_| CudaError::Parameter(name.into()))?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: valid module, NUL-terminated name.
-        check(
-            unsafe { sys::cuModuleGetFunction(&mut raw, self.raw, c.as_ptr()) },
-            &format!("cuModuleGetFunction({name})"),
-        )?;
-        Ok(Function { raw })
+        if name.contains('\0') {
+            return Err(CudaError::Parameter(format!("kernel name {name:?}")));
+        }
+        let inner = self
+            .inner
+            .load_function(name)
+            .map_err(driver_error(&format!("cuModuleGetFunction({name})")))?;
+        Ok(Function { inner })
     }
 
-    /// Copies `data` into the `__constant__`/`__device__` symbol `name`.
+    /// Copies `data` into the `__constant__`/`__device__` symbol `name`
+    /// (synchronously, after the work queued on `stream`).
     pub fn set_global<T: Copy>(&self, name: &str, data: &[T], stream: &Stream) -> Result<()> {
-        let c = CString::new(name).map_err(|_| CudaError::Parameter(name.into()))?;
-        let (mut ptr, mut size) = (0, 0usize);
-        // SAFETY: valid module, out-parameters.
-        check(
-            unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut size, self.raw, c.as_ptr()) },
-            &format!("cuModuleGetGlobal({name})"),
-        )?;
+        if name.contains('\0') {
+            return Err(CudaError::Parameter(format!("symbol name {name:?}")));
+        }
+        self.ctx.bind()?;
+        // cudarc hands the symbol out as a `CudaSlice`, whose drop would free
+        // the module's memory: take its address and size and leak the handle.
+        let symbol = self
+            .inner
+            .get_global(name, stream.cuda())
+            .map_err(driver_error(&format!("cuModuleGetGlobal({name})")))?;
+        let size = symbol.len();
+        let ptr = symbol.leak();
         let bytes = std::mem::size_of_val(data);
         if bytes > size {
             return Err(CudaError::Parameter(format!(
@@ -70,57 +70,72 @@ impl Module {
         // Synchronous copy from pageable memory, ordered after earlier work on `stream`.
         stream.synchronize()?;
         // SAFETY: `data` is valid for `bytes`; the symbol is at least that large.
-        check(
-            unsafe { sys::cuMemcpyHtoD_v2(ptr, data.as_ptr() as *const c_void, bytes) },
-            &format!("cuMemcpyHtoD({name})"),
-        )
+        unsafe { result::memcpy_htod_sync(ptr, data) }
+            .map_err(driver_error(&format!("cuMemcpyHtoD({name})")))
     }
 }
 
-impl Drop for Module {
-    fn drop(&mut self) {
-        if self.ctx.bind().is_ok() {
-            // SAFETY: loaded by cuModuleLoadData.
-            unsafe {
-                let _ = sys::cuModuleUnload(self.raw);
+/// One kernel argument, passed by value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg {
+    /// A 64-bit unsigned integer: device pointers, texture objects.
+    U64(u64),
+    /// A 64-bit signed integer.
+    I64(i64),
+    /// A 32-bit signed integer.
+    I32(i32),
+    /// A 32-bit unsigned integer.
+    U32(u32),
+    /// A single-precision float.
+    F32(f32),
+    /// A double-precision float.
+    F64(f64),
+}
+
+macro_rules! arg_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Arg {
+            fn from(v: $t) -> Self {
+                Arg::$v(v)
             }
         }
-    }
+    )*};
 }
+arg_from!(u64 => U64, i64 => I64, i32 => I32, u32 => U32, f32 => F32, f64 => F64);
 
-/// Launches `f` and checks the launch status.
+/// Launches `f` on `stream` with `args` and checks the launch status.
 ///
 /// # Safety
-/// `params` must point to values whose types and order match the kernel's
-/// parameters, and every device pointer among them must be valid.
+/// `args` must match the kernel's parameters in type and order, and every
+/// device pointer among them must be valid for what the kernel accesses.
 pub unsafe fn launch(
-    f: Function,
+    f: &Function,
     name: &str,
     grid: (u32, u32, u32),
     block: (u32, u32, u32),
     shared: u32,
     stream: &Stream,
-    params: &mut [*mut c_void],
+    args: &[Arg],
 ) -> Result<()> {
-    let r = sys::cuLaunchKernel(
-        f.raw,
-        grid.0,
-        grid.1,
-        grid.2,
-        block.0,
-        block.1,
-        block.2,
-        shared,
-        stream.raw,
-        params.as_mut_ptr(),
-        std::ptr::null_mut(),
-    );
-    if r != sys::CUresult::CUDA_SUCCESS {
-        return Err(CudaError::Launch {
-            kernel: name.to_string(),
-            dims: format!("grid {grid:?}, block {block:?}, shared {shared} B"),
-            message: error_text(r),
-        });
+    let mut b = stream.cuda().launch_builder(&f.inner);
+    for a in args {
+        match a {
+            Arg::U64(v) => b.arg(v),
+            Arg::I64(v) => b.arg(v),
+            Arg::I32(v) => b.arg(v),
+            Arg::U32(v) => b.arg(v),
+            Arg::F32(v) => b.arg(v),
+            Arg::F64(v) => b.arg(v),
+        };
     }
-    Ok(())
+    let cfg = LaunchConfig {
+        grid_dim: grid,
+        block_dim: block,
+        shared_mem_bytes: shared,
+    };
+    b.launch(cfg).map(|_| ()).map_err(|e| CudaError::Launch {
+        kernel: name.to_string(),
+        dims: format!("grid {grid:?}, block {block:?}, shared {shared} B"),
+        message: error_text(e.0),
+    })
 }

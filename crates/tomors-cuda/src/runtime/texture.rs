@@ -1,6 +1,12 @@
-//! Texture objects over pitched device memory and over 2D/3D CUDA arrays.
+//! Texture objects over pitched device memory and over 2D/3D CUDA arrays:
+//! raw driver calls, as cudarc has no wrapper for them.
 
-use super::*;
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+
+use super::{check, Context, Stream};
+use crate::error::Result;
 
 /// How a texture reads between texels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,7 +217,7 @@ impl Array2d {
         };
         // SAFETY: every field written; the source holds height rows of pitch bytes.
         check(
-            unsafe { sys::cuMemcpy2DAsync_v2(&m, stream.raw) },
+            unsafe { sys::cuMemcpy2DAsync_v2(&m, stream.raw()) },
             "cuMemcpy2DAsync (pitched → array)",
         )
     }
@@ -332,7 +338,7 @@ impl Array3d {
         // SAFETY: every field written; the source holds depth × height rows
         // of width floats.
         check(
-            unsafe { sys::cuMemcpy3DAsync_v2(&m, stream.raw) },
+            unsafe { sys::cuMemcpy3DAsync_v2(&m, stream.raw()) },
             "cuMemcpy3DAsync (device → 3D array)",
         )
     }

@@ -154,52 +154,38 @@ impl Engine {
             groups as u32,
         );
         let block = (256, 1, 1);
-        let (mut t, mut o, mut ns, mut sc) = (texs, out, slices as i32, scale);
-        let mut g = self.gconst.as_ref().map_or(0, |b| b.ptr());
-        let mut d = m.dconst.as_ref().map_or(0, |b| b.0.ptr());
-        let (mut texels, plane, pitch) = self.packed;
-        let (mut plane, mut pitch) = (plane as i64, pitch as i32);
-        let mut p: Vec<*mut c_void> = vec![
-            &mut t as *mut _ as _,
-            &mut o as *mut _ as _,
-            &mut ns as *mut _ as _,
-            &mut sc as *mut _ as _,
-        ];
+        let (t, o, ns, sc) = (texs, out, slices as i32, scale);
+        let g = self.gconst.as_ref().map_or(0, |b| b.ptr());
+        let d = m.dconst.as_ref().map_or(0, |b| b.0.ptr());
+        let (texels, plane, pitch) = self.packed;
+        let (plane, pitch) = (plane as i64, pitch as i32);
+        let mut p: Vec<Arg> = vec![t.into(), o.into(), ns.into(), sc.into()];
         if let KernelKind::Alu(_) = cfg.kernel {
-            p.push(&mut d as *mut _ as _);
-            p.push(&mut texels as *mut _ as _);
-            p.push(&mut plane as *mut _ as _);
-            p.push(&mut pitch as *mut _ as _);
+            p.push(d.into());
+            p.push(texels.into());
+            p.push(plane.into());
+            p.push(pitch.into());
         } else if !m.cmem {
-            p.push(&mut g as *mut _ as _);
+            p.push(g.into());
         }
         // SAFETY: parameter types match bp_standard / bp_texopt / bp_alu.
-        unsafe {
-            launch(
-                m.func,
-                cfg.kernel.symbol(),
-                grid,
-                block,
-                0,
-                &self.comp,
-                &mut p,
-            )
-        }
-        .map_err(|e| match e {
-            CudaError::Launch {
-                kernel,
-                dims,
-                message,
-            } => CudaError::Launch {
-                kernel: format!("{kernel} ({cfg})"),
-                dims: format!(
-                    "{dims}; {} slices of {}×{} from {} angles",
-                    slices, key.nx, key.ny, key.nproj
-                ),
-                message,
+        unsafe { launch(&m.func, cfg.kernel.symbol(), grid, block, 0, &self.comp, &p) }.map_err(
+            |e| match e {
+                CudaError::Launch {
+                    kernel,
+                    dims,
+                    message,
+                } => CudaError::Launch {
+                    kernel: format!("{kernel} ({cfg})"),
+                    dims: format!(
+                        "{dims}; {} slices of {}×{} from {} angles",
+                        slices, key.nx, key.ny, key.nproj
+                    ),
+                    message,
+                },
+                e => e,
             },
-            e => e,
-        })
+        )
     }
 
     /// Filters (optionally), packs and back projects one slab already in

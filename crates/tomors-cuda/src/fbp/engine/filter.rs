@@ -70,21 +70,21 @@ impl Engine {
         // Both variants pad the rows into buffer `a` with the same kernel
         // signature: real rows (R2C) or two rows per complex row (pair).
         let (pad, pad_name, padded_rows) = match variant {
-            FftVariant::RealToComplex => (self.filters.pad_real, "pad_real", rows),
-            FftVariant::ComplexPair => (self.filters.pad_pair, "pad_pair", rows.div_ceil(2)),
+            FftVariant::RealToComplex => (&self.filters.pad_real, "pad_real", rows),
+            FftVariant::ComplexPair => (&self.filters.pad_pair, "pad_pair", rows.div_ceil(2)),
         };
-        let (mut src_v, mut stride, mut a_v) = (src, n as i64, a);
-        let (mut n_i, mut l_i, mut rows_i, mut edge_v) = (n as i32, l as i32, rows as i64, edge);
+        let (src_v, stride, a_v) = (src, n as i64, a);
+        let (n_i, l_i, rows_i, edge_v) = (n as i32, l as i32, rows as i64, edge);
         // SAFETY: parameter types match pad_real / pad_pair.
         unsafe {
-            let mut p: [*mut c_void; 7] = [
-                &mut src_v as *mut _ as _,
-                &mut stride as *mut _ as _,
-                &mut a_v as *mut _ as _,
-                &mut n_i as *mut _ as _,
-                &mut l_i as *mut _ as _,
-                &mut rows_i as *mut _ as _,
-                &mut edge_v as *mut _ as _,
+            let p = [
+                src_v.into(),
+                stride.into(),
+                a_v.into(),
+                n_i.into(),
+                l_i.into(),
+                rows_i.into(),
+                edge_v.into(),
             ];
             launch(
                 pad,
@@ -93,7 +93,7 @@ impl Engine {
                 (256, 1, 1),
                 0,
                 &self.comp,
-                &mut p,
+                &p,
             )?;
         }
         let comp = &self.comp as *const Stream;
@@ -107,7 +107,7 @@ impl Engine {
                     self.plan(PlanKind::R2C, l, rows)?
                         .exec(a, b, true, &*comp)?;
                 }
-                let mul = self.filters.mul_half;
+                let mul = &self.filters.mul_half;
                 self.multiply_spectrum(mul, "mul_half_spectrum", b, resp, f, rows)?;
                 // SAFETY: as above.
                 unsafe {
@@ -123,7 +123,7 @@ impl Engine {
                     self.plan(PlanKind::C2C, l, pairs)?
                         .exec(a, a, true, &*comp)?;
                 }
-                let mul = self.filters.mul_full;
+                let mul = &self.filters.mul_full;
                 self.multiply_spectrum(mul, "mul_full_spectrum", a, resp, l, pairs)?;
                 // SAFETY: as above.
                 unsafe {
@@ -140,23 +140,18 @@ impl Engine {
     /// which share their signature), on the compute stream.
     pub(super) fn multiply_spectrum(
         &self,
-        kernel: Function,
+        kernel: &Function,
         name: &str,
         spectrum: u64,
         resp: u64,
         width: usize,
         rows: usize,
     ) -> Result<()> {
-        let (mut spec_v, mut resp_v) = (spectrum, resp);
-        let (mut width_i, mut rows_i) = (width as i32, rows as i64);
+        let (spec_v, resp_v) = (spectrum, resp);
+        let (width_i, rows_i) = (width as i32, rows as i64);
         // SAFETY: parameter types match mul_half_spectrum / mul_full_spectrum.
         unsafe {
-            let mut p: [*mut c_void; 4] = [
-                &mut spec_v as *mut _ as _,
-                &mut resp_v as *mut _ as _,
-                &mut width_i as *mut _ as _,
-                &mut rows_i as *mut _ as _,
-            ];
+            let p = [spec_v.into(), resp_v.into(), width_i.into(), rows_i.into()];
             launch(
                 kernel,
                 name,
@@ -164,7 +159,7 @@ impl Engine {
                 (256, 1, 1),
                 0,
                 &self.comp,
-                &mut p,
+                &p,
             )
         }
     }
@@ -194,34 +189,34 @@ impl Engine {
             let dst = ensure(&mut self.out[0], &self.ctx, r * n * 4, "filtered rows")?;
             self.comp.synchronize()?;
             self.raw[0].as_ref().expect("allocated").upload(&host)?;
-            let (mut s, mut rs, mut pair) = self.filter_rows(src, r, n, job, self.fft_variant)?;
-            let mut d = dst;
-            let mut plane = (r * n) as i64;
-            let (mut pitch, mut n_i, mut na_i, mut ns_i) = (n as i32, n as i32, r as i32, 1i32);
+            let (s, rs, pair) = self.filter_rows(src, r, n, job, self.fft_variant)?;
+            let d = dst;
+            let plane = (r * n) as i64;
+            let (pitch, n_i, na_i, ns_i) = (n as i32, n as i32, r as i32, 1i32);
             if r > 65535 {
                 return Err(CudaError::Parameter("filter chunk too tall".into()));
             }
             // SAFETY: parameter types match pack1 (one "slice" of r rows).
             unsafe {
-                let mut p: [*mut c_void; 9] = [
-                    &mut s as *mut _ as _,
-                    &mut rs as *mut _ as _,
-                    &mut pair as *mut _ as _,
-                    &mut d as *mut _ as _,
-                    &mut plane as *mut _ as _,
-                    &mut pitch as *mut _ as _,
-                    &mut n_i as *mut _ as _,
-                    &mut na_i as *mut _ as _,
-                    &mut ns_i as *mut _ as _,
+                let p = [
+                    s.into(),
+                    rs.into(),
+                    pair.into(),
+                    d.into(),
+                    plane.into(),
+                    pitch.into(),
+                    n_i.into(),
+                    na_i.into(),
+                    ns_i.into(),
                 ];
                 launch(
-                    self.filters.pack1,
+                    &self.filters.pack1,
                     "pack1",
                     (n.div_ceil(256) as u32, r as u32, 1),
                     (256, 1, 1),
                     0,
                     &self.comp,
-                    &mut p,
+                    &p,
                 )?;
             }
             self.comp.synchronize()?;

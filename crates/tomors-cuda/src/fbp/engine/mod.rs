@@ -2,7 +2,6 @@
 //! projection and the overlapped slab pipeline.
 
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,7 +18,7 @@ use crate::fbp::kernels::{
 };
 use crate::runtime::compile::{cubin_cached, fnv1a64};
 use crate::runtime::{
-    ensure, ensure_pinned, launch, Array2d, Context, DeviceBuffer, Event, Function, Module,
+    ensure, ensure_pinned, launch, Arg, Array2d, Context, DeviceBuffer, Event, Function, Module,
     PinnedBuffer, Stream, TexFilter, TexFormat, Texture,
 };
 

@@ -79,27 +79,27 @@ impl Engine {
         let tex = ensure(&mut self.tex, &self.ctx, lay.bytes, "texture buffer")?;
         self.packed = (tex, lay.plane, lay.pitch);
         let (f, name) = match mode {
-            SliceMode::F32 => (self.filters.pack1, "pack1"),
-            SliceMode::Float2 => (self.filters.pack2, "pack2"),
-            SliceMode::Half4 => (self.filters.pack4, "pack4h"),
+            SliceMode::F32 => (&self.filters.pack1, "pack1"),
+            SliceMode::Float2 => (&self.filters.pack2, "pack2"),
+            SliceMode::Half4 => (&self.filters.pack4, "pack4h"),
         };
-        let (mut s, mut rs, mut pair) = src;
-        let mut dst = tex;
-        let mut plane = lay.plane as i64;
-        let mut pitch = lay.pitch as i32;
-        let (mut n_i, mut na_i, mut ns_i) = (n as i32, na as i32, slices as i32);
+        let (s, rs, pair) = src;
+        let dst = tex;
+        let plane = lay.plane as i64;
+        let pitch = lay.pitch as i32;
+        let (n_i, na_i, ns_i) = (n as i32, na as i32, slices as i32);
         // SAFETY: parameter types match pack1/pack2/pack4h.
         unsafe {
-            let mut p: [*mut c_void; 9] = [
-                &mut s as *mut _ as _,
-                &mut rs as *mut _ as _,
-                &mut pair as *mut _ as _,
-                &mut dst as *mut _ as _,
-                &mut plane as *mut _ as _,
-                &mut pitch as *mut _ as _,
-                &mut n_i as *mut _ as _,
-                &mut na_i as *mut _ as _,
-                &mut ns_i as *mut _ as _,
+            let p = [
+                s.into(),
+                rs.into(),
+                pair.into(),
+                dst.into(),
+                plane.into(),
+                pitch.into(),
+                n_i.into(),
+                na_i.into(),
+                ns_i.into(),
             ];
             launch(
                 f,
@@ -108,7 +108,7 @@ impl Engine {
                 (256, 1, 1),
                 0,
                 &self.comp,
-                &mut p,
+                &p,
             )?;
         }
         // The alu kernel caches texels (point sampling) and interpolates

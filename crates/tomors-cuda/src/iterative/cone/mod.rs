@@ -58,7 +58,6 @@
 //!   weights); [`CudaConeJoseph::set_texture_forward`] or
 //!   `TOMORS_CONE_FORWARD=loads` selects Joseph's exact loads.
 
-use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -79,7 +78,7 @@ use crate::iterative::{
 };
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{
-    launch, Array3d, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream,
+    launch, Arg, Array3d, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream,
     TexFilter, Texture,
 };
 

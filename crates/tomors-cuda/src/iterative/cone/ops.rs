@@ -84,17 +84,17 @@ impl CudaConeJoseph {
 
     pub(super) fn launch(
         &self,
-        f: Function,
+        f: &Function,
         name: &str,
         grid: (u32, u32, u32),
         block: (u32, u32, u32),
-        params: &mut [*mut c_void],
+        args: &[Arg],
     ) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: every caller passes parameters matching the kernel's
         // signature in `kernels/cone_joseph.cu`, with device pointers into
         // buffers sized for the launch.
-        unsafe { launch(f, name, grid, block, 0, &self.stream, params) }
+        unsafe { launch(f, name, grid, block, 0, &self.stream, args) }
     }
 
     pub(super) fn elementwise_grid(n: usize) -> (u32, u32, u32) {
@@ -110,7 +110,7 @@ impl CudaConeJoseph {
     }
 
     /// Launches a projector kernel (one thread per ray) on `src` → `dst`.
-    pub(super) fn project(&self, f: Function, name: &str, src: u64, dst: u64) -> Result<()> {
+    pub(super) fn project(&self, f: &Function, name: &str, src: u64, dst: u64) -> Result<()> {
         // The merged back projection has its own layout: 256 threads
         // covering 32 × 8 pixels.
         let (block, tile) = if name == "cj_back_merged" {
@@ -118,15 +118,15 @@ impl CudaConeJoseph {
         } else {
             (self.block, (self.block.0, self.block.1))
         };
-        let (mut s, mut d) = (src, dst);
-        let mut fp = self.frames.ptr();
-        let (mut nx, mut ny, mut nz) = (
+        let (s, d) = (src, dst);
+        let fp = self.frames.ptr();
+        let (nx, ny, nz) = (
             self.volume.nx as i32,
             self.volume.ny as i32,
             self.volume.nz as i32,
         );
-        let mut h = self.volume.voxel_size as f64;
-        let (mut nr, mut nc) = (self.nr as i32, self.nc as i32);
+        let h = self.volume.voxel_size as f64;
+        let (nr, nc) = (self.nr as i32, self.nc as i32);
         self.launch(
             f,
             name,
@@ -136,16 +136,16 @@ impl CudaConeJoseph {
                 self.na as u32,
             ),
             block,
-            &mut [
-                &mut s as *mut _ as _,
-                &mut d as *mut _ as _,
-                &mut fp as *mut _ as _,
-                &mut nx as *mut _ as _,
-                &mut ny as *mut _ as _,
-                &mut nz as *mut _ as _,
-                &mut h as *mut _ as _,
-                &mut nr as *mut _ as _,
-                &mut nc as *mut _ as _,
+            &[
+                s.into(),
+                d.into(),
+                fp.into(),
+                nx.into(),
+                ny.into(),
+                nz.into(),
+                h.into(),
+                nr.into(),
+                nc.into(),
             ],
         )
     }
@@ -160,9 +160,9 @@ impl CudaConeJoseph {
         if let Some((t, arr)) = self.voxel.as_ref().and_then(|v| v.vol_tex.as_ref()) {
             self.ctx.bind()?;
             arr.copy_from_device(vol.buf.ptr(), &self.stream)?;
-            return self.project(self.f.forward_tex, "cj_forward_tex", t.raw, out.buf.ptr());
+            return self.project(&self.f.forward_tex, "cj_forward_tex", t.raw, out.buf.ptr());
         }
-        self.project(self.f.forward, "cj_forward", vol.buf.ptr(), out.buf.ptr())
+        self.project(&self.f.forward, "cj_forward", vol.buf.ptr(), out.buf.ptr())
     }
 
     /// Back projection `out = Aᵀ·proj` (the exact transpose; with
@@ -184,9 +184,9 @@ impl CudaConeJoseph {
         }
         out.buf.fill_bytes(0, &self.stream)?;
         let (f, name) = if self.merged {
-            (self.f.back_merged, "cj_back_merged")
+            (&self.f.back_merged, "cj_back_merged")
         } else {
-            (self.f.back, "cj_back")
+            (&self.f.back, "cj_back")
         };
         self.project(f, name, proj.buf.ptr(), out.buf.ptr())
     }
@@ -199,27 +199,27 @@ impl CudaConeJoseph {
         proj: &ConeDeviceArray,
         out: &ConeDeviceArray,
     ) -> Result<()> {
-        let (mut src, mut w, mut dst) = (proj.buf.ptr(), vb.weights.ptr(), vb.tex.ptr());
-        let (mut nr, mut nc) = (self.nr as i32, self.nc as i32);
-        let mut pitch = (vb.layout.pitch_bytes / 4) as i32;
-        let mut tpg = vb.layout.tpg as i32;
-        let mut gf = (vb.layout.gbytes / 4) as i64;
-        let mut n = proj.len() as i64;
+        let (src, w, dst) = (proj.buf.ptr(), vb.weights.ptr(), vb.tex.ptr());
+        let (nr, nc) = (self.nr as i32, self.nc as i32);
+        let pitch = (vb.layout.pitch_bytes / 4) as i32;
+        let tpg = vb.layout.tpg as i32;
+        let gf = (vb.layout.gbytes / 4) as i64;
+        let n = proj.len() as i64;
         self.launch(
-            self.f.weight_pack,
+            &self.f.weight_pack,
             "cj_weight_pack",
             Self::elementwise_grid(proj.len()),
             (256, 1, 1),
-            &mut [
-                &mut src as *mut _ as _,
-                &mut w as *mut _ as _,
-                &mut dst as *mut _ as _,
-                &mut nr as *mut _ as _,
-                &mut nc as *mut _ as _,
-                &mut pitch as *mut _ as _,
-                &mut tpg as *mut _ as _,
-                &mut gf as *mut _ as _,
-                &mut n as *mut _ as _,
+            &[
+                src.into(),
+                w.into(),
+                dst.into(),
+                nr.into(),
+                nc.into(),
+                pitch.into(),
+                tpg.into(),
+                gf.into(),
+                n.into(),
             ],
         )?;
         debug_assert_eq!(vb.textures.len(), self.na.div_ceil(vb.layout.tpg));

@@ -4,19 +4,15 @@ use super::*;
 
 impl CudaConeJoseph {
     pub(super) fn fill(&self, a: &ConeDeviceArray, value: f32) -> Result<()> {
-        let mut p = a.buf.ptr();
-        let mut v = value;
-        let mut n = a.len() as i64;
+        let p = a.buf.ptr();
+        let v = value;
+        let n = a.len() as i64;
         self.launch(
-            self.f.fill,
+            &self.f.fill,
             "cj_fill",
             Self::elementwise_grid(a.len()),
             (256, 1, 1),
-            &mut [
-                &mut p as *mut _ as _,
-                &mut v as *mut _ as _,
-                &mut n as *mut _ as _,
-            ],
+            &[p.into(), v.into(), n.into()],
         )
     }
 
@@ -27,21 +23,16 @@ impl CudaConeJoseph {
         w: Option<&DeviceBuffer>,
         c: f32,
     ) -> Result<()> {
-        let mut p = y.buf.ptr();
-        let mut wp = w.map_or(0, |w| w.ptr());
-        let mut cc = c;
-        let mut n = y.len() as i64;
+        let p = y.buf.ptr();
+        let wp = w.map_or(0, |w| w.ptr());
+        let cc = c;
+        let n = y.len() as i64;
         self.launch(
-            self.f.scale,
+            &self.f.scale,
             "cj_scale",
             Self::elementwise_grid(y.len()),
             (256, 1, 1),
-            &mut [
-                &mut p as *mut _ as _,
-                &mut wp as *mut _ as _,
-                &mut cc as *mut _ as _,
-                &mut n as *mut _ as _,
-            ],
+            &[p.into(), wp.into(), cc.into(), n.into()],
         )
     }
 
@@ -64,19 +55,15 @@ impl CudaConeJoseph {
 
     /// `Σ y²` (waits for the stream).
     pub(super) fn sq_norm(&self, y: &ConeDeviceArray) -> Result<f64> {
-        let mut p = y.buf.ptr();
-        let mut part = self.partial.ptr();
-        let mut n = y.len() as i64;
+        let p = y.buf.ptr();
+        let part = self.partial.ptr();
+        let n = y.len() as i64;
         self.launch(
-            self.f.sqsum,
+            &self.f.sqsum,
             "cj_sqsum",
             (RED_BLOCKS as u32, 1, 1),
             (256, 1, 1),
-            &mut [
-                &mut p as *mut _ as _,
-                &mut part as *mut _ as _,
-                &mut n as *mut _ as _,
-            ],
+            &[p.into(), part.into(), n.into()],
         )?;
         self.partial_sum()
     }
@@ -88,23 +75,17 @@ impl CudaConeJoseph {
         r: &ConeDeviceArray,
         m: Option<&DeviceBuffer>,
     ) -> Result<()> {
-        let mut bp = b.buf.ptr();
-        let mut rp = r.buf.ptr();
-        let mut mp = m.map_or(0, |m| m.ptr());
-        let mut part = self.partial.ptr();
-        let mut n = r.len() as i64;
+        let bp = b.buf.ptr();
+        let rp = r.buf.ptr();
+        let mp = m.map_or(0, |m| m.ptr());
+        let part = self.partial.ptr();
+        let n = r.len() as i64;
         self.launch(
-            self.f.residual,
+            &self.f.residual,
             "cj_residual",
             (RED_BLOCKS as u32, 1, 1),
             (256, 1, 1),
-            &mut [
-                &mut bp as *mut _ as _,
-                &mut rp as *mut _ as _,
-                &mut mp as *mut _ as _,
-                &mut part as *mut _ as _,
-                &mut n as *mut _ as _,
-            ],
+            &[bp.into(), rp.into(), mp.into(), part.into(), n.into()],
         )
     }
 
@@ -117,30 +98,30 @@ impl CudaConeJoseph {
         lambda: f32,
         c: &Constraint,
     ) -> Result<()> {
-        let mut xp = x.buf.ptr();
-        let mut gp = g.buf.ptr();
-        let mut tp = t.map_or(0, |t| t.ptr());
-        let mut l = lambda;
-        let mut has_lo = i32::from(c.min.is_some());
-        let mut lo = c.min.unwrap_or(0.0) as f32;
-        let mut has_hi = i32::from(c.max.is_some());
-        let mut hi = c.max.unwrap_or(0.0) as f32;
-        let mut n = x.len() as i64;
+        let xp = x.buf.ptr();
+        let gp = g.buf.ptr();
+        let tp = t.map_or(0, |t| t.ptr());
+        let l = lambda;
+        let has_lo = i32::from(c.min.is_some());
+        let lo = c.min.unwrap_or(0.0) as f32;
+        let has_hi = i32::from(c.max.is_some());
+        let hi = c.max.unwrap_or(0.0) as f32;
+        let n = x.len() as i64;
         self.launch(
-            self.f.update,
+            &self.f.update,
             "cj_update",
             Self::elementwise_grid(x.len()),
             (256, 1, 1),
-            &mut [
-                &mut xp as *mut _ as _,
-                &mut gp as *mut _ as _,
-                &mut tp as *mut _ as _,
-                &mut l as *mut _ as _,
-                &mut has_lo as *mut _ as _,
-                &mut lo as *mut _ as _,
-                &mut has_hi as *mut _ as _,
-                &mut hi as *mut _ as _,
-                &mut n as *mut _ as _,
+            &[
+                xp.into(),
+                gp.into(),
+                tp.into(),
+                l.into(),
+                has_lo.into(),
+                lo.into(),
+                has_hi.into(),
+                hi.into(),
+                n.into(),
             ],
         )
     }
@@ -152,7 +133,12 @@ impl CudaConeJoseph {
         self.fill(&v, 1.0)?;
         let mut s = self.alloc_projections()?;
         if squared {
-            self.project(self.f.forward_sq, "cj_forward_sq", v.buf.ptr(), s.buf.ptr())?;
+            self.project(
+                &self.f.forward_sq,
+                "cj_forward_sq",
+                v.buf.ptr(),
+                s.buf.ptr(),
+            )?;
         } else {
             self.forward_dev(&v, &mut s)?;
         }

@@ -32,7 +32,6 @@
 //!   slabs of slices (slices are independent); several devices share the
 //!   slabs ([`sirt_cuda_multi`]).
 
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -51,7 +50,7 @@ use crate::iterative::{
 };
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{
-    launch, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream,
+    launch, Arg, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream,
 };
 
 mod ops;

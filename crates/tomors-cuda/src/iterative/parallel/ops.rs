@@ -83,17 +83,17 @@ impl CudaJoseph {
 
     pub(super) fn launch(
         &self,
-        f: Function,
+        f: &Function,
         name: &str,
         grid: (u32, u32, u32),
         block: (u32, u32, u32),
-        params: &mut [*mut c_void],
+        args: &[Arg],
     ) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: every caller passes parameters matching the kernel's
         // signature in `kernels/joseph.cu`, with device pointers into
         // buffers sized for the launch.
-        unsafe { launch(f, name, grid, block, 0, &self.stream, params) }
+        unsafe { launch(f, name, grid, block, 0, &self.stream, args) }
     }
 
     pub(super) fn elementwise_grid(n: usize) -> (u32, u32, u32) {
@@ -124,23 +124,17 @@ impl CudaJoseph {
             }
         };
         self.put_f32(&staging.buf, data)?;
-        let mut src = staging.buf.ptr();
-        let mut d = dst.buf.ptr();
-        let mut ns = dst.slices as i32;
-        let mut plane = (dst.rows * dst.cols) as i64;
-        let mut groups = dst.quads() as i32;
+        let src = staging.buf.ptr();
+        let d = dst.buf.ptr();
+        let ns = dst.slices as i32;
+        let plane = (dst.rows * dst.cols) as i64;
+        let groups = dst.quads() as i32;
         self.launch(
-            self.f.interleave,
+            &self.f.interleave,
             "jp_interleave",
             Self::elementwise_grid(dst.quads() * dst.rows * dst.cols),
             (256, 1, 1),
-            &mut [
-                &mut src as *mut _ as _,
-                &mut d as *mut _ as _,
-                &mut ns as *mut _ as _,
-                &mut plane as *mut _ as _,
-                &mut groups as *mut _ as _,
-            ],
+            &[src.into(), d.into(), ns.into(), plane.into(), groups.into()],
         )
     }
 
@@ -159,23 +153,17 @@ impl CudaJoseph {
                 out.dim()
             )));
         }
-        let mut s = src.buf.ptr();
-        let mut d = staging.buf.ptr();
-        let mut ns = src.slices as i32;
-        let mut plane = (src.rows * src.cols) as i64;
-        let mut groups = src.quads() as i32;
+        let s = src.buf.ptr();
+        let d = staging.buf.ptr();
+        let ns = src.slices as i32;
+        let plane = (src.rows * src.cols) as i64;
+        let groups = src.quads() as i32;
         self.launch(
-            self.f.deinterleave,
+            &self.f.deinterleave,
             "jp_deinterleave",
             Self::elementwise_grid(src.quads() * src.rows * src.cols),
             (256, 1, 1),
-            &mut [
-                &mut s as *mut _ as _,
-                &mut d as *mut _ as _,
-                &mut ns as *mut _ as _,
-                &mut plane as *mut _ as _,
-                &mut groups as *mut _ as _,
-            ],
+            &[s.into(), d.into(), ns.into(), plane.into(), groups.into()],
         )?;
         match out.as_slice_mut() {
             Some(dst) => self.get_f32(&staging.buf, dst),
@@ -231,11 +219,11 @@ impl CudaJoseph {
                 "volume and copy differ in slices".into(),
             ));
         }
-        let mut s = vol.buf.ptr();
-        let mut d = vol_t.buf.ptr();
-        let (mut nx, mut ny) = (self.nx as i32, self.ny as i32);
+        let s = vol.buf.ptr();
+        let d = vol_t.buf.ptr();
+        let (nx, ny) = (self.nx as i32, self.ny as i32);
         self.launch(
-            self.f.transpose,
+            &self.f.transpose,
             "jp_transpose",
             (
                 self.nx.div_ceil(32) as u32,
@@ -243,12 +231,7 @@ impl CudaJoseph {
                 vol.quads() as u32,
             ),
             (32, 8, 1),
-            &mut [
-                &mut s as *mut _ as _,
-                &mut d as *mut _ as _,
-                &mut nx as *mut _ as _,
-                &mut ny as *mut _ as _,
-            ],
+            &[s.into(), d.into(), nx.into(), ny.into()],
         )
     }
 
@@ -268,21 +251,21 @@ impl CudaJoseph {
                 vol.slices, out.slices
             )));
         }
-        let mut v = vol.buf.ptr();
-        let mut vt = vol_t.buf.ptr();
-        let mut o = out.buf.ptr();
-        let mut ap = self.fp_angles.ptr();
-        let mut gp = self.fp_groups.ptr();
-        let (mut nx, mut ny, mut na, mut nb) = (
+        let v = vol.buf.ptr();
+        let vt = vol_t.buf.ptr();
+        let o = out.buf.ptr();
+        let ap = self.fp_angles.ptr();
+        let gp = self.fp_groups.ptr();
+        let (nx, ny, na, nb) = (
             self.nx as i32,
             self.ny as i32,
             self.na as i32,
             self.nb as i32,
         );
         let (f, name) = if squared {
-            (self.f.forward_sq, "jp_forward_sq")
+            (&self.f.forward_sq, "jp_forward_sq")
         } else {
-            (self.f.forward, "jp_forward")
+            (&self.f.forward, "jp_forward")
         };
         self.launch(
             f,
@@ -293,16 +276,16 @@ impl CudaJoseph {
                 vol.slices.div_ceil(self.sg) as u32,
             ),
             (128, 1, 1),
-            &mut [
-                &mut v as *mut _ as _,
-                &mut vt as *mut _ as _,
-                &mut o as *mut _ as _,
-                &mut ap as *mut _ as _,
-                &mut gp as *mut _ as _,
-                &mut nx as *mut _ as _,
-                &mut ny as *mut _ as _,
-                &mut na as *mut _ as _,
-                &mut nb as *mut _ as _,
+            &[
+                v.into(),
+                vt.into(),
+                o.into(),
+                ap.into(),
+                gp.into(),
+                nx.into(),
+                ny.into(),
+                na.into(),
+                nb.into(),
             ],
         )
     }
@@ -334,17 +317,17 @@ impl CudaJoseph {
                 sino.slices, out.slices
             )));
         }
-        let mut s = sino.buf.ptr();
-        let mut o = out.buf.ptr();
-        let mut ap = self.bp_angles.ptr();
-        let (mut nx, mut ny, mut na, mut nb) = (
+        let s = sino.buf.ptr();
+        let o = out.buf.ptr();
+        let ap = self.bp_angles.ptr();
+        let (nx, ny, na, nb) = (
             self.nx as i32,
             self.ny as i32,
             self.na as i32,
             self.nb as i32,
         );
         self.launch(
-            self.f.back,
+            &self.f.back,
             "jp_back",
             (
                 self.nx.div_ceil(16) as u32,
@@ -352,14 +335,14 @@ impl CudaJoseph {
                 sino.slices.div_ceil(self.bsg) as u32,
             ),
             (256, 1, 1),
-            &mut [
-                &mut s as *mut _ as _,
-                &mut o as *mut _ as _,
-                &mut ap as *mut _ as _,
-                &mut nx as *mut _ as _,
-                &mut ny as *mut _ as _,
-                &mut na as *mut _ as _,
-                &mut nb as *mut _ as _,
+            &[
+                s.into(),
+                o.into(),
+                ap.into(),
+                nx.into(),
+                ny.into(),
+                na.into(),
+                nb.into(),
             ],
         )
     }

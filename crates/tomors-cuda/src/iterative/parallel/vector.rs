@@ -4,41 +4,31 @@ use super::*;
 
 impl CudaJoseph {
     pub(super) fn fill(&self, buf: &DeviceStack, value: f32) -> Result<()> {
-        let mut p = buf.buf.ptr();
-        let mut v = value;
-        let mut n = buf.len() as i64;
+        let p = buf.buf.ptr();
+        let v = value;
+        let n = buf.len() as i64;
         self.launch(
-            self.f.fill,
+            &self.f.fill,
             "jp_fill",
             Self::elementwise_grid(buf.len()),
             (256, 1, 1),
-            &mut [
-                &mut p as *mut _ as _,
-                &mut v as *mut _ as _,
-                &mut n as *mut _ as _,
-            ],
+            &[p.into(), v.into(), n.into()],
         )
     }
 
     /// `y *= c·w[element]` with `w` per pixel or per ray (or `c` alone).
     pub(super) fn scale(&self, y: &DeviceStack, w: Option<&DeviceBuffer>, c: f32) -> Result<()> {
-        let mut p = y.buf.ptr();
-        let mut wp = w.map_or(0, |w| w.ptr());
-        let mut cc = c;
-        let mut n = y.len() as i64;
-        let mut per = (y.rows * y.cols) as i64;
+        let p = y.buf.ptr();
+        let wp = w.map_or(0, |w| w.ptr());
+        let cc = c;
+        let n = y.len() as i64;
+        let per = (y.rows * y.cols) as i64;
         self.launch(
-            self.f.scale,
+            &self.f.scale,
             "jp_scale",
             Self::elementwise_grid(y.len()),
             (256, 1, 1),
-            &mut [
-                &mut p as *mut _ as _,
-                &mut wp as *mut _ as _,
-                &mut cc as *mut _ as _,
-                &mut n as *mut _ as _,
-                &mut per as *mut _ as _,
-            ],
+            &[p.into(), wp.into(), cc.into(), n.into(), per.into()],
         )
     }
 
@@ -51,23 +41,17 @@ impl CudaJoseph {
 
     /// `Σ y²` over the real slices (waits for the stream).
     pub(super) fn sq_norm(&self, y: &DeviceStack) -> Result<f64> {
-        let mut p = y.buf.ptr();
-        let mut part = self.partial.ptr();
-        let mut n = y.len() as i64;
-        let mut per = (y.rows * y.cols) as i64;
-        let mut ns = y.slices as i32;
+        let p = y.buf.ptr();
+        let part = self.partial.ptr();
+        let n = y.len() as i64;
+        let per = (y.rows * y.cols) as i64;
+        let ns = y.slices as i32;
         self.launch(
-            self.f.sqsum,
+            &self.f.sqsum,
             "jp_sqsum",
             (RED_BLOCKS as u32, 1, 1),
             (256, 1, 1),
-            &mut [
-                &mut p as *mut _ as _,
-                &mut part as *mut _ as _,
-                &mut n as *mut _ as _,
-                &mut per as *mut _ as _,
-                &mut ns as *mut _ as _,
-            ],
+            &[p.into(), part.into(), n.into(), per.into(), ns.into()],
         )?;
         self.partial_sum()
     }
@@ -79,26 +63,26 @@ impl CudaJoseph {
         r: &DeviceStack,
         m: Option<&DeviceBuffer>,
     ) -> Result<()> {
-        let mut bp = b.buf.ptr();
-        let mut rp = r.buf.ptr();
-        let mut mp = m.map_or(0, |m| m.ptr());
-        let mut part = self.partial.ptr();
-        let mut n = r.len() as i64;
-        let mut per = (r.rows * r.cols) as i64;
-        let mut ns = r.slices as i32;
+        let bp = b.buf.ptr();
+        let rp = r.buf.ptr();
+        let mp = m.map_or(0, |m| m.ptr());
+        let part = self.partial.ptr();
+        let n = r.len() as i64;
+        let per = (r.rows * r.cols) as i64;
+        let ns = r.slices as i32;
         self.launch(
-            self.f.residual,
+            &self.f.residual,
             "jp_residual",
             (RED_BLOCKS as u32, 1, 1),
             (256, 1, 1),
-            &mut [
-                &mut bp as *mut _ as _,
-                &mut rp as *mut _ as _,
-                &mut mp as *mut _ as _,
-                &mut part as *mut _ as _,
-                &mut n as *mut _ as _,
-                &mut per as *mut _ as _,
-                &mut ns as *mut _ as _,
+            &[
+                bp.into(),
+                rp.into(),
+                mp.into(),
+                part.into(),
+                n.into(),
+                per.into(),
+                ns.into(),
             ],
         )
     }
@@ -114,18 +98,18 @@ impl CudaJoseph {
         lambda: f32,
         clamp: &Constraint,
     ) -> Result<()> {
-        let mut xp = x.buf.ptr();
-        let mut xtp = xt.buf.ptr();
-        let mut gp = g.buf.ptr();
-        let mut tp = t.map_or(0, |t| t.ptr());
-        let mut l = lambda;
-        let mut has_lo = i32::from(clamp.min.is_some());
-        let mut lo = clamp.min.unwrap_or(0.0) as f32;
-        let mut has_hi = i32::from(clamp.max.is_some());
-        let mut hi = clamp.max.unwrap_or(0.0) as f32;
-        let (mut nx, mut ny) = (self.nx as i32, self.ny as i32);
+        let xp = x.buf.ptr();
+        let xtp = xt.buf.ptr();
+        let gp = g.buf.ptr();
+        let tp = t.map_or(0, |t| t.ptr());
+        let l = lambda;
+        let has_lo = i32::from(clamp.min.is_some());
+        let lo = clamp.min.unwrap_or(0.0) as f32;
+        let has_hi = i32::from(clamp.max.is_some());
+        let hi = clamp.max.unwrap_or(0.0) as f32;
+        let (nx, ny) = (self.nx as i32, self.ny as i32);
         self.launch(
-            self.f.update,
+            &self.f.update,
             "jp_update",
             (
                 self.nx.div_ceil(32) as u32,
@@ -133,18 +117,18 @@ impl CudaJoseph {
                 x.quads() as u32,
             ),
             (32, 8, 1),
-            &mut [
-                &mut xp as *mut _ as _,
-                &mut xtp as *mut _ as _,
-                &mut gp as *mut _ as _,
-                &mut tp as *mut _ as _,
-                &mut l as *mut _ as _,
-                &mut has_lo as *mut _ as _,
-                &mut lo as *mut _ as _,
-                &mut has_hi as *mut _ as _,
-                &mut hi as *mut _ as _,
-                &mut nx as *mut _ as _,
-                &mut ny as *mut _ as _,
+            &[
+                xp.into(),
+                xtp.into(),
+                gp.into(),
+                tp.into(),
+                l.into(),
+                has_lo.into(),
+                lo.into(),
+                has_hi.into(),
+                hi.into(),
+                nx.into(),
+                ny.into(),
             ],
         )
     }
