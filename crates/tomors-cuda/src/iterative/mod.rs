@@ -8,6 +8,7 @@
 //! staging of large transfers, the option checks and the progress/timing
 //! reports they share.
 
+mod blocks;
 mod checks;
 pub mod cone;
 pub mod device;
@@ -18,7 +19,7 @@ mod staging;
 
 pub(crate) use checks::{check_options, find_non_finite};
 pub use cone::{ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph};
-pub use device::{DeviceVec, Layout, Queue};
+pub use device::{DeviceVec, Layout, OnQueue, Queue};
 pub use parallel::{
     check_sirt_inputs, sirt_cuda, sirt_cuda_multi, CudaJoseph, DeviceStack, GpuSirtOptions,
     JosephStackOp, JosephTuning, JOSEPH_CU,

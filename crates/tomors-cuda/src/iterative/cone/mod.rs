@@ -59,8 +59,7 @@
 //!   weights); [`CudaConeJoseph::set_texture_forward`] or
 //!   `TOMORS_CONE_FORWARD=loads` selects Joseph's exact loads.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ndarray::{Array3, ArrayView3};
 use tomors_core::cone::{ConeGeometry, ConeVolume};
@@ -70,7 +69,8 @@ use tomors_core::CoreError;
 use crate::cone::{check_extents, BpSource, ConeModule, StackLayout, CONE_MAX_ANGLES};
 use crate::error::{CudaError, Result};
 use crate::fbp::CudaBackend;
-use crate::iterative::device::{DeviceVec, KernelKind, Layout, Queue};
+use crate::iterative::blocks::BlockCache;
+use crate::iterative::device::{DeviceVec, KernelKind, Layout, OnQueue, Queue};
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{
     Arg, Array3d, Context, DeviceBuffer, Function, Module, Stream, TexFilter, Texture,
@@ -258,7 +258,7 @@ impl VoxelBack {
 /// device-resident arrays ([`ConeDeviceArray`]) and host convenience
 /// methods ([`CudaConeJoseph::forward`], [`CudaConeJoseph::back`]). Its
 /// kernels and those of its vectors run in order on one stream
-/// ([`CudaConeJoseph::queue`]); [`CudaConeJoseph::operator`] is the
+/// ([`OnQueue`]); [`CudaConeJoseph::operator`] is the
 /// projector as a tomors-core linear operator.
 pub struct CudaConeJoseph {
     queue: Arc<Queue>,
@@ -270,10 +270,8 @@ pub struct CudaConeJoseph {
     nc: usize,
     /// The ray frames of every projection (host copy, for block tables).
     frames_host: Vec<RayFrame>,
-    /// The tables of all projections, in order.
-    full: Arc<ConeBlock>,
-    /// The tables of other blocks of projections, built on first use.
-    blocks: Mutex<HashMap<Vec<usize>, Arc<ConeBlock>>>,
+    /// The tables of all projections and of other blocks.
+    blocks: BlockCache<ConeBlock>,
     block: (u32, u32, u32),
     merged: bool,
     voxel: Option<VoxelBack>,
@@ -403,7 +401,7 @@ impl CudaConeJoseph {
         };
         let frames_host = ray_frames(geometry, volume);
         let all: Vec<usize> = (0..geometry.n_angles()).collect();
-        let full = Arc::new(ConeBlock::new(&queue, &all, &frames_host)?);
+        let full = ConeBlock::new(&queue, &all, &frames_host)?;
         Ok(Self {
             queue,
             _module: module,
@@ -413,8 +411,7 @@ impl CudaConeJoseph {
             nr: geometry.n_rows(),
             nc: geometry.n_cols(),
             frames_host,
-            full,
-            blocks: Mutex::new(HashMap::new()),
+            blocks: BlockCache::new(geometry.n_angles(), full),
             block: block_shape(),
             merged: std::env::var("TOMORS_CONE_BACK").map_or(true, |v| v != "plain"),
             voxel,
@@ -480,21 +477,7 @@ impl CudaConeJoseph {
         self.merged
     }
 
-    /// The device context.
-    pub fn context(&self) -> &Arc<Context> {
-        self.queue.context()
-    }
 
-    /// The stream every kernel of this projector and its vectors runs on.
-    pub fn stream(&self) -> &Stream {
-        self.queue.stream()
-    }
-
-    /// The queue (context, stream, vector kernels) of this projector and
-    /// its vectors.
-    pub fn queue(&self) -> &Arc<Queue> {
-        &self.queue
-    }
 
     /// `(nz, ny, nx)` of the volume.
     pub fn volume_dim(&self) -> (usize, usize, usize) {
@@ -504,5 +487,11 @@ impl CudaConeJoseph {
     /// `(angles, rows, cols)` of the projections.
     pub fn projections_dim(&self) -> (usize, usize, usize) {
         (self.na, self.nr, self.nc)
+    }
+}
+
+impl OnQueue for CudaConeJoseph {
+    fn queue(&self) -> &Arc<Queue> {
+        &self.queue
     }
 }

@@ -30,29 +30,8 @@ impl CudaConeJoseph {
     ///
     /// Errors: an empty block, an index out of range, driver errors.
     pub(super) fn block_tables(&self, angles: &[usize]) -> Result<Arc<ConeBlock>> {
-        if angles.len() == self.na && angles.iter().enumerate().all(|(i, &a)| i == a) {
-            return Ok(self.full.clone());
-        }
-        if angles.is_empty() {
-            return Err(CudaError::Parameter("an empty block of projections".into()));
-        }
-        if let Some(a) = angles.iter().find(|&&a| a >= self.na) {
-            return Err(CoreError::Parameter(format!(
-                "projection index {a} out of range (the geometry has {})",
-                self.na
-            ))
-            .into());
-        }
-        let mut cache = self
-            .blocks
-            .lock()
-            .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
-        if let Some(t) = cache.get(angles) {
-            return Ok(t.clone());
-        }
-        let t = Arc::new(ConeBlock::new(&self.queue, angles, &self.frames_host)?);
-        cache.insert(angles.to_vec(), t.clone());
-        Ok(t)
+        self.blocks
+            .get(angles, |a| ConeBlock::new(&self.queue, a, &self.frames_host))
     }
 
     /// Row sums `A·1` (`[angle][row][col]`), or the squared row norms

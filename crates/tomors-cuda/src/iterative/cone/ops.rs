@@ -137,7 +137,7 @@ impl CudaConeJoseph {
         block: &ConeBlock,
     ) -> Result<()> {
         if let Some(vb) = &self.voxel {
-            if !std::ptr::eq(block, &*self.full) {
+            if !std::ptr::eq(block, &**self.blocks.full()) {
                 return Err(CoreError::Unsupported {
                     backend: "cuda".into(),
                     operation: "the voxel-driven cone back projection of a block of \
@@ -170,7 +170,7 @@ impl CudaConeJoseph {
         self.check_flat(vol, self.volume_dim(), "the volume")?;
         self.check_flat(out, self.projections_dim(), "the output projections")?;
         out.touched();
-        self.forward_block(vol.buffer().ptr(), out.buffer().ptr(), &self.full, false)
+        self.forward_block(vol.buffer().ptr(), out.buffer().ptr(), self.blocks.full(), false)
     }
 
     /// Back projection `out = Aᵀ·proj` (the exact transpose; with
@@ -183,7 +183,7 @@ impl CudaConeJoseph {
         self.check_flat(proj, self.projections_dim(), "the projections")?;
         self.check_flat(out, self.volume_dim(), "the output volume")?;
         out.touched();
-        self.back_block(proj, out, &self.full)
+        self.back_block(proj, out, self.blocks.full())
     }
 
     /// The voxel-driven back projection: weight and pack, then one launch

@@ -282,6 +282,23 @@ impl Queue {
     }
 }
 
+/// A device operator: its kernels and those of its vectors run in order on
+/// one [`Queue`].
+pub trait OnQueue {
+    /// The queue (context, stream, vector kernels).
+    fn queue(&self) -> &Arc<Queue>;
+
+    /// The device context.
+    fn context(&self) -> &Arc<Context> {
+        self.queue().context()
+    }
+
+    /// The stream every kernel of the operator and its vectors runs on.
+    fn stream(&self) -> &Stream {
+        self.queue().stream()
+    }
+}
+
 /// How the floats of a [`DeviceVec`] are laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {

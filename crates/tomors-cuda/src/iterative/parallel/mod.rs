@@ -37,17 +37,17 @@
 //!   once; stacks larger than the device memory are cut into slabs of
 //!   slices (slices are independent), and several devices share the slabs.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use tomors_core::{CoreError, ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
 use crate::fbp::CudaBackend;
-use crate::iterative::device::{DeviceVec, KernelKind, Layout, Queue};
+use crate::iterative::blocks::BlockCache;
+use crate::iterative::device::{DeviceVec, KernelKind, Layout, OnQueue, Queue};
 use crate::runtime::compile::cubin_cached;
-use crate::runtime::{Arg, Context, Function, Module, Stream};
+use crate::runtime::{Arg, Context, Function, Module};
 
 mod operator;
 mod ops;
@@ -118,7 +118,7 @@ struct Fns {
 /// ([`DeviceStack`]), host convenience methods ([`CudaJoseph::forward`],
 /// [`CudaJoseph::back`]), and a tomors-core linear operator on stacks
 /// ([`CudaJoseph::operator`]). Its kernels and those of its vectors run in
-/// order on one stream ([`CudaJoseph::queue`]).
+/// order on one stream ([`OnQueue`]).
 pub struct CudaJoseph {
     queue: Arc<Queue>,
     _module: Module,
@@ -137,10 +137,8 @@ pub struct CudaJoseph {
     bp_host: Vec<BpAngle>,
     /// Projection angles modulo π (the order of the forward groups).
     keys: Vec<f64>,
-    /// The tables of all projections, in order.
-    full: Arc<BlockTables>,
-    /// The tables of other blocks of projections, built on first use.
-    blocks: Mutex<HashMap<Vec<usize>, Arc<BlockTables>>>,
+    /// The tables of all projections and of other blocks.
+    blocks: BlockCache<BlockTables>,
 }
 
 /// Projections per unrolled back-projection step: `TOMORS_BP_UNROLL` (1, 2
@@ -281,7 +279,7 @@ impl CudaJoseph {
             .map(|&a| (a as f64).rem_euclid(std::f64::consts::PI))
             .collect();
         let all: Vec<usize> = (0..geometry.n_angles()).collect();
-        let full = Arc::new(BlockTables::new(&queue, &all, &fp, &bp, &keys, ap)?);
+        let full = BlockTables::new(&queue, &all, &fp, &bp, &keys, ap)?;
         Ok(Self {
             queue,
             _module: module,
@@ -298,8 +296,7 @@ impl CudaJoseph {
             fp_host: fp,
             bp_host: bp,
             keys,
-            full,
-            blocks: Mutex::new(HashMap::new()),
+            blocks: BlockCache::new(geometry.n_angles(), full),
         })
     }
 
@@ -313,22 +310,6 @@ impl CudaJoseph {
         self.bsg
     }
 
-    /// The device context.
-    pub fn context(&self) -> &Arc<Context> {
-        self.queue.context()
-    }
-
-    /// The stream every kernel of this projector and its vectors runs on.
-    pub fn stream(&self) -> &Stream {
-        self.queue.stream()
-    }
-
-    /// The queue (context, stream, vector kernels) of this projector and
-    /// its vectors.
-    pub fn queue(&self) -> &Arc<Queue> {
-        &self.queue
-    }
-
     /// `(ny, nx)` of the images.
     pub fn image_dim(&self) -> (usize, usize) {
         (self.ny, self.nx)
@@ -337,5 +318,11 @@ impl CudaJoseph {
     /// `(angles, bins)` of the sinograms.
     pub fn sinogram_dim(&self) -> (usize, usize) {
         (self.na, self.nb)
+    }
+}
+
+impl OnQueue for CudaJoseph {
+    fn queue(&self) -> &Arc<Queue> {
+        &self.queue
     }
 }

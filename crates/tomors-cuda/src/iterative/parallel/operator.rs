@@ -36,36 +36,9 @@ impl CudaJoseph {
     ///
     /// Errors: an empty block, an index out of range, driver errors.
     pub(super) fn tables(&self, angles: &[usize]) -> Result<Arc<BlockTables>> {
-        if angles.len() == self.na && angles.iter().enumerate().all(|(i, &a)| i == a) {
-            return Ok(self.full.clone());
-        }
-        if angles.is_empty() {
-            return Err(CudaError::Parameter("an empty block of projections".into()));
-        }
-        if let Some(a) = angles.iter().find(|&&a| a >= self.na) {
-            return Err(CoreError::Parameter(format!(
-                "projection index {a} out of range (the geometry has {})",
-                self.na
-            ))
-            .into());
-        }
-        let mut cache = self
-            .blocks
-            .lock()
-            .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
-        if let Some(t) = cache.get(angles) {
-            return Ok(t.clone());
-        }
-        let t = Arc::new(BlockTables::new(
-            &self.queue,
-            angles,
-            &self.fp_host,
-            &self.bp_host,
-            &self.keys,
-            self.ap,
-        )?);
-        cache.insert(angles.to_vec(), t.clone());
-        Ok(t)
+        self.blocks.get(angles, |a| {
+            BlockTables::new(&self.queue, a, &self.fp_host, &self.bp_host, &self.keys, self.ap)
+        })
     }
 
     /// A one-slice stack of ones, the input of the weights.

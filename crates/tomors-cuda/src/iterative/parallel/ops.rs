@@ -357,7 +357,7 @@ impl CudaJoseph {
         }
         out.touched();
         let ptrs = (vol.buffer().ptr(), vol_t.buffer().ptr(), out.buffer().ptr());
-        self.forward_raw(ptrs, ns, &self.full, false)
+        self.forward_raw(ptrs, ns, self.blocks.full(), false)
     }
 
     /// Back projection `out = Aᵀ·sino` of device sinograms into a device
@@ -371,7 +371,7 @@ impl CudaJoseph {
             )));
         }
         out.touched();
-        self.back_raw(sino.buffer().ptr(), out.buffer().ptr(), ns, &self.full)
+        self.back_raw(sino.buffer().ptr(), out.buffer().ptr(), ns, self.blocks.full())
     }
 
     /// Uploads a host volume `[slice][y][x]` (a new device volume and its

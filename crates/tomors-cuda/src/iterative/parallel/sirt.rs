@@ -1,6 +1,7 @@
 //! SIRT resident on one or several devices (parallel beam).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use tomors_core::iterative::{IterativeOptions, IterativeResult, StopReason, Weighting};
