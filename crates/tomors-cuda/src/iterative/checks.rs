@@ -24,7 +24,21 @@ pub(crate) fn check_constraint(c: &Constraint) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn find_non_finite(a: &ArrayView3<'_, f32>, what: &str) -> Result<()> {
+/// Checks that the data (`what`) and the initial volume, if any, are
+/// finite, naming the first bad element.
+pub(crate) fn check_finite(
+    data: &ArrayView3<'_, f32>,
+    what: &str,
+    initial: Option<&ArrayView3<'_, f32>>,
+) -> Result<()> {
+    find_non_finite(data, what)?;
+    match initial {
+        Some(x0) => find_non_finite(x0, "the initial volume"),
+        None => Ok(()),
+    }
+}
+
+fn find_non_finite(a: &ArrayView3<'_, f32>, what: &str) -> Result<()> {
     use rayon::prelude::*;
     let all_finite = a
         .outer_iter()

@@ -8,6 +8,40 @@
 //! staging of large transfers, the option checks and the progress/timing
 //! reports they share.
 
+/// The projection methods of a device operator's `LinearOperator` impl:
+/// `forward`, `backward` and `select_into` through its `forward_impl`,
+/// `backward_impl` and `select_impl` (which return the backend's errors).
+macro_rules! projections_through_impls {
+    () => {
+        fn forward(
+            &self,
+            x: &DeviceVec,
+            angles: &[usize],
+            y: &mut DeviceVec,
+        ) -> tomors_core::Result<()> {
+            Ok(self.forward_impl(x, angles, y)?)
+        }
+
+        fn backward(
+            &self,
+            y: &DeviceVec,
+            angles: &[usize],
+            x: &mut DeviceVec,
+        ) -> tomors_core::Result<()> {
+            Ok(self.backward_impl(y, angles, x)?)
+        }
+
+        fn select_into(
+            &self,
+            y_full: &DeviceVec,
+            angles: &[usize],
+            out: &mut DeviceVec,
+        ) -> tomors_core::Result<()> {
+            Ok(self.select_impl(y_full, angles, out)?)
+        }
+    };
+}
+
 mod blocks;
 mod checks;
 pub mod cone;
@@ -17,7 +51,7 @@ mod report;
 mod run;
 mod staging;
 
-pub(crate) use checks::{check_options, find_non_finite};
+pub(crate) use checks::{check_finite, check_options};
 pub use cone::{ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph};
 pub use device::{DeviceVec, Layout, OnQueue, Queue};
 pub use parallel::{

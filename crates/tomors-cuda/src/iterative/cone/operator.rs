@@ -152,22 +152,7 @@ impl LinearOperator for ConeOp<'_> {
         )?)
     }
 
-    fn forward(&self, x: &DeviceVec, angles: &[usize], y: &mut DeviceVec) -> CoreResult<()> {
-        Ok(self.forward_impl(x, angles, y)?)
-    }
-
-    fn backward(&self, y: &DeviceVec, angles: &[usize], x: &mut DeviceVec) -> CoreResult<()> {
-        Ok(self.backward_impl(y, angles, x)?)
-    }
-
-    fn select_into(
-        &self,
-        y_full: &DeviceVec,
-        angles: &[usize],
-        out: &mut DeviceVec,
-    ) -> CoreResult<()> {
-        Ok(self.select_impl(y_full, angles, out)?)
-    }
+    projections_through_impls!();
 
     fn is_matched(&self) -> bool {
         self.proj.voxel.is_none()

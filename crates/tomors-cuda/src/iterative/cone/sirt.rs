@@ -8,7 +8,7 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::iterative::run::{relaxation, solve_on_device, Prepared, Progress};
-use crate::iterative::{check_options, find_non_finite, GpuIteration, SirtStats};
+use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
 
 pub(super) fn check_dim(
     what: &str,
@@ -92,7 +92,7 @@ pub(super) fn fits_on(
 }
 
 /// Checks the inputs of [`cone_sirt_cuda`] (no GPU needed): the algorithm
-/// is SIRT, at least one iteration, a positive finite relaxation, a
+/// is SIRT or block-sequential, at least one iteration, a positive finite relaxation, a
 /// non-negative finite tolerance, a valid constraint box, projections that
 /// fit the geometry, an initial volume that fits the volume, finite data,
 /// sizes within the kernels' limits. Returns the weighting.
@@ -117,18 +117,17 @@ pub fn check_cone_sirt_inputs(
         )?;
     }
     check_sizes(geometry, volume)?;
-    find_non_finite(projections, "the projection data")?;
-    if let Some(x0) = initial {
-        find_non_finite(x0, "the initial volume")?;
-    }
+    check_finite(projections, "the projection data", initial)?;
     Ok(weighting)
 }
 
-/// Cone-beam SIRT (`options.algorithm` must be
-/// [`Algorithm::Sirt`](tomors_core::iterative::Algorithm::Sirt)) of
+/// Cone-beam SIRT (`options.algorithm` is
+/// [`Algorithm::Sirt`](tomors_core::iterative::Algorithm::Sirt), or
+/// block-sequential with the Joseph pair) of
 /// `projections` (`[angle][row][col]`) with Joseph's projector, the whole
 /// iteration resident on `backend`'s device: the projections are uploaded
-/// once, the volume is iterated `options.iterations` times (or until the
+/// once, tomors-core's [`solve`](tomors_core::iterative::solve) iterates
+/// on [`CudaConeJoseph::operator`] `options.iterations` times (or until the
 /// relative residual `‖b − A·x‖/‖b‖` reaches `options.tolerance`, or
 /// `progress` returns `false`) and downloaded once. `initial` is the
 /// starting volume `[z][y][x]` (zeros if `None`; the constraint is applied

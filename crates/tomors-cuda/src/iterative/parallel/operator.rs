@@ -213,22 +213,7 @@ impl LinearOperator for JosephStackOp<'_> {
         Ok(p.alloc_zeros(self.slices, angles.len(), p.nb, "device projections")?)
     }
 
-    fn forward(&self, x: &DeviceVec, angles: &[usize], y: &mut DeviceVec) -> CoreResult<()> {
-        Ok(self.forward_impl(x, angles, y)?)
-    }
-
-    fn backward(&self, y: &DeviceVec, angles: &[usize], x: &mut DeviceVec) -> CoreResult<()> {
-        Ok(self.backward_impl(y, angles, x)?)
-    }
-
-    fn select_into(
-        &self,
-        y_full: &DeviceVec,
-        angles: &[usize],
-        out: &mut DeviceVec,
-    ) -> CoreResult<()> {
-        Ok(self.select_impl(y_full, angles, out)?)
-    }
+    projections_through_impls!();
 
     fn select(&self, y_full: &DeviceVec, angles: &[usize]) -> CoreResult<DeviceVec> {
         let p = self.proj;

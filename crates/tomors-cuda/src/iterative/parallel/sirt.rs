@@ -10,7 +10,7 @@ use tomors_core::linalg::Vector;
 use super::*;
 use crate::fbp::MultiCudaBackend;
 use crate::iterative::run::{relaxation, solve_on_device, Prepared, Progress};
-use crate::iterative::{check_options, find_non_finite, GpuIteration, SirtStats};
+use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
 
 /// Device options of [`sirt_cuda`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -29,7 +29,7 @@ pub struct GpuSirtOptions {
 }
 
 /// Checks the inputs of [`sirt_cuda`] (no GPU needed): the algorithm is
-/// SIRT, at least one iteration, a positive finite relaxation, a
+/// SIRT or block-sequential (SART, BLOCK-IT), at least one iteration, a positive finite relaxation, a
 /// non-negative finite tolerance, a valid constraint box, sinograms that
 /// fit the geometry, an initial volume that fits the grid, finite data.
 /// Returns the weighting.
@@ -64,10 +64,7 @@ pub fn check_sirt_inputs(
         }
     }
     check_sizes(geometry, grid)?;
-    find_non_finite(sinograms, "the sinogram data")?;
-    if let Some(x0) = initial {
-        find_non_finite(x0, "the initial volume")?;
-    }
+    check_finite(sinograms, "the sinogram data", initial)?;
     Ok(weighting)
 }
 
@@ -180,22 +177,31 @@ pub fn sirt_cuda(
     )
 }
 
-/// SIRT (`options.algorithm` must be [`Algorithm::Sirt`]) of `sinograms`
-/// (`[slice][angle][bin]`) on the devices of `backend`, resident on each
-/// device: slabs of slices are handed round-robin to the devices, each slab
-/// is uploaded once, iterated `options.iterations` times (or until its
-/// relative residual reaches `options.tolerance`, or `progress` returns
-/// `false`, which stops every slab) and downloaded once.
+/// SIRT, or SART / BLOCK-IT (`options.algorithm` is
+/// [`Algorithm::Sirt`](tomors_core::iterative::Algorithm::Sirt) or
+/// [`Algorithm::BlockSequential`](tomors_core::iterative::Algorithm::BlockSequential)),
+/// of `sinograms` (`[slice][angle][bin]`) on the devices of `backend`,
+/// resident on each device: slabs of slices are handed round-robin to the
+/// devices, each slab is uploaded once, iterated by tomors-core's
+/// [`solve`](tomors_core::iterative::solve) on [`CudaJoseph::operator`]
+/// `options.iterations` times (or until its relative residual reaches
+/// `options.tolerance`, or `progress` returns `false`, which stops every
+/// slab) and downloaded once. Per SIRT iteration the device runs one back
+/// projection, one update (`dv_update_t`, writing the volume and its
+/// transposed copy), one forward projection and one residual kernel with
+/// the partial sums of `‖b − A·x‖²` (the one value read back).
 ///
 /// The result matches tomors-core's
 /// [`reconstruct`](tomors_core::iterative::reconstruct) with the
 /// [`JosephProjector`](tomors_core::iterative::JosephProjector) in f32 up to
-/// rounding; the relaxation defaults to 1 for row/column sums and to
-/// `1/ρ(T·Aᵀ·M·A)` (power iteration on the first device) otherwise. The
+/// rounding; the relaxation defaults to tomors-core's
+/// [`default_relaxation_of`](tomors_core::iterative::default_relaxation_of)
+/// (1 for row/column sums, power iteration on the first device otherwise). The
 /// residual history is the relative residual of the whole stack (slabs that
 /// stopped early count with their last residual).
 ///
-/// Errors: those of [`check_sirt_inputs`], device memory too small for one
+/// Errors: those of [`check_sirt_inputs`] (ART and the block-parallel
+/// method are not supported on the GPU), device memory too small for one
 /// group of slices, driver, compilation and launch errors, divergence.
 #[allow(clippy::too_many_arguments)]
 pub fn sirt_cuda_multi(
