@@ -158,6 +158,36 @@ pub(crate) struct Progress<'a> {
     pub stop: &'a AtomicBool,
 }
 
+/// The device part of a run, after the uploads: waits for them (the setup
+/// time counts from `t_setup`), runs [`solve_on_device`], frees the data
+/// `b` and hands the iterate to `download` (timed as the download).
+///
+/// Errors: those of [`solve`] and of `download`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_resident<O, T>(
+    op: &O,
+    queue: &Queue,
+    b: DeviceVec,
+    mut x: DeviceVec,
+    options: &IterativeOptions,
+    progress: &Progress<'_>,
+    stats: &mut SirtStats,
+    t_setup: Instant,
+    download: impl FnOnce(DeviceVec) -> Result<T>,
+) -> Result<(SolveReport, T)>
+where
+    O: LinearOperator<Domain = DeviceVec, Range = DeviceVec> + ?Sized,
+{
+    queue.stream().synchronize()?;
+    stats.setup_s += t_setup.elapsed().as_secs_f64();
+    let report = solve_on_device(op, queue, &b, &mut x, options, progress, stats)?;
+    drop(b);
+    let t_down = Instant::now();
+    let out = download(x)?;
+    stats.download_s += t_down.elapsed().as_secs_f64();
+    Ok((report, out))
+}
+
 /// Runs [`solve`] on `op` (whose vectors live on `queue`) from the device
 /// data `b` and iterate `x` (updated in place) with `options` (relaxation
 /// set), timing the kernels into `stats`.

@@ -7,7 +7,7 @@ use tomors_core::iterative::{IterativeOptions, IterativeResult, Weighting};
 use tomors_core::linalg::Vector;
 
 use super::*;
-use crate::iterative::run::{relaxation, solve_on_device, Prepared, Progress};
+use crate::iterative::run::{relaxation, run_resident, Prepared, Progress};
 use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
 
 pub(super) fn check_dim(
@@ -203,7 +203,7 @@ pub fn cone_sirt_cuda_with(
     };
     let prepared = Prepared::new(&lin, &options.algorithm)?;
     let b = op.upload_projections(projections)?;
-    let mut x = match initial {
+    let x = match initial {
         Some(x0) => op.upload_volume(x0)?,
         None => {
             let mut x = op.alloc_volume()?;
@@ -211,28 +211,24 @@ pub fn cone_sirt_cuda_with(
             x
         }
     };
-    op.stream().synchronize()?;
-    stats.setup_s = t0.elapsed().as_secs_f64();
     let stop = AtomicBool::new(false);
-    let report = solve_on_device(
+    let progress = Progress {
+        slab: (0, 1),
+        callback: progress,
+        stop: &stop,
+    };
+    let (report, xh) = run_resident(
         &prepared,
         op.queue(),
-        &b,
-        &mut x,
+        b,
+        x,
         &options,
-        &Progress {
-            slab: (0, 1),
-            callback: progress,
-            stop: &stop,
-        },
+        &progress,
         &mut stats,
+        t0,
+        |x| op.download(&x),
     )?;
-    drop(b);
-    let t_down = Instant::now();
-    let xh = op.download(&x)?;
-    stats.download_s = t_down.elapsed().as_secs_f64();
     let t_free = Instant::now();
-    drop(x);
     drop(prepared);
     drop(op);
     stats.free_s = t_free.elapsed().as_secs_f64();

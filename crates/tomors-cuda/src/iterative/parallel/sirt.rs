@@ -9,7 +9,7 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::fbp::MultiCudaBackend;
-use crate::iterative::run::{relaxation, solve_on_device, Prepared, Progress};
+use crate::iterative::run::{relaxation, run_resident, Prepared, Progress};
 use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
 
 /// Device options of [`sirt_cuda`].
@@ -77,8 +77,7 @@ pub(super) struct SlabOut {
 }
 
 /// Runs the solver on one slab (host views of its sinograms, initial
-/// volume and output), resident on the device: upload, [`solve_on_device`],
-/// download.
+/// volume and output), resident on the device: upload, solve, download.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn solve_slab(
     op: &CudaJoseph,
@@ -118,26 +117,23 @@ pub(super) fn solve_slab(
             None => x.fill(0.0)?,
         }
     }
-    op.stream().synchronize()?;
-    stats.setup_s += t_setup.elapsed().as_secs_f64();
-    let report = solve_on_device(
+    let slab = Progress {
+        slab: (index, progress.slab.1),
+        ..*progress
+    };
+    let (report, ()) = run_resident(
         &prepared,
         op.queue(),
-        &b,
-        &mut x,
+        b,
+        x,
         options,
-        &Progress {
-            slab: (index, progress.slab.1),
-            ..*progress
-        },
+        &slab,
         stats,
+        t_setup,
+        |x| op.download_from(&x, &op.alloc_volume(ns)?, out),
     )?;
-    drop(b);
-    let t_down = Instant::now();
-    op.download_from(&x, &op.alloc_volume(ns)?, out)?;
-    stats.download_s += t_down.elapsed().as_secs_f64();
     let t_free = Instant::now();
-    drop((x, prepared));
+    drop(prepared);
     stats.free_s += t_free.elapsed().as_secs_f64();
     stats.slabs += 1;
     let b_norm = b_sq.sqrt();
