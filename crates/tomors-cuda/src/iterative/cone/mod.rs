@@ -477,8 +477,6 @@ impl CudaConeJoseph {
         self.merged
     }
 
-
-
     /// `(nz, ny, nx)` of the volume.
     pub fn volume_dim(&self) -> (usize, usize, usize) {
         (self.volume.nz, self.volume.ny, self.volume.nx)

@@ -30,8 +30,9 @@ impl CudaConeJoseph {
     ///
     /// Errors: an empty block, an index out of range, driver errors.
     pub(super) fn block_tables(&self, angles: &[usize]) -> Result<Arc<ConeBlock>> {
-        self.blocks
-            .get(angles, |a| ConeBlock::new(&self.queue, a, &self.frames_host))
+        self.blocks.get(angles, |a| {
+            ConeBlock::new(&self.queue, a, &self.frames_host)
+        })
     }
 
     /// Row sums `A·1` (`[angle][row][col]`), or the squared row norms

@@ -170,7 +170,12 @@ impl CudaConeJoseph {
         self.check_flat(vol, self.volume_dim(), "the volume")?;
         self.check_flat(out, self.projections_dim(), "the output projections")?;
         out.touched();
-        self.forward_block(vol.buffer().ptr(), out.buffer().ptr(), self.blocks.full(), false)
+        self.forward_block(
+            vol.buffer().ptr(),
+            out.buffer().ptr(),
+            self.blocks.full(),
+            false,
+        )
     }
 
     /// Back projection `out = Aᵀ·proj` (the exact transpose; with

@@ -449,10 +449,8 @@ impl DeviceVec {
             ));
         }
         let mut out = Array3::<f32>::zeros(self.layout.dim());
-        self.queue.download_f32(
-            &self.buf,
-            out.as_slice_mut().expect("standard layout"),
-        )?;
+        self.queue
+            .download_f32(&self.buf, out.as_slice_mut().expect("standard layout"))?;
         Ok(out)
     }
 
@@ -497,10 +495,7 @@ impl DeviceVec {
     /// The transposed copy of a stack of images, brought up to date by
     /// `transpose(src, dst)` (which queues the transpose kernel) when it is
     /// stale; allocated on first use.
-    pub(crate) fn transposed(
-        &self,
-        transpose: impl FnOnce(u64, u64) -> Result<()>,
-    ) -> Result<u64> {
+    pub(crate) fn transposed(&self, transpose: impl FnOnce(u64, u64) -> Result<()>) -> Result<u64> {
         let buf = match self.shadow.buf.get() {
             Some(b) => b,
             None => {
@@ -545,13 +540,8 @@ impl DeviceVec {
     /// The `wper` of operand `o` against `self`: 0 for the same layout,
     /// the plane size for a plane broadcast over a stack.
     fn operand(&self, o: &Self, what: &str) -> Result<i64> {
-        if let (
-            Layout::Stack { rows, cols, .. },
-            Layout::Plane {
-                rows: pr,
-                cols: pc,
-            },
-        ) = (self.layout, o.layout)
+        if let (Layout::Stack { rows, cols, .. }, Layout::Plane { rows: pr, cols: pc }) =
+            (self.layout, o.layout)
         {
             if (rows, cols) == (pr, pc) && Arc::ptr_eq(&self.queue, &o.queue) {
                 return Ok((rows * cols).max(1) as i64);

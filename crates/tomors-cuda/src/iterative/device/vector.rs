@@ -54,7 +54,13 @@ impl DeviceVec {
         let (plane, ns) = self.layout.mask();
         let n = self.n();
         let p = self.queue.reduce(&self.queue.f.max, "dv_max", |part| {
-            vec![self.buf.ptr().into(), part.into(), n, plane.into(), ns.into()]
+            vec![
+                self.buf.ptr().into(),
+                part.into(),
+                n,
+                plane.into(),
+                ns.into(),
+            ]
         })?;
         Ok(p.iter().fold(0.0f64, |m, &v| m.max(v)))
     }
@@ -108,8 +114,12 @@ impl DeviceVec {
         let (has_hi, hi) = bound(max);
         let l = lambda as f32;
         // A stack of images whose transposed copy exists: update both.
-        if let (Layout::Stack { rows, cols, stored, .. }, Some(xt)) =
-            (self.layout, self.shadow.buf.get())
+        if let (
+            Layout::Stack {
+                rows, cols, stored, ..
+            },
+            Some(xt),
+        ) = (self.layout, self.shadow.buf.get())
         {
             let args: [Arg; 12] = [
                 self.buf.ptr().into(),
@@ -213,7 +223,11 @@ impl Vector for DeviceVec {
     }
 
     fn zeros_like(&self) -> CoreResult<Self> {
-        Ok(DeviceVec::zeros(&self.queue, self.layout, "a device vector")?)
+        Ok(DeviceVec::zeros(
+            &self.queue,
+            self.layout,
+            "a device vector",
+        )?)
     }
 
     fn fill(&mut self, v: f64) -> CoreResult<()> {

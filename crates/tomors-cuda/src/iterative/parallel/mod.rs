@@ -57,8 +57,7 @@ mod tables;
 pub use operator::JosephStackOp;
 pub use sirt::{check_sirt_inputs, sirt_cuda, sirt_cuda_multi, GpuSirtOptions};
 use tables::{
-    angle_tables, BlockTables, BpAngle, FpAngle, AP, DEFAULT_BACK_GROUP, DEFAULT_BPU,
-    DEFAULT_PAIR,
+    angle_tables, BlockTables, BpAngle, FpAngle, AP, DEFAULT_BACK_GROUP, DEFAULT_BPU, DEFAULT_PAIR,
 };
 
 /// Source of the Joseph projector and SIRT kernels.

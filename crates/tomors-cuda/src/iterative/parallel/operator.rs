@@ -37,7 +37,14 @@ impl CudaJoseph {
     /// Errors: an empty block, an index out of range, driver errors.
     pub(super) fn tables(&self, angles: &[usize]) -> Result<Arc<BlockTables>> {
         self.blocks.get(angles, |a| {
-            BlockTables::new(&self.queue, a, &self.fp_host, &self.bp_host, &self.keys, self.ap)
+            BlockTables::new(
+                &self.queue,
+                a,
+                &self.fp_host,
+                &self.bp_host,
+                &self.keys,
+                self.ap,
+            )
         })
     }
 

@@ -371,7 +371,12 @@ impl CudaJoseph {
             )));
         }
         out.touched();
-        self.back_raw(sino.buffer().ptr(), out.buffer().ptr(), ns, self.blocks.full())
+        self.back_raw(
+            sino.buffer().ptr(),
+            out.buffer().ptr(),
+            ns,
+            self.blocks.full(),
+        )
     }
 
     /// Uploads a host volume `[slice][y][x]` (a new device volume and its

@@ -140,7 +140,13 @@ pub(super) fn solve_slab(
     let sq = report
         .residuals
         .iter()
-        .map(|r| if b_norm > 0.0 { (r * b_norm).powi(2) } else { r * r })
+        .map(|r| {
+            if b_norm > 0.0 {
+                (r * b_norm).powi(2)
+            } else {
+                r * r
+            }
+        })
         .collect();
     Ok(SlabOut {
         sq,
