@@ -84,6 +84,22 @@ impl CudaBackend {
         }
     }
 
+    /// For tests: compiles the hybrid `alu` kernels with counters of the
+    /// blocks that take the texture path and the cache path (a `#define`,
+    /// so the kernels run without them otherwise); see
+    /// [`CudaBackend::path_counts`].
+    pub fn set_count_paths(&mut self, on: bool) {
+        if let Ok(mut e) = self.engine.lock() {
+            e.count_paths = on;
+        }
+    }
+
+    /// The blocks of hybrid `alu` launches that took the texture path and
+    /// the cache path since the last call (with [`CudaBackend::set_count_paths`]).
+    pub fn path_counts(&self) -> Result<(u64, u64)> {
+        self.lock()?.path_counts()
+    }
+
     /// Whether filtering runs on the GPU (cuFFT was found); otherwise on the CPU.
     pub fn gpu_filtering(&self) -> bool {
         self.engine.lock().map(|e| e.gpu_fft).unwrap_or(false)

@@ -46,9 +46,8 @@ impl Module {
         Ok(Function { inner })
     }
 
-    /// Copies `data` into the `__constant__`/`__device__` symbol `name`
-    /// (synchronously, after the work queued on `stream`).
-    pub fn set_global<T: Copy>(&self, name: &str, data: &[T], stream: &Stream) -> Result<()> {
+    /// The address and size of the `__constant__`/`__device__` symbol `name`.
+    fn symbol(&self, name: &str, stream: &Stream) -> Result<(u64, usize)> {
         if name.contains('\0') {
             return Err(CudaError::Parameter(format!("symbol name {name:?}")));
         }
@@ -60,7 +59,13 @@ impl Module {
             .get_global(name, stream.cuda())
             .map_err(driver_error(&format!("cuModuleGetGlobal({name})")))?;
         let size = symbol.len();
-        let ptr = symbol.leak();
+        Ok((symbol.leak(), size))
+    }
+
+    /// Copies `data` into the `__constant__`/`__device__` symbol `name`
+    /// (synchronously, after the work queued on `stream`).
+    pub fn set_global<T: Copy>(&self, name: &str, data: &[T], stream: &Stream) -> Result<()> {
+        let (ptr, size) = self.symbol(name, stream)?;
         let bytes = std::mem::size_of_val(data);
         if bytes > size {
             return Err(CudaError::Parameter(format!(
@@ -72,6 +77,22 @@ impl Module {
         // SAFETY: `data` is valid for `bytes`; the symbol is at least that large.
         unsafe { result::memcpy_htod_sync(ptr, data) }
             .map_err(driver_error(&format!("cuMemcpyHtoD({name})")))
+    }
+
+    /// Copies the start of the `__device__` symbol `name` into `data`
+    /// (synchronously, after the work queued on `stream`).
+    pub fn read_global<T: Copy>(&self, name: &str, data: &mut [T], stream: &Stream) -> Result<()> {
+        let (ptr, size) = self.symbol(name, stream)?;
+        let bytes = std::mem::size_of_val(data);
+        if bytes > size {
+            return Err(CudaError::Parameter(format!(
+                "{bytes} bytes from symbol {name} of {size} bytes"
+            )));
+        }
+        stream.synchronize()?;
+        // SAFETY: `data` is valid for `bytes`; the symbol is at least that large.
+        unsafe { result::memcpy_dtoh_sync(data, ptr) }
+            .map_err(driver_error(&format!("cuMemcpyDtoH({name})")))
     }
 }
 

@@ -13,6 +13,8 @@ pub(super) struct BpKey {
     /// `alu` only (baked in): linear interpolation and the cache width.
     linear: bool,
     cache_width: usize,
+    /// Compiled with the test-only block counters of the hybrid kernel.
+    count_paths: bool,
 }
 
 pub(super) struct BpModule {
@@ -59,8 +61,13 @@ impl Engine {
         geom: &ParallelGeometry,
         interp: Interpolation,
     ) -> Result<BpKey> {
-        let (defines, linear, cache_width) =
+        let (mut defines, linear, cache_width) =
             module_defines(cfg, grid, geom, interp, self.min_blocks, self.standard_map)?;
+        let count_paths =
+            self.count_paths && matches!(cfg.kernel, KernelKind::Alu(p) if p.hybrid > 0);
+        if count_paths {
+            defines.push(("COUNT_PATHS".into(), "1".into()));
+        }
         let key = BpKey {
             kernel: cfg.kernel,
             map: self.standard_map,
@@ -70,6 +77,7 @@ impl Engine {
             nproj: geom.n_angles(),
             linear,
             cache_width,
+            count_paths,
         };
         if !self.bp.contains_key(&key) {
             let (cubin, _) = cubin_cached(
@@ -215,5 +223,28 @@ impl Engine {
         let key = self.bp_module(job.cfg, job.grid, job.geom, job.interp)?;
         let texs = self.pack(src, slices, na, n, job.cfg, job.interp)?;
         self.launch_bp(key, texs, out, slices, job.scale, job.cfg)
+    }
+
+    /// The blocks of the hybrid `alu` kernels compiled with block counters
+    /// ([`Engine::count_paths`]) that took the texture path and the cache
+    /// path since the last call (the counters are reset).
+    pub fn path_counts(&mut self) -> Result<(u64, u64)> {
+        self.comp.synchronize()?;
+        let (mut tex, mut cache) = (0u64, 0u64);
+        for (key, m) in &self.bp {
+            if !key.count_paths {
+                continue;
+            }
+            for (name, total) in [
+                ("tex_path_blocks", &mut tex),
+                ("cache_path_blocks", &mut cache),
+            ] {
+                let mut v = [0u64];
+                m.module.read_global(name, &mut v, &self.comp)?;
+                *total += v[0];
+                m.module.set_global(name, &[0u64], &self.comp)?;
+            }
+        }
+        Ok((tex, cache))
     }
 }

@@ -100,6 +100,9 @@ pub(crate) struct Engine {
     pub gpu_fft: bool,
     pub stats: PipelineStats,
     pub min_blocks: u32,
+    /// Tests only: compile the hybrid `alu` kernels with counters of the
+    /// blocks that take each path (see [`Engine::path_counts`]).
+    pub count_paths: bool,
     /// Slices per slab (0 = automatic).
     pub slab_override: usize,
     /// Thread order of the `standard` kernel (see [`crate::fbp::kernels::DEFAULT_STANDARD_MAP`]).
@@ -165,6 +168,7 @@ impl Engine {
             gpu_fft,
             stats: PipelineStats::default(),
             min_blocks: 4,
+            count_paths: false,
             slab_override: 0,
             standard_map: crate::fbp::kernels::DEFAULT_STANDARD_MAP,
             ext: Default::default(),
