@@ -493,3 +493,11 @@ impl OnQueue for CudaConeJoseph {
         &self.queue
     }
 }
+
+impl Drop for CudaConeJoseph {
+    fn drop(&mut self) {
+        // Kernels of this projector's module may still be queued (vectors
+        // can outlive it): let them finish before the module is unloaded.
+        let _ = self.queue.stream().synchronize();
+    }
+}

@@ -325,3 +325,11 @@ impl OnQueue for CudaJoseph {
         &self.queue
     }
 }
+
+impl Drop for CudaJoseph {
+    fn drop(&mut self) {
+        // Kernels of this projector's module may still be queued (vectors
+        // can outlive it): let them finish before the module is unloaded.
+        let _ = self.queue.stream().synchronize();
+    }
+}
