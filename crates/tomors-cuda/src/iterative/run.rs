@@ -134,18 +134,24 @@ impl<O: LinearOperator + ?Sized> LinearOperator for Prepared<'_, O> {
     }
 }
 
-/// The relaxation of a run: `options.relaxation`, else tomors-core's
-/// default for the algorithm on `op` (power iteration where needed).
+/// `options` with the relaxation set, and the relaxation:
+/// `options.relaxation`, else tomors-core's default for the algorithm on
+/// `op` (power iteration where needed).
 ///
 /// Errors: an operator that is zero, device errors.
-pub(crate) fn relaxation<O: LinearOperator + ?Sized>(
+pub(crate) fn with_relaxation<O: LinearOperator + ?Sized>(
     op: &O,
     options: &IterativeOptions,
-) -> Result<f64> {
-    Ok(match options.relaxation {
+) -> Result<(IterativeOptions, f64)> {
+    let lambda = match options.relaxation {
         Some(l) => l,
         None => default_relaxation_of(op, &options.algorithm)?,
-    })
+    };
+    let options = IterativeOptions {
+        relaxation: Some(lambda),
+        ..*options
+    };
+    Ok((options, lambda))
 }
 
 /// Where a device run reports to.

@@ -7,7 +7,7 @@ use tomors_core::iterative::{IterativeOptions, IterativeResult, Weighting};
 use tomors_core::linalg::Vector;
 
 use super::*;
-use crate::iterative::run::{relaxation, run_resident, Prepared, Progress};
+use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
 
 pub(super) fn check_dim(
@@ -196,11 +196,7 @@ pub fn cone_sirt_cuda_with(
         ..SirtStats::default()
     };
     let lin = op.operator();
-    let lambda = relaxation(&lin, options)?;
-    let options = IterativeOptions {
-        relaxation: Some(lambda),
-        ..*options
-    };
+    let (options, _) = with_relaxation(&lin, options)?;
     let prepared = Prepared::new(&lin, &options.algorithm)?;
     let b = op.upload_projections(projections)?;
     let x = match initial {
@@ -238,7 +234,7 @@ pub fn cone_sirt_cuda_with(
             x: xh,
             iterations: report.iterations,
             residuals: report.residuals,
-            relaxation: lambda,
+            relaxation: report.relaxation,
             stop: report.stop,
         },
         stats,

@@ -9,7 +9,7 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::fbp::MultiCudaBackend;
-use crate::iterative::run::{relaxation, run_resident, Prepared, Progress};
+use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
 
 /// Device options of [`sirt_cuda`].
@@ -290,11 +290,7 @@ pub(super) fn sirt_on(
     let runs: Vec<CudaJoseph> = runs.into_iter().collect::<Result<_>>()?;
     // The relaxation from one slice on the first device (every slice has
     // the same operator).
-    let lambda = relaxation(&runs[0].operator(1)?, options)?;
-    let options = IterativeOptions {
-        relaxation: Some(lambda),
-        ..*options
-    };
+    let (options, lambda) = with_relaxation(&runs[0].operator(1)?, options)?;
     // Slab size: what fits beside 512 MiB spare on the smallest device,
     // shared evenly between the devices.
     let unit = runs.iter().map(|r| r.pad).max().unwrap_or(sg);
