@@ -7,7 +7,7 @@
 //! - Element-wise operations and reductions are the kernels of
 //!   `kernels/linalg.cu` (NVRTC, cached like the other kernels). Reductions
 //!   accumulate in f64: one partial sum per block of a fixed grid of
-//!   [`RED_BLOCKS`] blocks, summed on the host in order, so they are
+//!   `RED_BLOCKS` (1024) blocks, summed on the host in order, so they are
 //!   reproducible from run to run.
 //! - [`Layout`]: a vector is a flat array (cone-beam volumes and
 //!   projections), an interleaved stack of the parallel-beam Joseph
@@ -16,7 +16,7 @@
 //!   compact SIRT weights, as tomors-core's host stacks broadcast one
 //!   slice).
 //! - A stack of images may carry a transposed copy (allocated by the
-//!   first forward projection that needs it, see [`DeviceVec::transposed`]);
+//!   first forward projection that needs it);
 //!   [`Vector::update_clipped`](tomors_core::linalg::Vector::update_clipped)
 //!   writes both in one kernel (`dv_update_t`), every other change marks
 //!   the copy stale.
@@ -246,7 +246,7 @@ impl Queue {
         Ok(buf)
     }
 
-    /// Runs a reduction kernel of [`RED_BLOCKS`] blocks (`make_args` gets
+    /// Runs a reduction kernel of `RED_BLOCKS` (1024) blocks (`make_args` gets
     /// the address of the partial-sum buffer) and returns the partial sums
     /// read back (waits for the stream).
     fn reduce(

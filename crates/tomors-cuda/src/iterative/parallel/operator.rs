@@ -101,7 +101,7 @@ impl CudaJoseph {
 
     /// Spectral radius of `T·Aᵀ·M·A` by power iteration from the all-ones
     /// image (tomors-core's
-    /// [`spectral_radius_of`](tomors_core::iterative::spectral_radius_of)
+    /// [`spectral_radius_of`]
     /// on one slice), on the device.
     pub fn spectral_radius(&self, weighting: Weighting, max_iterations: usize) -> Result<f64> {
         let all: Vec<usize> = (0..self.na).collect();
