@@ -28,11 +28,13 @@
 //! - Cone beam: [`ConeBackend`](tomors_core::cone::ConeBackend) for
 //!   [`CudaBackend`] (FDK back projection, texture or plain-load kernels,
 //!   see [`cone`]).
-//! - Iterative reconstruction: Joseph's projector and its exact transpose
-//!   ([`CudaJoseph`]) and SIRT resident on the device ([`sirt_cuda`],
-//!   [`sirt_cuda_multi`]), see [`iterative`]; for cone beam, Joseph's
-//!   cone-beam projector ([`CudaConeJoseph`]) and SIRT on one device
-//!   ([`cone_sirt_cuda`]), see [`iterative::cone`].
+//! - Iterative reconstruction: device vectors ([`DeviceVec`], tomors-core's
+//!   `Vector`) and Joseph's projector pairs as tomors-core
+//!   `LinearOperator`s ([`CudaJoseph::operator`],
+//!   [`CudaConeJoseph::operator`]), so tomors-core's algorithms (SIRT,
+//!   SART, BLOCK-IT), written once, run resident on the device
+//!   ([`sirt_cuda`], [`sirt_cuda_multi`], [`cone_sirt_cuda`]); see
+//!   [`iterative`].
 //! - [`bench`](mod@bench) measures GU/s (voxels × projections / s) and end-to-end FBP.
 //!
 //! ## Layout
@@ -62,8 +64,8 @@ pub use fbp::kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
 pub use fbp::{CudaBackend, CudaOptions, MultiCudaBackend, PipelineStats, TexStorage};
 pub use iterative::cone::{cone_sirt_cuda, cone_sirt_cuda_with};
 pub use iterative::{
-    sirt_cuda, sirt_cuda_multi, ConeBackProjector, ConeDeviceArray, CudaConeJoseph, CudaJoseph,
-    GpuSirtOptions, JosephTuning, SirtStats,
+    sirt_cuda, sirt_cuda_multi, ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph,
+    CudaJoseph, DeviceVec, GpuSirtOptions, JosephStackOp, JosephTuning, OnQueue, SirtStats,
 };
 
 // The module paths of the flat layout, kept so that existing code compiles.

@@ -555,7 +555,7 @@ fn cone_gpu_bad_input_is_an_error() {
                 },
                 ..ok
             },
-            "SIRT",
+            "ART",
         ),
         (
             IterativeOptions {
@@ -676,17 +676,26 @@ fn cone_sirt_inputs_are_checked_without_a_gpu() {
         },
         "exceeds",
     );
+    // Block-sequential methods pass (the Joseph pair runs them); ART and
+    // the block-parallel method need single rays.
+    let sart = IterativeOptions {
+        algorithm: Algorithm::BlockSequential {
+            weighting: Weighting::RowColumnSums,
+            projections_per_block: 1,
+        },
+        ..ok
+    };
+    assert_eq!(check(&proj, None, &sart), Ok(Weighting::RowColumnSums));
     bad(
         &proj,
         None,
         IterativeOptions {
-            algorithm: Algorithm::BlockSequential {
-                weighting: Weighting::RowColumnSums,
-                projections_per_block: 1,
+            algorithm: Algorithm::BlockParallel {
+                projections_per_block: 2,
             },
             ..ok
         },
-        "SIRT",
+        "ray-by-ray",
     );
     let wrong = Array3::<f32>::ones((g.n_angles() - 1, g.n_rows(), g.n_cols()));
     bad(&wrong, None, ok, "projections");

@@ -1,28 +1,10 @@
-//! Checks and helpers shared by the GPU SIRT runs.
+//! Checks and helpers shared by the GPU iterative runs.
 
 use ndarray::ArrayView3;
 use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
 use tomors_core::CoreError;
 
 use crate::error::{CudaError, Result};
-
-/// Weights below this fraction of the largest are treated as zero rows or
-/// columns (as tomors-core's `WEIGHT_FLOOR`).
-const WEIGHT_FLOOR: f64 = 1e-6;
-
-/// `1/v` for `v` above `WEIGHT_FLOOR` × the largest, else 0 (as tomors-core).
-pub(crate) fn invert(a: &mut [f32]) {
-    let max = a.iter().fold(0.0f64, |m, &v| m.max(v as f64));
-    let floor = max * WEIGHT_FLOOR;
-    a.iter_mut().for_each(|x| {
-        let v = *x as f64;
-        *x = if v > floor && v > 0.0 {
-            (1.0 / v) as f32
-        } else {
-            0.0
-        };
-    });
-}
 
 pub(crate) fn check_constraint(c: &Constraint) -> Result<()> {
     for v in [c.min, c.max].into_iter().flatten() {
@@ -42,22 +24,21 @@ pub(crate) fn check_constraint(c: &Constraint) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn clamp(c: &Constraint, v: f32) -> f32 {
-    let mut v = v;
-    if let Some(lo) = c.min {
-        if v < lo as f32 {
-            v = lo as f32;
-        }
+/// Checks that the data (`what`) and the initial volume, if any, are
+/// finite, naming the first bad element.
+pub(crate) fn check_finite(
+    data: &ArrayView3<'_, f32>,
+    what: &str,
+    initial: Option<&ArrayView3<'_, f32>>,
+) -> Result<()> {
+    find_non_finite(data, what)?;
+    match initial {
+        Some(x0) => find_non_finite(x0, "the initial volume"),
+        None => Ok(()),
     }
-    if let Some(hi) = c.max {
-        if v > hi as f32 {
-            v = hi as f32;
-        }
-    }
-    v
 }
 
-pub(crate) fn find_non_finite(a: &ArrayView3<'_, f32>, what: &str) -> Result<()> {
+fn find_non_finite(a: &ArrayView3<'_, f32>, what: &str) -> Result<()> {
     use rayon::prelude::*;
     let all_finite = a
         .outer_iter()
@@ -72,17 +53,43 @@ pub(crate) fn find_non_finite(a: &ArrayView3<'_, f32>, what: &str) -> Result<()>
     Ok(())
 }
 
-/// Checks the options of the GPU SIRT runs (no GPU needed): the algorithm
-/// is SIRT, at least one iteration, a positive finite relaxation, a
+/// Checks the options of the GPU runs (no GPU needed): SIRT or a
+/// block-sequential method (SART, BLOCK-IT) with at least one projection
+/// per block, at least one iteration, a positive finite relaxation, a
 /// non-negative finite tolerance, a valid constraint box. Returns the
 /// weighting.
+///
+/// ART and the block-parallel method need ray-by-ray access to the
+/// operator, which the device operators do not offer: one clear
+/// [`CoreError::Unsupported`] error.
 pub(crate) fn check_options(options: &IterativeOptions) -> Result<Weighting> {
     let weighting = match options.algorithm {
         Algorithm::Sirt(w) => w,
-        other => {
-            return Err(CudaError::Parameter(format!(
-                "the GPU runs SIRT (sirt, landweber, cimmino) only, not {other:?}; use the CPU"
-            )))
+        Algorithm::BlockSequential {
+            weighting,
+            projections_per_block,
+        } => {
+            if projections_per_block == 0 {
+                return Err(CudaError::Parameter(
+                    "a block needs at least one projection".into(),
+                ));
+            }
+            weighting
+        }
+        Algorithm::Art { .. } | Algorithm::BlockParallel { .. } => {
+            let method = if matches!(options.algorithm, Algorithm::Art { .. }) {
+                "ART"
+            } else {
+                "the block-parallel method"
+            };
+            return Err(CoreError::Unsupported {
+                backend: "cuda".into(),
+                operation: format!(
+                    "{method} (it needs ray-by-ray access to the operator, which the GPU \
+                     operators do not offer yet; use the CPU)"
+                ),
+            }
+            .into());
         }
     };
     if options.iterations == 0 {

@@ -31,13 +31,14 @@
 //!   one voxel apart, so these coincide most of the time);
 //!   [`CudaConeJoseph::set_merged_back`] selects the plain scatter
 //!   (`cj_back`).
-//! - SIRT: `x ← P_C(x + λ·T·Aᵀ·M·(b − A·x))` with the weightings of
-//!   [`Weighting`] (row/column sums = ASTRA's SIRT, Cimmino, Landweber);
-//!   the projections are uploaded once and the volume downloaded once; per
-//!   iteration one back projection, one update, one forward projection and
-//!   one residual kernel (`M·(b − A·x)` and the partial sums of
-//!   `‖b − A·x‖²`, read back for the residual history). The whole volume
-//!   and all projections live on one device (no slabs).
+//! - As a tomors-core [`LinearOperator`](tomors_core::linalg::LinearOperator)
+//!   ([`CudaConeJoseph::operator`], [`ConeOp`]): domain and range are flat
+//!   [`DeviceVec`]s; a block of projections runs the same kernels on the
+//!   block's own ray frames (uploaded once per block, then cached). SIRT
+//!   ([`cone_sirt_cuda`]) is tomors-core's
+//!   [`solve`](tomors_core::iterative::solve) on it: the projections are
+//!   uploaded once and the volume downloaded once; the whole volume and
+//!   all projections live on one device (no slabs).
 //! - The voxel-driven back projection ([`ConeBackProjector::Voxel`]): the
 //!   unmatched fast pair of tomors-core's
 //!   [`ConeVoxelProjector`](tomors_core::iterative::ConeVoxelProjector)
@@ -58,33 +59,28 @@
 //!   weights); [`CudaConeJoseph::set_texture_forward`] or
 //!   `TOMORS_CONE_FORWARD=loads` selects Joseph's exact loads.
 
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use ndarray::{Array3, ArrayView3};
 use tomors_core::cone::{ConeGeometry, ConeVolume};
-use tomors_core::iterative::{
-    ray_frames, ConeJosephProjector, Constraint, IterativeOptions, IterativeResult, StopReason,
-    Weighting,
-};
+use tomors_core::iterative::{ray_frames, ConeJosephProjector, RayFrame};
 use tomors_core::CoreError;
 
 use crate::cone::{check_extents, BpSource, ConeModule, StackLayout, CONE_MAX_ANGLES};
 use crate::error::{CudaError, Result};
 use crate::fbp::CudaBackend;
-use crate::iterative::{
-    check_options, clamp, download_staged, find_non_finite, invert, upload_staged, GpuIteration,
-    SirtStats, POWER_ITERATIONS, RED_BLOCKS,
-};
+use crate::iterative::blocks::BlockCache;
+use crate::iterative::device::{DeviceVec, KernelKind, Layout, OnQueue, Queue};
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{
-    launch, Arg, Array3d, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream,
-    TexFilter, Texture,
+    Arg, Array3d, Context, DeviceBuffer, Function, Module, Stream, TexFilter, Texture,
 };
 
+mod operator;
 mod ops;
 mod sirt;
-mod vector;
+
+pub use operator::ConeOp;
 
 use sirt::check_dim;
 
@@ -116,32 +112,27 @@ fn block_shape() -> (u32, u32, u32) {
 }
 
 /// A flat `f32` array on the device: a `[z][y][x]` volume or
-/// `[angle][row][col]` projections of a [`CudaConeJoseph`].
-pub struct ConeDeviceArray {
-    buf: DeviceBuffer,
-    dim: (usize, usize, usize),
+/// `[angle][row][col]` projections of a [`CudaConeJoseph`]
+/// ([`Layout::Flat`]).
+pub type ConeDeviceArray = DeviceVec;
+
+/// The device tables of one block of projections: the ray frames of its
+/// projections in block order and their indices (for selecting rows).
+pub(crate) struct ConeBlock {
+    frames: DeviceBuffer,
+    idx: DeviceBuffer,
+    len: usize,
 }
 
-impl ConeDeviceArray {
-    /// The shape: `(nz, ny, nx)` of a volume, `(angles, rows, cols)` of
-    /// projections.
-    pub fn dim(&self) -> (usize, usize, usize) {
-        self.dim
-    }
-
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.dim.0 * self.dim.1 * self.dim.2
-    }
-
-    /// Whether the array has no element (never for one made here).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The device buffer.
-    pub fn buffer(&self) -> &DeviceBuffer {
-        &self.buf
+impl ConeBlock {
+    fn new(queue: &Queue, angles: &[usize], frames: &[RayFrame]) -> Result<Self> {
+        let fr: Vec<RayFrame> = angles.iter().map(|&a| frames[a]).collect();
+        let idx: Vec<i32> = angles.iter().map(|&a| a as i32).collect();
+        Ok(Self {
+            frames: queue.upload_small(&fr, "cone frames")?,
+            idx: queue.upload_small(&idx, "projection indices")?,
+            len: angles.len(),
+        })
     }
 }
 
@@ -150,11 +141,6 @@ struct Fns {
     forward_sq: Function,
     back: Function,
     back_merged: Function,
-    residual: Function,
-    sqsum: Function,
-    scale: Function,
-    fill: Function,
-    update: Function,
     weight_pack: Function,
     forward_tex: Function,
 }
@@ -271,19 +257,21 @@ impl VoxelBack {
 /// geometry and a volume: forward and exact back projection of
 /// device-resident arrays ([`ConeDeviceArray`]) and host convenience
 /// methods ([`CudaConeJoseph::forward`], [`CudaConeJoseph::back`]). Its
-/// kernels run in order on its own stream.
+/// kernels and those of its vectors run in order on one stream
+/// ([`OnQueue`]); [`CudaConeJoseph::operator`] is the
+/// projector as a tomors-core linear operator.
 pub struct CudaConeJoseph {
-    ctx: Arc<Context>,
-    stream: Stream,
+    queue: Arc<Queue>,
     _module: Module,
     f: Fns,
     volume: ConeVolume,
     na: usize,
     nr: usize,
     nc: usize,
-    frames: DeviceBuffer,
-    partial: DeviceBuffer,
-    pins: Mutex<Vec<PinnedBuffer>>,
+    /// The ray frames of every projection (host copy, for block tables).
+    frames_host: Vec<RayFrame>,
+    /// The tables of all projections and of other blocks.
+    blocks: BlockCache<ConeBlock>,
     block: (u32, u32, u32),
     merged: bool,
     voxel: Option<VoxelBack>,
@@ -398,40 +386,36 @@ impl CudaConeJoseph {
             forward_sq: module.function("cj_forward_sq")?,
             back: module.function("cj_back")?,
             back_merged: module.function("cj_back_merged")?,
-            residual: module.function("cj_residual")?,
-            sqsum: module.function("cj_sqsum")?,
-            scale: module.function("cj_scale")?,
-            fill: module.function("cj_fill")?,
-            update: module.function("cj_update")?,
             weight_pack: module.function("cj_weight_pack")?,
             forward_tex: module.function("cj_forward_tex")?,
         };
-        let stream = Stream::new(&ctx)?;
+        let queue = Queue::new(ctx)?;
         let voxel = match back {
             ConeBackProjector::Joseph => None,
-            ConeBackProjector::Voxel => Some(VoxelBack::new(&ctx, geometry, volume, &stream)?),
+            ConeBackProjector::Voxel => Some(VoxelBack::new(
+                queue.context(),
+                geometry,
+                volume,
+                queue.stream(),
+            )?),
         };
-        let fr = ray_frames(geometry, volume);
-        let frames_buf = DeviceBuffer::new(&ctx, std::mem::size_of_val(&fr[..]), "cone frames")?;
-        let partial = DeviceBuffer::new(&ctx, RED_BLOCKS * 8, "partial sums")?;
-        let me = Self {
-            ctx,
-            stream,
+        let frames_host = ray_frames(geometry, volume);
+        let all: Vec<usize> = (0..geometry.n_angles()).collect();
+        let full = ConeBlock::new(&queue, &all, &frames_host)?;
+        Ok(Self {
+            queue,
             _module: module,
             f,
             volume: *volume,
             na: geometry.n_angles(),
             nr: geometry.n_rows(),
             nc: geometry.n_cols(),
-            frames: frames_buf,
-            partial,
-            pins: Mutex::new(Vec::new()),
+            frames_host,
+            blocks: BlockCache::new(geometry.n_angles(), full),
             block: block_shape(),
             merged: std::env::var("TOMORS_CONE_BACK").map_or(true, |v| v != "plain"),
             voxel,
-        };
-        me.put(&me.frames, &fr)?;
-        Ok(me)
+        })
     }
 
     /// Chooses the back-projection kernel: `true` (the default; `false`
@@ -468,11 +452,11 @@ impl CudaConeJoseph {
         };
         if on && vb.vol_tex.is_none() {
             let v = &self.volume;
-            let arr = Array3d::new(&self.ctx, v.nx, v.ny, v.nz)?;
-            let t = Texture::array3d(&self.ctx, &arr, TexFilter::Linear)?;
+            let arr = Array3d::new(self.queue.context(), v.nx, v.ny, v.nz)?;
+            let t = Texture::array3d(self.queue.context(), &arr, TexFilter::Linear)?;
             vb.vol_tex = Some((t, arr));
         } else if !on {
-            self.stream.synchronize()?;
+            self.queue.stream().synchronize()?;
             vb.vol_tex = None;
         }
         Ok(())
@@ -493,16 +477,6 @@ impl CudaConeJoseph {
         self.merged
     }
 
-    /// The device context.
-    pub fn context(&self) -> &Arc<Context> {
-        &self.ctx
-    }
-
-    /// The stream every kernel of this projector runs on.
-    pub fn stream(&self) -> &Stream {
-        &self.stream
-    }
-
     /// `(nz, ny, nx)` of the volume.
     pub fn volume_dim(&self) -> (usize, usize, usize) {
         (self.volume.nz, self.volume.ny, self.volume.nx)
@@ -511,5 +485,19 @@ impl CudaConeJoseph {
     /// `(angles, rows, cols)` of the projections.
     pub fn projections_dim(&self) -> (usize, usize, usize) {
         (self.na, self.nr, self.nc)
+    }
+}
+
+impl OnQueue for CudaConeJoseph {
+    fn queue(&self) -> &Arc<Queue> {
+        &self.queue
+    }
+}
+
+impl Drop for CudaConeJoseph {
+    fn drop(&mut self) {
+        // Kernels of this projector's module may still be queued (vectors
+        // can outlive it): let them finish before the module is unloaded.
+        let _ = self.queue.stream().synchronize();
     }
 }

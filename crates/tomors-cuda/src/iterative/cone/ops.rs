@@ -3,26 +3,8 @@
 use super::*;
 
 impl CudaConeJoseph {
-    /// Copies `data` to the start of `buf` on the stream and waits.
-    pub(super) fn put<T: Copy>(&self, buf: &DeviceBuffer, data: &[T]) -> Result<()> {
-        self.ctx.bind()?;
-        // SAFETY: `data` stays borrowed until the stream has been synchronised.
-        unsafe {
-            buf.upload_async(
-                0,
-                data.as_ptr() as *const u8,
-                std::mem::size_of_val(data),
-                &self.stream,
-            )?;
-        }
-        self.stream.synchronize()
-    }
-
     pub(super) fn alloc(&self, dim: (usize, usize, usize), what: &str) -> Result<ConeDeviceArray> {
-        Ok(ConeDeviceArray {
-            buf: DeviceBuffer::new(&self.ctx, dim.0 * dim.1 * dim.2 * 4, what)?,
-            dim,
-        })
+        DeviceVec::uninit(&self.queue, Layout::Flat(dim), what)
     }
 
     /// A device volume `[z][y][x]` (contents undefined).
@@ -35,26 +17,12 @@ impl CudaConeJoseph {
         self.alloc(self.projections_dim(), "device projections")
     }
 
-    pub(super) fn upload(&self, host: ArrayView3<'_, f32>, dst: &ConeDeviceArray) -> Result<()> {
-        let owned;
-        let data: &[f32] = match host.as_slice() {
-            Some(s) => s,
-            None => {
-                owned = host.as_standard_layout().into_owned();
-                owned.as_slice().expect("standard layout")
-            }
-        };
-        upload_staged(&self.ctx, &self.stream, &self.pins, &dst.buf, data)
-    }
-
     /// Uploads a host volume `[z][y][x]` into a new device volume.
     ///
     /// Errors: a shape other than the projector's volume, driver errors.
     pub fn upload_volume(&self, host: ArrayView3<'_, f32>) -> Result<ConeDeviceArray> {
         check_dim("volume", host.dim(), self.volume_dim())?;
-        let v = self.alloc_volume()?;
-        self.upload(host, &v)?;
-        Ok(v)
+        DeviceVec::upload_flat(&self.queue, host, "a device volume")
     }
 
     /// Uploads host projections `[angle][row][col]` into new device
@@ -63,91 +31,135 @@ impl CudaConeJoseph {
     /// Errors: a shape other than the geometry's, driver errors.
     pub fn upload_projections(&self, host: ArrayView3<'_, f32>) -> Result<ConeDeviceArray> {
         check_dim("projections", host.dim(), self.projections_dim())?;
-        let p = self.alloc_projections()?;
-        self.upload(host, &p)?;
-        Ok(p)
+        DeviceVec::upload_flat(&self.queue, host, "device projections")
     }
 
     /// Downloads a device array (after the stream's work) into a host array
     /// of its shape.
     pub fn download(&self, dev: &ConeDeviceArray) -> Result<Array3<f32>> {
-        let mut out = Array3::<f32>::zeros(dev.dim);
-        download_staged(
-            &self.ctx,
-            &self.stream,
-            &self.pins,
-            &dev.buf,
-            out.as_slice_mut().expect("standard layout"),
-        )?;
-        Ok(out)
+        dev.download_flat()
     }
 
-    pub(super) fn launch(
+    /// Checks that `v` is a flat array of shape `dim` on this projector's
+    /// queue.
+    pub(super) fn check_flat(
+        &self,
+        v: &ConeDeviceArray,
+        dim: (usize, usize, usize),
+        what: &str,
+    ) -> Result<()> {
+        match v.layout() {
+            Layout::Flat(d) if Arc::ptr_eq(v.queue(), &self.queue) => check_dim(what, d, dim),
+            other => Err(CudaError::Parameter(format!(
+                "{what} is {other:?}, expected a flat array of {dim:?} of this projector"
+            ))),
+        }
+    }
+
+    /// Queues a projector kernel (one thread per ray, the projections of
+    /// `block`) on `src` → `dst`, untimed (the caller times the whole
+    /// projection).
+    pub(super) fn project(
         &self,
         f: &Function,
         name: &str,
-        grid: (u32, u32, u32),
-        block: (u32, u32, u32),
-        args: &[Arg],
+        (src, dst): (u64, u64),
+        block: &ConeBlock,
     ) -> Result<()> {
-        self.ctx.bind()?;
-        // SAFETY: every caller passes parameters matching the kernel's
-        // signature in `kernels/cone_joseph.cu`, with device pointers into
-        // buffers sized for the launch.
-        unsafe { launch(f, name, grid, block, 0, &self.stream, args) }
-    }
-
-    pub(super) fn elementwise_grid(n: usize) -> (u32, u32, u32) {
-        ((n.div_ceil(256)).clamp(1, 8192) as u32, 1, 1)
-    }
-
-    pub(super) fn check_volume(&self, v: &ConeDeviceArray, what: &str) -> Result<()> {
-        check_dim(what, v.dim, self.volume_dim())
-    }
-
-    pub(super) fn check_projections(&self, p: &ConeDeviceArray, what: &str) -> Result<()> {
-        check_dim(what, p.dim, self.projections_dim())
-    }
-
-    /// Launches a projector kernel (one thread per ray) on `src` → `dst`.
-    pub(super) fn project(&self, f: &Function, name: &str, src: u64, dst: u64) -> Result<()> {
         // The merged back projection has its own layout: 256 threads
         // covering 32 × 8 pixels.
-        let (block, tile) = if name == "cj_back_merged" {
+        let (threads, tile) = if name == "cj_back_merged" {
             ((256, 1, 1), (32, 8))
         } else {
             (self.block, (self.block.0, self.block.1))
         };
-        let (s, d) = (src, dst);
-        let fp = self.frames.ptr();
-        let (nx, ny, nz) = (
-            self.volume.nx as i32,
-            self.volume.ny as i32,
-            self.volume.nz as i32,
-        );
-        let h = self.volume.voxel_size as f64;
-        let (nr, nc) = (self.nr as i32, self.nc as i32);
-        self.launch(
-            f,
-            name,
-            (
-                self.nc.div_ceil(tile.0 as usize) as u32,
-                self.nr.div_ceil(tile.1 as usize) as u32,
-                self.na as u32,
-            ),
-            block,
-            &[
-                s.into(),
-                d.into(),
-                fp.into(),
-                nx.into(),
-                ny.into(),
-                nz.into(),
-                h.into(),
-                nr.into(),
-                nc.into(),
-            ],
-        )
+        let args: [Arg; 9] = [
+            src.into(),
+            dst.into(),
+            block.frames.ptr().into(),
+            (self.volume.nx as i32).into(),
+            (self.volume.ny as i32).into(),
+            (self.volume.nz as i32).into(),
+            (self.volume.voxel_size as f64).into(),
+            (self.nr as i32).into(),
+            (self.nc as i32).into(),
+        ];
+        // SAFETY: the parameters of the projector kernels in
+        // `kernels/cone_joseph.cu`; `src` and `dst` hold a volume and the
+        // block's projections (checked by the callers), the frames one per
+        // projection of the block.
+        unsafe {
+            self.queue.launch_raw(
+                f,
+                name,
+                (
+                    self.nc.div_ceil(tile.0 as usize) as u32,
+                    self.nr.div_ceil(tile.1 as usize) as u32,
+                    block.len as u32,
+                ),
+                threads,
+                &args,
+            )
+        }
+    }
+
+    /// Queues the forward projection of the volume at `vol` into the
+    /// projections of `block` at `out` (squared weights: the row norms).
+    pub(super) fn forward_block(
+        &self,
+        vol: u64,
+        out: u64,
+        block: &ConeBlock,
+        squared: bool,
+    ) -> Result<()> {
+        self.queue.timed(KernelKind::Forward, || {
+            if squared {
+                return self.project(&self.f.forward_sq, "cj_forward_sq", (vol, out), block);
+            }
+            if let Some((t, arr)) = self.voxel.as_ref().and_then(|v| v.vol_tex.as_ref()) {
+                self.queue.context().bind()?;
+                arr.copy_from_device(vol, self.queue.stream())?;
+                return self.project(&self.f.forward_tex, "cj_forward_tex", (t.raw, out), block);
+            }
+            self.project(&self.f.forward, "cj_forward", (vol, out), block)
+        })
+    }
+
+    /// Queues the back projection of the projections of `block` at `proj`
+    /// into the volume at `out` (overwritten).
+    ///
+    /// Errors: the voxel back projection of a block other than all
+    /// projections in order (not supported yet), launch errors.
+    pub(super) fn back_block(
+        &self,
+        proj: &ConeDeviceArray,
+        out: &ConeDeviceArray,
+        block: &ConeBlock,
+    ) -> Result<()> {
+        if let Some(vb) = &self.voxel {
+            if !std::ptr::eq(block, &**self.blocks.full()) {
+                return Err(CoreError::Unsupported {
+                    backend: "cuda".into(),
+                    operation: "the voxel-driven cone back projection of a block of \
+                                projections (use the Joseph pair for block methods)"
+                        .into(),
+                }
+                .into());
+            }
+            return self
+                .queue
+                .timed(KernelKind::Back, || self.voxel_back(vb, proj, out));
+        }
+        self.queue.timed(KernelKind::Back, || {
+            self.queue.context().bind()?;
+            out.buffer().fill_bytes(0, self.queue.stream())?;
+            let (f, name) = if self.merged {
+                (&self.f.back_merged, "cj_back_merged")
+            } else {
+                (&self.f.back, "cj_back")
+            };
+            self.project(f, name, (proj.buffer().ptr(), out.buffer().ptr()), block)
+        })
     }
 
     /// Forward projection `out = A·vol` of a device volume into device
@@ -155,14 +167,15 @@ impl CudaConeJoseph {
     ///
     /// Errors: arrays of other shapes, launch errors.
     pub fn forward_dev(&self, vol: &ConeDeviceArray, out: &mut ConeDeviceArray) -> Result<()> {
-        self.check_volume(vol, "the volume")?;
-        self.check_projections(out, "the output projections")?;
-        if let Some((t, arr)) = self.voxel.as_ref().and_then(|v| v.vol_tex.as_ref()) {
-            self.ctx.bind()?;
-            arr.copy_from_device(vol.buf.ptr(), &self.stream)?;
-            return self.project(&self.f.forward_tex, "cj_forward_tex", t.raw, out.buf.ptr());
-        }
-        self.project(&self.f.forward, "cj_forward", vol.buf.ptr(), out.buf.ptr())
+        self.check_flat(vol, self.volume_dim(), "the volume")?;
+        self.check_flat(out, self.projections_dim(), "the output projections")?;
+        out.touched();
+        self.forward_block(
+            vol.buffer().ptr(),
+            out.buffer().ptr(),
+            self.blocks.full(),
+            false,
+        )
     }
 
     /// Back projection `out = Aᵀ·proj` (the exact transpose; with
@@ -172,61 +185,49 @@ impl CudaConeJoseph {
     ///
     /// Errors: arrays of other shapes, launch errors.
     pub fn back_dev(&self, proj: &ConeDeviceArray, out: &mut ConeDeviceArray) -> Result<()> {
-        self.back_impl(proj, out)
-    }
-
-    pub(super) fn back_impl(&self, proj: &ConeDeviceArray, out: &ConeDeviceArray) -> Result<()> {
-        self.check_projections(proj, "the projections")?;
-        self.check_volume(out, "the output volume")?;
-        self.ctx.bind()?;
-        if let Some(vb) = &self.voxel {
-            return self.voxel_back(vb, proj, out);
-        }
-        out.buf.fill_bytes(0, &self.stream)?;
-        let (f, name) = if self.merged {
-            (&self.f.back_merged, "cj_back_merged")
-        } else {
-            (&self.f.back, "cj_back")
-        };
-        self.project(f, name, proj.buf.ptr(), out.buf.ptr())
+        self.check_flat(proj, self.projections_dim(), "the projections")?;
+        self.check_flat(out, self.volume_dim(), "the output volume")?;
+        out.touched();
+        self.back_block(proj, out, self.blocks.full())
     }
 
     /// The voxel-driven back projection: weight and pack, then one launch
-    /// of `cone_bp_tex` over every angle and the whole volume.
+    /// of `cone_bp_tex` over every angle and the whole volume (untimed: the
+    /// caller times it).
     pub(super) fn voxel_back(
         &self,
         vb: &VoxelBack,
         proj: &ConeDeviceArray,
         out: &ConeDeviceArray,
     ) -> Result<()> {
-        let (src, w, dst) = (proj.buf.ptr(), vb.weights.ptr(), vb.tex.ptr());
-        let (nr, nc) = (self.nr as i32, self.nc as i32);
-        let pitch = (vb.layout.pitch_bytes / 4) as i32;
-        let tpg = vb.layout.tpg as i32;
-        let gf = (vb.layout.gbytes / 4) as i64;
-        let n = proj.len() as i64;
-        self.launch(
-            &self.f.weight_pack,
-            "cj_weight_pack",
-            Self::elementwise_grid(proj.len()),
-            (256, 1, 1),
-            &[
-                src.into(),
-                w.into(),
-                dst.into(),
-                nr.into(),
-                nc.into(),
-                pitch.into(),
-                tpg.into(),
-                gf.into(),
-                n.into(),
-            ],
-        )?;
+        let n = proj.len();
+        let args: [Arg; 9] = [
+            proj.buffer().ptr().into(),
+            vb.weights.ptr().into(),
+            vb.tex.ptr().into(),
+            (self.nr as i32).into(),
+            (self.nc as i32).into(),
+            ((vb.layout.pitch_bytes / 4) as i32).into(),
+            (vb.layout.tpg as i32).into(),
+            ((vb.layout.gbytes / 4) as i64).into(),
+            (n as i64).into(),
+        ];
+        // SAFETY: the parameters of `cj_weight_pack`; `proj` holds all
+        // projections, the texture buffer their stacked layout.
+        unsafe {
+            self.queue.launch_raw(
+                &self.f.weight_pack,
+                "cj_weight_pack",
+                Queue::grid(n),
+                (256, 1, 1),
+                &args,
+            )?;
+        }
         debug_assert_eq!(vb.textures.len(), self.na.div_ceil(vb.layout.tpg));
         vb.module.backproject(
-            &self.stream,
+            self.queue.stream(),
             BpSource::Textures(vb.layout.tpg),
-            out.buf.ptr(),
+            out.buffer().ptr(),
             &vb.geometry,
             &self.volume,
             0,

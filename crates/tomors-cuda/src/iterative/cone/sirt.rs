@@ -1,6 +1,14 @@
 //! SIRT resident on one device (cone beam).
 
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use tomors_core::iterative::{IterativeOptions, IterativeResult, Weighting};
+use tomors_core::linalg::Vector;
+
 use super::*;
+use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
+use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
 
 pub(super) fn check_dim(
     what: &str,
@@ -84,7 +92,7 @@ pub(super) fn fits_on(
 }
 
 /// Checks the inputs of [`cone_sirt_cuda`] (no GPU needed): the algorithm
-/// is SIRT, at least one iteration, a positive finite relaxation, a
+/// is SIRT or block-sequential, at least one iteration, a positive finite relaxation, a
 /// non-negative finite tolerance, a valid constraint box, projections that
 /// fit the geometry, an initial volume that fits the volume, finite data,
 /// sizes within the kernels' limits. Returns the weighting.
@@ -109,18 +117,17 @@ pub fn check_cone_sirt_inputs(
         )?;
     }
     check_sizes(geometry, volume)?;
-    find_non_finite(projections, "the projection data")?;
-    if let Some(x0) = initial {
-        find_non_finite(x0, "the initial volume")?;
-    }
+    check_finite(projections, "the projection data", initial)?;
     Ok(weighting)
 }
 
-/// Cone-beam SIRT (`options.algorithm` must be
-/// [`Algorithm::Sirt`](tomors_core::iterative::Algorithm::Sirt)) of
+/// Cone-beam SIRT (`options.algorithm` is
+/// [`Algorithm::Sirt`](tomors_core::iterative::Algorithm::Sirt), or
+/// block-sequential with the Joseph pair) of
 /// `projections` (`[angle][row][col]`) with Joseph's projector, the whole
 /// iteration resident on `backend`'s device: the projections are uploaded
-/// once, the volume is iterated `options.iterations` times (or until the
+/// once, tomors-core's [`solve`](tomors_core::iterative::solve) iterates
+/// on [`CudaConeJoseph::operator`] `options.iterations` times (or until the
 /// relative residual `‖b − A·x‖/‖b‖` reaches `options.tolerance`, or
 /// `progress` returns `false`) and downloaded once. `initial` is the
 /// starting volume `[z][y][x]` (zeros if `None`; the constraint is applied
@@ -180,132 +187,55 @@ pub fn cone_sirt_cuda_with(
     back: ConeBackProjector,
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
-    let weighting =
-        check_cone_sirt_inputs(geometry, volume, &projections, initial.as_ref(), options)?;
+    check_cone_sirt_inputs(geometry, volume, &projections, initial.as_ref(), options)?;
     let t0 = Instant::now();
     let op = CudaConeJoseph::with_back(backend, geometry, volume, back)?;
-    fits_on(&op.ctx, geometry, volume)?;
+    fits_on(op.context(), geometry, volume)?;
     let mut stats = SirtStats {
         slabs: 1,
         ..SirtStats::default()
     };
-    let (m, t) = op.weights(weighting)?;
-    let lambda = match options.relaxation {
-        Some(l) => l,
-        None if weighting == Weighting::RowColumnSums => 1.0,
-        None => {
-            let rho = op.power_iteration(m.as_ref(), t.as_ref(), POWER_ITERATIONS)?;
-            if rho <= 0.0 {
-                return Err(CoreError::Data(
-                    "the projector is zero on this volume (no ray meets it)".into(),
-                )
-                .into());
-            }
-            1.0 / rho
-        }
-    };
-    let b_sq: f64 = {
-        use rayon::prelude::*;
-        projections
-            .outer_iter()
-            .into_par_iter()
-            .map(|s| s.iter().map(|&v| v as f64 * v as f64).sum::<f64>())
-            .sum()
-    };
-    let b_norm = b_sq.sqrt();
-    let rel = |r2: f64| {
-        if b_norm > 0.0 {
-            r2.sqrt() / b_norm
-        } else {
-            r2.sqrt()
-        }
-    };
+    let lin = op.operator();
+    let (options, _) = with_relaxation(&lin, options)?;
+    let prepared = Prepared::new(&lin, &options.algorithm)?;
     let b = op.upload_projections(projections)?;
-    let mut r = op.alloc_projections()?;
     let x = match initial {
-        Some(x0) => {
-            let c = options.constraint;
-            op.upload_volume(x0.mapv(|v| clamp(&c, v)).view())?
-        }
+        Some(x0) => op.upload_volume(x0)?,
         None => {
-            let x = op.alloc_volume()?;
-            op.fill(&x, clamp(&options.constraint, 0.0))?;
+            let mut x = op.alloc_volume()?;
+            x.fill(0.0)?;
             x
         }
     };
-    let g = op.alloc_volume()?;
-    op.stream.synchronize()?;
-    stats.setup_s = t0.elapsed().as_secs_f64();
-
-    let ev: Vec<Event> = (0..5).map(|_| Event::new(&op.ctx)).collect::<Result<_>>()?;
-    let t_loop = Instant::now();
-    // r = A x, then r = M (b − A x).
-    ev[0].record(&op.stream)?;
-    op.forward_dev(&x, &mut r)?;
-    ev[1].record(&op.stream)?;
-    op.residual(&b, &r, m.as_ref())?;
-    ev[1].synchronize()?;
-    stats.forward_s += ev[0].elapsed_ms(&ev[1])? as f64 * 1e-3;
-    stats.forward_count += 1;
-    let lf = lambda as f32;
-    let mut residuals = Vec::with_capacity(options.iterations);
-    let mut stop = StopReason::Iterations;
-    for it in 1..=options.iterations {
-        ev[0].record(&op.stream)?;
-        op.back_impl(&r, &g)?;
-        ev[1].record(&op.stream)?;
-        op.update(&x, &g, t.as_ref(), lf, &options.constraint)?;
-        ev[2].record(&op.stream)?;
-        op.forward_dev(&x, &mut r)?;
-        ev[3].record(&op.stream)?;
-        op.residual(&b, &r, m.as_ref())?;
-        ev[4].record(&op.stream)?;
-        let r2 = op.partial_sum()?;
-        stats.back_s += ev[0].elapsed_ms(&ev[1])? as f64 * 1e-3;
-        stats.elementwise_s +=
-            (ev[1].elapsed_ms(&ev[2])? + ev[3].elapsed_ms(&ev[4])?) as f64 * 1e-3;
-        stats.forward_s += ev[2].elapsed_ms(&ev[3])? as f64 * 1e-3;
-        stats.forward_count += 1;
-        stats.iterations += 1;
-        let res = rel(r2);
-        if !res.is_finite() {
-            return Err(CoreError::Data(format!(
-                "the iteration diverged at iteration {it} (relaxation too large?)"
-            ))
-            .into());
-        }
-        residuals.push(res);
-        let info = GpuIteration {
-            slab: (0, 1),
-            iteration: it,
-            residual: res,
-        };
-        if !progress(&info) {
-            stop = StopReason::Callback;
-            break;
-        }
-        if let Some(tol) = options.tolerance {
-            if res <= tol {
-                stop = StopReason::Tolerance;
-                break;
-            }
-        }
-    }
-    stats.loop_s = t_loop.elapsed().as_secs_f64();
-    let t_down = Instant::now();
-    let xh = op.download(&x)?;
-    stats.download_s = t_down.elapsed().as_secs_f64();
+    let stop = AtomicBool::new(false);
+    let progress = Progress {
+        slab: (0, 1),
+        callback: progress,
+        stop: &stop,
+    };
+    let (report, xh) = run_resident(
+        &prepared,
+        op.queue(),
+        b,
+        x,
+        &options,
+        &progress,
+        &mut stats,
+        t0,
+        |x| op.download(&x),
+    )?;
     let t_free = Instant::now();
-    drop((b, r, x, g, ev, m, t, op));
+    drop(prepared);
+    drop(op);
     stats.free_s = t_free.elapsed().as_secs_f64();
     stats.total_s = t0.elapsed().as_secs_f64();
     Ok((
         IterativeResult {
             x: xh,
-            iterations: residuals.len(),
-            residuals,
-            relaxation: lambda,
-            stop,
+            iterations: report.iterations,
+            residuals: report.residuals,
+            relaxation: report.relaxation,
+            stop: report.stop,
         },
         stats,
     ))

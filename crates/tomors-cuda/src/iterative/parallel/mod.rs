@@ -22,44 +22,43 @@
 //!   so each pixel reads the two (or, for bins narrower than pixels, a few
 //!   more) bins within `1/σ_a` of `u_a(p)`. No atomics: the result is
 //!   deterministic, and forward and back are a matched pair to f32 rounding.
-//! - SIRT: `x ← P_C(x + λ·T·Aᵀ·M·(b − A·x))` with the weightings of
-//!   [`Weighting`] (row/column sums = ASTRA's SIRT, Cimmino, Landweber),
-//!   the sinograms uploaded once and the volume downloaded once; per
-//!   iteration one back projection, one update (writing the volume and its
-//!   transposed copy), one forward projection and one residual kernel
-//!   (`M·(b − A·x)` and the partial sums of `‖b − A·x‖²`, read back for the
-//!   residual history). Stacks larger than the device memory are cut into
-//!   slabs of slices (slices are independent); several devices share the
-//!   slabs ([`sirt_cuda_multi`]).
+//! - As a tomors-core [`LinearOperator`](tomors_core::linalg::LinearOperator)
+//!   on stacks of `slices` slices ([`CudaJoseph::operator`],
+//!   [`JosephStackOp`]): domain and range are [`DeviceVec`]s
+//!   (`[slice][y][x]`, `[slice][angle][bin]`, interleaved), a block of
+//!   projections runs the same kernels with the block's own angle tables
+//!   (built and uploaded once per block, then cached), and the SIRT
+//!   weights are single planes broadcast over the slices. Every
+//!   iterative method of tomors-core's
+//!   [`solve`](tomors_core::iterative::solve) that needs no single rays
+//!   (SIRT, SART, BLOCK-IT) runs on it, resident on the device.
+//! - [`sirt_cuda`] / [`sirt_cuda_multi`]: upload once,
+//!   [`solve`](tomors_core::iterative::solve) on the device, download
+//!   once; stacks larger than the device memory are cut into slabs of
+//!   slices (slices are independent), and several devices share the slabs.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
-use ndarray::{Array2, Array3, ArrayView3, ArrayViewMut3, Axis};
-use tomors_core::iterative::{
-    Constraint, IterativeOptions, IterativeResult, StopReason, Weighting,
-};
+use ndarray::{Array3, ArrayView3, ArrayViewMut3, Axis};
 use tomors_core::{CoreError, ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
-use crate::fbp::{CudaBackend, MultiCudaBackend};
-use crate::iterative::{
-    check_options, clamp, download_staged, find_non_finite, invert, upload_staged, GpuIteration,
-    SirtStats, POWER_ITERATIONS, RED_BLOCKS,
-};
+use crate::fbp::CudaBackend;
+use crate::iterative::blocks::BlockCache;
+use crate::iterative::device::{DeviceVec, KernelKind, Layout, OnQueue, Queue};
 use crate::runtime::compile::cubin_cached;
-use crate::runtime::{
-    launch, Arg, Context, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream,
-};
+use crate::runtime::{Arg, Context, Function, Module};
 
+mod operator;
 mod ops;
 mod sirt;
 mod tables;
-mod vector;
 
+pub use operator::JosephStackOp;
 pub use sirt::{check_sirt_inputs, sirt_cuda, sirt_cuda_multi, GpuSirtOptions};
-use tables::{angle_groups, angle_tables, AP, DEFAULT_BACK_GROUP, DEFAULT_BPU, DEFAULT_PAIR};
+use tables::{
+    angle_tables, BlockTables, BpAngle, FpAngle, AP, DEFAULT_BACK_GROUP, DEFAULT_BPU, DEFAULT_PAIR,
+};
 
 /// Source of the Joseph projector and SIRT kernels.
 pub const JOSEPH_CU: &str = include_str!("../../../kernels/joseph.cu");
@@ -99,42 +98,10 @@ impl Default for JosephTuning {
 
 /// An interleaved stack on the device: `slices` images of `rows × cols`
 /// stored as `[quad][row][col][slice in quad]` with quads of 4 slices,
-/// padded with zero slices to a multiple of [`CudaJoseph::slice_group`].
-/// Volumes are `[slice][y][x]` stacks, sinograms `[slice][angle][bin]`.
-pub struct DeviceStack {
-    buf: DeviceBuffer,
-    slices: usize,
-    rows: usize,
-    cols: usize,
-    sg: usize,
-}
-
-impl DeviceStack {
-    /// Number of real slices.
-    pub fn slices(&self) -> usize {
-        self.slices
-    }
-
-    /// `(slices, rows, cols)`.
-    pub fn dim(&self) -> (usize, usize, usize) {
-        (self.slices, self.rows, self.cols)
-    }
-
-    /// Number of slice groups of the projectors' threads.
-    pub fn groups(&self) -> usize {
-        self.slices.div_ceil(self.sg)
-    }
-
-    /// Number of quads of 4 slices stored.
-    fn quads(&self) -> usize {
-        self.groups() * self.sg / 4
-    }
-
-    /// Floats stored (padding included).
-    fn len(&self) -> usize {
-        self.groups() * self.sg * self.rows * self.cols
-    }
-}
+/// padded with slices to a multiple of the projector's slice groups
+/// ([`Layout::Stack`]). Volumes are `[slice][y][x]` stacks, sinograms
+/// `[slice][angle][bin]`.
+pub type DeviceStack = DeviceVec;
 
 struct Fns {
     forward: Function,
@@ -143,20 +110,16 @@ struct Fns {
     interleave: Function,
     deinterleave: Function,
     transpose: Function,
-    residual: Function,
-    sqsum: Function,
-    scale: Function,
-    fill: Function,
-    update: Function,
 }
 
 /// Joseph's projector on one GPU for a parallel-beam geometry and slice
 /// grid: forward and exact back projection of device-resident stacks
-/// ([`DeviceStack`]) and host convenience methods ([`CudaJoseph::forward`],
-/// [`CudaJoseph::back`]). Its kernels run in order on its own stream.
+/// ([`DeviceStack`]), host convenience methods ([`CudaJoseph::forward`],
+/// [`CudaJoseph::back`]), and a tomors-core linear operator on stacks
+/// ([`CudaJoseph::operator`]). Its kernels and those of its vectors run in
+/// order on one stream ([`OnQueue`]).
 pub struct CudaJoseph {
-    ctx: Arc<Context>,
-    stream: Stream,
+    queue: Arc<Queue>,
     _module: Module,
     f: Fns,
     sg: usize,
@@ -166,13 +129,15 @@ pub struct CudaJoseph {
     ny: usize,
     na: usize,
     nb: usize,
-    fp_angles: DeviceBuffer,
-    fp_groups: DeviceBuffer,
-    n_fp_groups: usize,
+    ap: usize,
     pair: usize,
-    bp_angles: DeviceBuffer,
-    partial: DeviceBuffer,
-    pins: Mutex<Vec<PinnedBuffer>>,
+    /// Host copies of the per-projection tables (for block tables).
+    fp_host: Vec<FpAngle>,
+    bp_host: Vec<BpAngle>,
+    /// Projection angles modulo π (the order of the forward groups).
+    keys: Vec<f64>,
+    /// The tables of all projections and of other blocks.
+    blocks: BlockCache<BlockTables>,
 }
 
 /// Projections per unrolled back-projection step: `TOMORS_BP_UNROLL` (1, 2
@@ -305,23 +270,17 @@ impl CudaJoseph {
             interleave: module.function("jp_interleave")?,
             deinterleave: module.function("jp_deinterleave")?,
             transpose: module.function("jp_transpose")?,
-            residual: module.function("jp_residual")?,
-            sqsum: module.function("jp_sqsum")?,
-            scale: module.function("jp_scale")?,
-            fill: module.function("jp_fill")?,
-            update: module.function("jp_update")?,
         };
-        let stream = Stream::new(&ctx)?;
-        let groups = angle_groups(geometry, &fp, ap);
-        let fp_groups =
-            DeviceBuffer::new(&ctx, std::mem::size_of_val(&groups[..]), "forward groups")?;
-        let fp_angles =
-            DeviceBuffer::new(&ctx, std::mem::size_of_val(&fp[..]), "forward constants")?;
-        let bp_angles = DeviceBuffer::new(&ctx, std::mem::size_of_val(&bp[..]), "back constants")?;
-        let partial = DeviceBuffer::new(&ctx, RED_BLOCKS * 8, "partial sums")?;
-        let me = Self {
-            ctx,
-            stream,
+        let queue = Queue::new(ctx)?;
+        let keys: Vec<f64> = geometry
+            .angles()
+            .iter()
+            .map(|&a| (a as f64).rem_euclid(std::f64::consts::PI))
+            .collect();
+        let all: Vec<usize> = (0..geometry.n_angles()).collect();
+        let full = BlockTables::new(&queue, &all, &fp, &bp, &keys, ap)?;
+        Ok(Self {
+            queue,
             _module: module,
             f,
             sg,
@@ -331,18 +290,13 @@ impl CudaJoseph {
             ny: grid.ny,
             na: geometry.n_angles(),
             nb: geometry.n_bins(),
-            fp_angles,
-            fp_groups,
-            n_fp_groups: groups.len(),
+            ap,
             pair: if paired { 2 } else { 1 },
-            bp_angles,
-            partial,
-            pins: Mutex::new(Vec::new()),
-        };
-        me.put(&me.fp_angles, &fp)?;
-        me.put(&me.fp_groups, &groups)?;
-        me.put(&me.bp_angles, &bp)?;
-        Ok(me)
+            fp_host: fp,
+            bp_host: bp,
+            keys,
+            blocks: BlockCache::new(geometry.n_angles(), full),
+        })
     }
 
     /// Slices per forward-projection thread (4 or 8).
@@ -355,16 +309,6 @@ impl CudaJoseph {
         self.bsg
     }
 
-    /// The device context.
-    pub fn context(&self) -> &Arc<Context> {
-        &self.ctx
-    }
-
-    /// The stream every kernel of this projector runs on.
-    pub fn stream(&self) -> &Stream {
-        &self.stream
-    }
-
     /// `(ny, nx)` of the images.
     pub fn image_dim(&self) -> (usize, usize) {
         (self.ny, self.nx)
@@ -373,5 +317,19 @@ impl CudaJoseph {
     /// `(angles, bins)` of the sinograms.
     pub fn sinogram_dim(&self) -> (usize, usize) {
         (self.na, self.nb)
+    }
+}
+
+impl OnQueue for CudaJoseph {
+    fn queue(&self) -> &Arc<Queue> {
+        &self.queue
+    }
+}
+
+impl Drop for CudaJoseph {
+    fn drop(&mut self) {
+        // Kernels of this projector's module may still be queued (vectors
+        // can outlive it): let them finish before the module is unloaded.
+        let _ = self.queue.stream().synchronize();
     }
 }

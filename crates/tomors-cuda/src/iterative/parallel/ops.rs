@@ -2,46 +2,40 @@
 
 use super::*;
 
+/// The stack geometry of a [`DeviceStack`]: `(slices, rows, cols, stored)`.
+fn stack(v: &DeviceStack) -> Option<(usize, usize, usize, usize)> {
+    match v.layout() {
+        Layout::Stack {
+            slices,
+            rows,
+            cols,
+            stored,
+        } => Some((slices, rows, cols, stored)),
+        _ => None,
+    }
+}
+
 impl CudaJoseph {
-    /// Copies `data` to the start of `buf` on the stream and waits.
-    pub(super) fn put<T: Copy>(&self, buf: &DeviceBuffer, data: &[T]) -> Result<()> {
-        self.ctx.bind()?;
-        // SAFETY: `data` stays borrowed until the stream has been synchronised.
-        unsafe {
-            buf.upload_async(
-                0,
-                data.as_ptr() as *const u8,
-                std::mem::size_of_val(data),
-                &self.stream,
-            )?;
+    /// The layout of a stack of `slices` planes of `rows × cols`.
+    pub(super) fn stack_layout(&self, slices: usize, rows: usize, cols: usize) -> Layout {
+        Layout::Stack {
+            slices,
+            rows,
+            cols,
+            stored: slices.div_ceil(self.pad) * self.pad,
         }
-        self.stream.synchronize()
     }
 
-    /// Copies the start of `buf` into `data` after the stream's work, and waits.
-    pub(super) fn get<T: Copy>(&self, buf: &DeviceBuffer, data: &mut [T]) -> Result<()> {
-        self.ctx.bind()?;
-        // SAFETY: `data` stays borrowed until the stream has been synchronised.
-        unsafe {
-            buf.download_async(
-                0,
-                data.as_mut_ptr() as *mut u8,
-                std::mem::size_of_val(data),
-                &self.stream,
-            )?;
+    pub(super) fn check_slices(&self, slices: usize, what: &str) -> Result<()> {
+        if slices == 0 {
+            return Err(CudaError::Parameter(format!("{what}: no slices")));
         }
-        self.stream.synchronize()
-    }
-
-    /// Uploads `data` to the start of `buf` through pinned chunks, and waits.
-    pub(super) fn put_f32(&self, buf: &DeviceBuffer, data: &[f32]) -> Result<()> {
-        upload_staged(&self.ctx, &self.stream, &self.pins, buf, data)
-    }
-
-    /// Downloads the start of `buf` into `out` through pinned chunks (after
-    /// the stream's work), and waits.
-    pub(super) fn get_f32(&self, buf: &DeviceBuffer, out: &mut [f32]) -> Result<()> {
-        download_staged(&self.ctx, &self.stream, &self.pins, buf, out)
+        if slices.div_ceil(self.pad) * self.pad > MAX_SLAB_SLICES {
+            return Err(CudaError::Parameter(format!(
+                "{what}: {slices} slices in one device stack (at most {MAX_SLAB_SLICES})"
+            )));
+        }
+        Ok(())
     }
 
     /// A device stack of `slices` images of `rows × cols` (contents undefined).
@@ -52,23 +46,20 @@ impl CudaJoseph {
         cols: usize,
         what: &str,
     ) -> Result<DeviceStack> {
-        if slices == 0 {
-            return Err(CudaError::Parameter(format!("{what}: no slices")));
-        }
-        let groups = slices.div_ceil(self.pad);
-        if groups * self.pad > MAX_SLAB_SLICES {
-            return Err(CudaError::Parameter(format!(
-                "{what}: {slices} slices in one device stack (at most {MAX_SLAB_SLICES})"
-            )));
-        }
-        let bytes = groups * self.pad * rows * cols * 4;
-        Ok(DeviceStack {
-            buf: DeviceBuffer::new(&self.ctx, bytes, what)?,
-            slices,
-            rows,
-            cols,
-            sg: self.pad,
-        })
+        self.check_slices(slices, what)?;
+        DeviceVec::uninit(&self.queue, self.stack_layout(slices, rows, cols), what)
+    }
+
+    /// A zeroed device stack of `slices` images of `rows × cols`.
+    pub(super) fn alloc_zeros(
+        &self,
+        slices: usize,
+        rows: usize,
+        cols: usize,
+        what: &str,
+    ) -> Result<DeviceStack> {
+        self.check_slices(slices, what)?;
+        DeviceVec::zeros(&self.queue, self.stack_layout(slices, rows, cols), what)
     }
 
     /// A device volume of `slices` images (contents undefined).
@@ -81,22 +72,23 @@ impl CudaJoseph {
         self.alloc(slices, self.na, self.nb, "device sinograms")
     }
 
+    /// Queues kernel `f` of `kernels/joseph.cu` on the stream, timed as `kind`.
     pub(super) fn launch(
         &self,
+        kind: KernelKind,
         f: &Function,
         name: &str,
         grid: (u32, u32, u32),
         block: (u32, u32, u32),
         args: &[Arg],
     ) -> Result<()> {
-        self.ctx.bind()?;
         // SAFETY: every caller passes parameters matching the kernel's
         // signature in `kernels/joseph.cu`, with device pointers into
         // buffers sized for the launch.
-        unsafe { launch(f, name, grid, block, 0, &self.stream, args) }
+        unsafe { self.queue.launch(kind, f, name, grid, block, args) }
     }
 
-    pub(super) fn elementwise_grid(n: usize) -> (u32, u32, u32) {
+    fn layout_grid(n: usize) -> (u32, u32, u32) {
         ((n.div_ceil(256)).clamp(1, 8192) as u32, 1, 1)
     }
 
@@ -105,10 +97,13 @@ impl CudaJoseph {
     pub(super) fn upload_into(
         &self,
         host: ArrayView3<'_, f32>,
-        dst: &DeviceStack,
+        dst: &mut DeviceStack,
         staging: &DeviceStack,
     ) -> Result<()> {
-        if host.dim() != dst.dim() || staging.len() < dst.len() {
+        let Some((ns, rows, cols, stored)) = stack(dst) else {
+            return Err(CudaError::Parameter("upload into a flat vector".into()));
+        };
+        if host.dim() != dst.dim() || staging.buffer().bytes() < dst.buffer().bytes() {
             return Err(CudaError::Parameter(format!(
                 "upload of {:?} into a device stack of {:?}",
                 host.dim(),
@@ -123,18 +118,50 @@ impl CudaJoseph {
                 owned.as_slice().expect("standard layout")
             }
         };
-        self.put_f32(&staging.buf, data)?;
-        let src = staging.buf.ptr();
-        let d = dst.buf.ptr();
-        let ns = dst.slices as i32;
-        let plane = (dst.rows * dst.cols) as i64;
-        let groups = dst.quads() as i32;
+        self.queue.upload_f32(staging.buffer(), data)?;
+        dst.touched();
+        let quads = stored / 4;
+        let args = [
+            staging.buffer().ptr().into(),
+            dst.buffer().ptr().into(),
+            (ns as i32).into(),
+            ((rows * cols) as i64).into(),
+            (quads as i32).into(),
+        ];
         self.launch(
+            KernelKind::Elementwise,
             &self.f.interleave,
             "jp_interleave",
-            Self::elementwise_grid(dst.quads() * dst.rows * dst.cols),
+            Self::layout_grid(quads * rows * cols),
             (256, 1, 1),
-            &[src.into(), d.into(), ns.into(), plane.into(), groups.into()],
+            &args,
+        )
+    }
+
+    /// Queues the de-interleaving of the first `ns` slices of the stack at
+    /// `src` (`quads` quads of planes of `plane` floats) into `dst`
+    /// (`[slice][plane]`).
+    pub(super) fn deinterleave(
+        &self,
+        src: u64,
+        dst: u64,
+        ns: usize,
+        plane: usize,
+        quads: usize,
+    ) -> Result<()> {
+        self.launch(
+            KernelKind::Elementwise,
+            &self.f.deinterleave,
+            "jp_deinterleave",
+            Self::layout_grid(quads * plane),
+            (256, 1, 1),
+            &[
+                src.into(),
+                dst.into(),
+                (ns as i32).into(),
+                (plane as i64).into(),
+                (quads as i32).into(),
+            ],
         )
     }
 
@@ -146,146 +173,167 @@ impl CudaJoseph {
         staging: &DeviceStack,
         mut out: ArrayViewMut3<'_, f32>,
     ) -> Result<()> {
-        if out.dim() != src.dim() || staging.len() < src.len() {
+        let Some((ns, rows, cols, stored)) = stack(src) else {
+            return Err(CudaError::Parameter("download of a flat vector".into()));
+        };
+        if out.dim() != src.dim() || staging.buffer().bytes() < src.buffer().bytes() {
             return Err(CudaError::Parameter(format!(
                 "download of a device stack of {:?} into {:?}",
                 src.dim(),
                 out.dim()
             )));
         }
-        let s = src.buf.ptr();
-        let d = staging.buf.ptr();
-        let ns = src.slices as i32;
-        let plane = (src.rows * src.cols) as i64;
-        let groups = src.quads() as i32;
-        self.launch(
-            &self.f.deinterleave,
-            "jp_deinterleave",
-            Self::elementwise_grid(src.quads() * src.rows * src.cols),
-            (256, 1, 1),
-            &[s.into(), d.into(), ns.into(), plane.into(), groups.into()],
+        self.deinterleave(
+            src.buffer().ptr(),
+            staging.buffer().ptr(),
+            ns,
+            rows * cols,
+            stored / 4,
         )?;
         match out.as_slice_mut() {
-            Some(dst) => self.get_f32(&staging.buf, dst),
+            Some(dst) => self.queue.download_f32(staging.buffer(), dst),
             None => {
-                let mut tmp = vec![0f32; src.slices * src.rows * src.cols];
-                self.get_f32(&staging.buf, &mut tmp)?;
+                let mut tmp = vec![0f32; ns * rows * cols];
+                self.queue.download_f32(staging.buffer(), &mut tmp)?;
                 out.iter_mut().zip(tmp).for_each(|(o, v)| *o = v);
                 Ok(())
             }
         }
     }
 
-    pub(super) fn check_volume(&self, v: &DeviceStack, what: &str) -> Result<()> {
-        if v.quads() * 4 < v.slices.div_ceil(self.pad) * self.pad
-            || v.rows != self.ny
-            || v.cols != self.nx
-        {
-            return Err(CudaError::Parameter(format!(
-                "{what} is a stack of {}×{} images (groups of {}), the projector's grid is {}×{} \
-                 (groups of {})",
-                v.rows, v.cols, v.sg, self.ny, self.nx, self.pad
-            )));
+    /// Checks that `v` is a stack of `rows × cols` planes in this
+    /// projector's grouping; returns `(slices, stored)`.
+    pub(super) fn check_stack(
+        &self,
+        v: &DeviceStack,
+        rows: usize,
+        cols: usize,
+        what: &str,
+    ) -> Result<(usize, usize)> {
+        match stack(v) {
+            Some((ns, r, c, stored))
+                if (r, c) == (rows, cols)
+                    && stored >= ns.div_ceil(self.pad) * self.pad
+                    && Arc::ptr_eq(v.queue(), &self.queue) =>
+            {
+                Ok((ns, stored))
+            }
+            _ => Err(CudaError::Parameter(format!(
+                "{what} is {:?}, expected a stack of {rows}×{cols} planes in groups of {} of \
+                 this projector",
+                v.layout(),
+                self.pad
+            ))),
         }
-        Ok(())
     }
 
-    pub(super) fn check_sinograms(&self, s: &DeviceStack, what: &str) -> Result<()> {
-        if s.quads() * 4 < s.slices.div_ceil(self.pad) * self.pad
-            || s.rows != self.na
-            || s.cols != self.nb
-        {
-            return Err(CudaError::Parameter(format!(
-                "{what} are {}×{} sinograms (groups of {}), the projector's geometry has {} \
-                 angles × {} bins (groups of {})",
-                s.rows, s.cols, s.sg, self.na, self.nb, self.pad
-            )));
-        }
-        Ok(())
+    pub(super) fn check_volume(&self, v: &DeviceStack, what: &str) -> Result<(usize, usize)> {
+        self.check_stack(v, self.ny, self.nx, what)
+    }
+
+    /// Queues the transposed copy (`[quad][x][y][4]`) of the volume at `src`
+    /// (`quads` quads) into `dst`.
+    pub(super) fn transpose_raw(&self, src: u64, dst: u64, quads: usize) -> Result<()> {
+        self.launch(
+            KernelKind::Elementwise,
+            &self.f.transpose,
+            "jp_transpose",
+            (
+                self.nx.div_ceil(32) as u32,
+                self.ny.div_ceil(32) as u32,
+                quads as u32,
+            ),
+            (32, 8, 1),
+            &[
+                src.into(),
+                dst.into(),
+                (self.nx as i32).into(),
+                (self.ny as i32).into(),
+            ],
+        )
     }
 
     /// Writes the transposed copy (`[group][x][y][slice]`) of the volume `vol`
     /// into `vol_t`, which the forward projection reads for projections that
     /// step along columns.
     pub fn transpose_dev(&self, vol: &DeviceStack, vol_t: &mut DeviceStack) -> Result<()> {
-        self.transpose_impl(vol, vol_t)
-    }
-
-    pub(super) fn transpose_impl(&self, vol: &DeviceStack, vol_t: &DeviceStack) -> Result<()> {
-        self.check_volume(vol, "the volume")?;
-        self.check_volume(vol_t, "the transposed volume")?;
-        if vol.slices != vol_t.slices {
+        let (ns, stored) = self.check_volume(vol, "the volume")?;
+        let (nt, _) = self.check_volume(vol_t, "the transposed volume")?;
+        if ns != nt || vol.layout() != vol_t.layout() {
             return Err(CudaError::Parameter(
                 "volume and copy differ in slices".into(),
             ));
         }
-        let s = vol.buf.ptr();
-        let d = vol_t.buf.ptr();
-        let (nx, ny) = (self.nx as i32, self.ny as i32);
-        self.launch(
-            &self.f.transpose,
-            "jp_transpose",
-            (
-                self.nx.div_ceil(32) as u32,
-                self.ny.div_ceil(32) as u32,
-                vol.quads() as u32,
-            ),
-            (32, 8, 1),
-            &[s.into(), d.into(), nx.into(), ny.into()],
-        )
+        vol_t.touched();
+        self.transpose_raw(vol.buffer().ptr(), vol_t.buffer().ptr(), stored / 4)
     }
 
-    pub(super) fn forward_impl(
+    /// Queues the forward projection of `slices` slices of the volume at `v`
+    /// (transposed copy at `vt`) for the projections of `tables` into the
+    /// sinograms at `out` (`tables.len` rows).
+    pub(super) fn forward_raw(
         &self,
-        vol: &DeviceStack,
-        vol_t: &DeviceStack,
-        out: &DeviceStack,
+        (v, vt, out): (u64, u64, u64),
+        slices: usize,
+        tables: &BlockTables,
         squared: bool,
     ) -> Result<()> {
-        self.check_volume(vol, "the volume")?;
-        self.check_volume(vol_t, "the transposed volume")?;
-        self.check_sinograms(out, "the output")?;
-        if vol.slices != out.slices || vol_t.slices != vol.slices {
-            return Err(CudaError::Parameter(format!(
-                "{} slices projected into {} sinograms",
-                vol.slices, out.slices
-            )));
-        }
-        let v = vol.buf.ptr();
-        let vt = vol_t.buf.ptr();
-        let o = out.buf.ptr();
-        let ap = self.fp_angles.ptr();
-        let gp = self.fp_groups.ptr();
-        let (nx, ny, na, nb) = (
-            self.nx as i32,
-            self.ny as i32,
-            self.na as i32,
-            self.nb as i32,
-        );
         let (f, name) = if squared {
             (&self.f.forward_sq, "jp_forward_sq")
         } else {
             (&self.f.forward, "jp_forward")
         };
         self.launch(
+            KernelKind::Forward,
             f,
             name,
             (
                 (self.nb * self.pair).div_ceil(128) as u32,
-                self.n_fp_groups as u32,
-                vol.slices.div_ceil(self.sg) as u32,
+                tables.n_groups as u32,
+                slices.div_ceil(self.sg) as u32,
             ),
             (128, 1, 1),
             &[
                 v.into(),
                 vt.into(),
-                o.into(),
-                ap.into(),
-                gp.into(),
-                nx.into(),
-                ny.into(),
-                na.into(),
-                nb.into(),
+                out.into(),
+                tables.fp.ptr().into(),
+                tables.groups.ptr().into(),
+                (self.nx as i32).into(),
+                (self.ny as i32).into(),
+                (tables.len as i32).into(),
+                (self.nb as i32).into(),
+            ],
+        )
+    }
+
+    /// Queues the back projection of `slices` sinograms at `sino` (the
+    /// projections of `tables`) into the volume at `out`.
+    pub(super) fn back_raw(
+        &self,
+        sino: u64,
+        out: u64,
+        slices: usize,
+        tables: &BlockTables,
+    ) -> Result<()> {
+        self.launch(
+            KernelKind::Back,
+            &self.f.back,
+            "jp_back",
+            (
+                self.nx.div_ceil(16) as u32,
+                self.ny.div_ceil(16) as u32,
+                slices.div_ceil(self.bsg) as u32,
+            ),
+            (256, 1, 1),
+            &[
+                sino.into(),
+                out.into(),
+                tables.bp.ptr().into(),
+                (self.nx as i32).into(),
+                (self.ny as i32).into(),
+                (tables.len as i32).into(),
+                (self.nb as i32).into(),
             ],
         )
     }
@@ -299,51 +347,35 @@ impl CudaJoseph {
         vol_t: &DeviceStack,
         out: &mut DeviceStack,
     ) -> Result<()> {
-        self.forward_impl(vol, vol_t, out, false)
+        let (ns, _) = self.check_volume(vol, "the volume")?;
+        let (nt, _) = self.check_volume(vol_t, "the transposed volume")?;
+        let (no, _) = self.check_stack(out, self.na, self.nb, "the output")?;
+        if ns != no || nt != ns {
+            return Err(CudaError::Parameter(format!(
+                "{ns} slices projected into {no} sinograms"
+            )));
+        }
+        out.touched();
+        let ptrs = (vol.buffer().ptr(), vol_t.buffer().ptr(), out.buffer().ptr());
+        self.forward_raw(ptrs, ns, self.blocks.full(), false)
     }
 
     /// Back projection `out = Aᵀ·sino` of device sinograms into a device
     /// volume (overwritten), queued on the stream.
     pub fn back_dev(&self, sino: &DeviceStack, out: &mut DeviceStack) -> Result<()> {
-        self.back_impl(sino, out)
-    }
-
-    pub(super) fn back_impl(&self, sino: &DeviceStack, out: &DeviceStack) -> Result<()> {
-        self.check_sinograms(sino, "the sinograms")?;
-        self.check_volume(out, "the output")?;
-        if sino.slices != out.slices {
+        let (ns, _) = self.check_stack(sino, self.na, self.nb, "the sinograms")?;
+        let (no, _) = self.check_volume(out, "the output")?;
+        if ns != no {
             return Err(CudaError::Parameter(format!(
-                "{} sinograms back projected into {} slices",
-                sino.slices, out.slices
+                "{ns} sinograms back projected into {no} slices"
             )));
         }
-        let s = sino.buf.ptr();
-        let o = out.buf.ptr();
-        let ap = self.bp_angles.ptr();
-        let (nx, ny, na, nb) = (
-            self.nx as i32,
-            self.ny as i32,
-            self.na as i32,
-            self.nb as i32,
-        );
-        self.launch(
-            &self.f.back,
-            "jp_back",
-            (
-                self.nx.div_ceil(16) as u32,
-                self.ny.div_ceil(16) as u32,
-                sino.slices.div_ceil(self.bsg) as u32,
-            ),
-            (256, 1, 1),
-            &[
-                s.into(),
-                o.into(),
-                ap.into(),
-                nx.into(),
-                ny.into(),
-                na.into(),
-                nb.into(),
-            ],
+        out.touched();
+        self.back_raw(
+            sino.buffer().ptr(),
+            out.buffer().ptr(),
+            ns,
+            self.blocks.full(),
         )
     }
 
@@ -360,11 +392,18 @@ impl CudaJoseph {
             ))
             .into());
         }
-        let v = self.alloc_volume(ns)?;
+        let mut v = self.alloc_volume(ns)?;
         let mut vt = self.alloc_volume(ns)?;
-        self.upload_into(host, &v, &vt)?;
+        self.upload_into(host, &mut v, &vt)?;
         self.transpose_dev(&v, &mut vt)?;
         Ok((v, vt))
+    }
+
+    /// Uploads a host volume `[slice][y][x]` as one device vector (its
+    /// transposed copy is made by the first forward projection).
+    pub fn upload_domain(&self, host: ArrayView3<'_, f32>) -> Result<DeviceStack> {
+        let (v, _) = self.upload_volume(host)?;
+        Ok(v)
     }
 
     /// Uploads host sinograms `[slice][angle][bin]`.
@@ -379,16 +418,19 @@ impl CudaJoseph {
             ))
             .into());
         }
-        let s = self.alloc_sinograms(ns)?;
+        let mut s = self.alloc_sinograms(ns)?;
         let staging = self.alloc_sinograms(ns)?;
-        self.upload_into(host, &s, &staging)?;
-        self.stream.synchronize()?;
+        self.upload_into(host, &mut s, &staging)?;
+        self.queue.stream().synchronize()?;
         Ok(s)
     }
 
     /// Downloads a device stack into a host array of its shape.
     pub fn download(&self, dev: &DeviceStack) -> Result<Array3<f32>> {
-        let staging = self.alloc(dev.slices, dev.rows, dev.cols, "download staging")?;
+        let Some((ns, rows, cols, _)) = stack(dev) else {
+            return dev.download_flat();
+        };
+        let staging = self.alloc(ns, rows, cols, "download staging")?;
         let mut out = Array3::<f32>::zeros(dev.dim());
         self.download_from(dev, &staging, out.view_mut())?;
         Ok(out)

@@ -1,6 +1,16 @@
 //! SIRT resident on one or several devices (parallel beam).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use tomors_core::iterative::{IterativeOptions, IterativeResult, StopReason, Weighting};
+use tomors_core::linalg::Vector;
+
 use super::*;
+use crate::fbp::MultiCudaBackend;
+use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
+use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
 
 /// Device options of [`sirt_cuda`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -19,7 +29,7 @@ pub struct GpuSirtOptions {
 }
 
 /// Checks the inputs of [`sirt_cuda`] (no GPU needed): the algorithm is
-/// SIRT, at least one iteration, a positive finite relaxation, a
+/// SIRT or block-sequential (SART, BLOCK-IT), at least one iteration, a positive finite relaxation, a
 /// non-negative finite tolerance, a valid constraint box, sinograms that
 /// fit the geometry, an initial volume that fits the grid, finite data.
 /// Returns the weighting.
@@ -54,47 +64,31 @@ pub fn check_sirt_inputs(
         }
     }
     check_sizes(geometry, grid)?;
-    find_non_finite(sinograms, "the sinogram data")?;
-    if let Some(x0) = initial {
-        find_non_finite(x0, "the initial volume")?;
-    }
+    check_finite(sinograms, "the sinogram data", initial)?;
     Ok(weighting)
 }
 
 /// Per-slab outcome.
 pub(super) struct SlabOut {
+    /// `‖b − A·x‖²` of the slab after each iteration.
     sq: Vec<f64>,
     b_sq: f64,
     stop: StopReason,
 }
 
-pub(super) struct Shared<'a> {
-    lambda: f64,
-    options: &'a IterativeOptions,
-    progress: &'a (dyn Fn(&GpuIteration) -> bool + Sync),
-    stop: AtomicBool,
-    slabs: usize,
-}
-
-/// One device's state for a run: projector and weights.
-pub(super) struct DeviceRun {
-    op: CudaJoseph,
-    m: Option<DeviceBuffer>,
-    t: Option<DeviceBuffer>,
-}
-
-/// Runs SIRT on one slab (host views of its sinograms, initial volume and
-/// output), resident on the device.
+/// Runs the solver on one slab (host views of its sinograms, initial
+/// volume and output), resident on the device: upload, solve, download.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn solve_slab(
-    dev: &DeviceRun,
+    op: &CudaJoseph,
     index: usize,
     b_host: ArrayView3<'_, f32>,
     x0: Option<ArrayView3<'_, f32>>,
     out: ArrayViewMut3<'_, f32>,
-    sh: &Shared<'_>,
+    options: &IterativeOptions,
+    progress: &Progress<'_>,
     stats: &mut SirtStats,
 ) -> Result<SlabOut> {
-    let op = &dev.op;
     let t_setup = Instant::now();
     let ns = b_host.len_of(Axis(0));
     let b_sq: f64 = {
@@ -105,101 +99,60 @@ pub(super) fn solve_slab(
             .map(|s| s.iter().map(|&v| v as f64 * v as f64).sum::<f64>())
             .sum()
     };
-    let b_norm = b_sq.sqrt();
-    let rel = |r2: f64| {
-        if b_norm > 0.0 {
-            r2.sqrt() / b_norm
-        } else {
-            r2.sqrt()
-        }
-    };
-    let b = op.alloc_sinograms(ns)?;
-    let r = op.alloc_sinograms(ns)?;
-    let x = op.alloc_volume(ns)?;
-    let mut xt = op.alloc_volume(ns)?;
-    let g = op.alloc_volume(ns)?;
-    op.upload_into(b_host, &b, &r)?;
-    match x0 {
-        Some(x0) => {
-            let c = sh.options.constraint;
-            let clamped = x0.mapv(|v| clamp(&c, v));
-            op.upload_into(clamped.view(), &x, &g)?;
-        }
-        None => op.fill(&x, clamp(&sh.options.constraint, 0.0))?,
-    }
-    op.transpose_dev(&x, &mut xt)?;
-    op.stream.synchronize()?;
-    stats.setup_s += t_setup.elapsed().as_secs_f64();
-
-    let ctx = &op.ctx;
-    let ev: Vec<Event> = (0..5).map(|_| Event::new(ctx)).collect::<Result<_>>()?;
-    let t_loop = Instant::now();
-    // r = A x, then r = M (b − A x).
-    ev[0].record(&op.stream)?;
-    op.forward_impl(&x, &xt, &r, false)?;
-    ev[1].record(&op.stream)?;
-    op.residual(&b, &r, dev.m.as_ref())?;
-    ev[1].synchronize()?;
-    stats.forward_s += ev[0].elapsed_ms(&ev[1])? as f64 * 1e-3;
-    stats.forward_count += 1;
-    let lambda = sh.lambda as f32;
-    let mut sq = Vec::with_capacity(sh.options.iterations);
-    let mut stop = StopReason::Iterations;
-    for it in 1..=sh.options.iterations {
-        if sh.stop.load(Ordering::Relaxed) {
-            stop = StopReason::Callback;
-            break;
-        }
-        ev[0].record(&op.stream)?;
-        op.back_impl(&r, &g)?;
-        ev[1].record(&op.stream)?;
-        op.update(&x, &xt, &g, dev.t.as_ref(), lambda, &sh.options.constraint)?;
-        ev[2].record(&op.stream)?;
-        op.forward_impl(&x, &xt, &r, false)?;
-        ev[3].record(&op.stream)?;
-        op.residual(&b, &r, dev.m.as_ref())?;
-        ev[4].record(&op.stream)?;
-        let r2 = op.partial_sum()?;
-        stats.back_s += ev[0].elapsed_ms(&ev[1])? as f64 * 1e-3;
-        stats.elementwise_s +=
-            (ev[1].elapsed_ms(&ev[2])? + ev[3].elapsed_ms(&ev[4])?) as f64 * 1e-3;
-        stats.forward_s += ev[2].elapsed_ms(&ev[3])? as f64 * 1e-3;
-        stats.forward_count += 1;
-        stats.iterations += 1;
-        let res = rel(r2);
-        if !res.is_finite() {
-            return Err(CoreError::Data(format!(
-                "the iteration diverged at iteration {it} (relaxation too large?)"
-            ))
-            .into());
-        }
-        sq.push(r2);
-        let info = GpuIteration {
-            slab: (index, sh.slabs),
-            iteration: it,
-            residual: res,
-        };
-        if !(sh.progress)(&info) {
-            sh.stop.store(true, Ordering::Relaxed);
-            stop = StopReason::Callback;
-            break;
-        }
-        if let Some(tol) = sh.options.tolerance {
-            if res <= tol {
-                stop = StopReason::Tolerance;
-                break;
+    let lin = op.operator(ns)?;
+    let prepared = Prepared::new(&lin, &options.algorithm)?;
+    let mut b = op.alloc_sinograms(ns)?;
+    let mut x = op.alloc_volume(ns)?;
+    {
+        // The sinograms' staging buffer, then the volume's (the gradient's
+        // buffer later).
+        let staging = op.alloc_sinograms(ns)?;
+        op.upload_into(b_host, &mut b, &staging)?;
+        drop(staging);
+        match x0 {
+            Some(x0) => {
+                let staging = op.alloc_volume(ns)?;
+                op.upload_into(x0, &mut x, &staging)?;
             }
+            None => x.fill(0.0)?,
         }
     }
-    stats.loop_s += t_loop.elapsed().as_secs_f64();
-    let t_down = Instant::now();
-    op.download_from(&x, &g, out)?;
-    stats.download_s += t_down.elapsed().as_secs_f64();
+    let slab = Progress {
+        slab: (index, progress.slab.1),
+        ..*progress
+    };
+    let (report, ()) = run_resident(
+        &prepared,
+        op.queue(),
+        b,
+        x,
+        options,
+        &slab,
+        stats,
+        t_setup,
+        |x| op.download_from(&x, &op.alloc_volume(ns)?, out),
+    )?;
     let t_free = Instant::now();
-    drop((b, r, x, xt, g, ev));
+    drop(prepared);
     stats.free_s += t_free.elapsed().as_secs_f64();
     stats.slabs += 1;
-    Ok(SlabOut { sq, b_sq, stop })
+    let b_norm = b_sq.sqrt();
+    let sq = report
+        .residuals
+        .iter()
+        .map(|r| {
+            if b_norm > 0.0 {
+                (r * b_norm).powi(2)
+            } else {
+                r * r
+            }
+        })
+        .collect();
+    Ok(SlabOut {
+        sq,
+        b_sq,
+        stop: report.stop,
+    })
 }
 
 /// SIRT on one GPU: see [`sirt_cuda_multi`].
@@ -226,22 +179,31 @@ pub fn sirt_cuda(
     )
 }
 
-/// SIRT (`options.algorithm` must be [`Algorithm::Sirt`](tomors_core::iterative::Algorithm::Sirt)) of `sinograms`
-/// (`[slice][angle][bin]`) on the devices of `backend`, resident on each
-/// device: slabs of slices are handed round-robin to the devices, each slab
-/// is uploaded once, iterated `options.iterations` times (or until its
-/// relative residual reaches `options.tolerance`, or `progress` returns
-/// `false`, which stops every slab) and downloaded once.
+/// SIRT, or SART / BLOCK-IT (`options.algorithm` is
+/// [`Algorithm::Sirt`](tomors_core::iterative::Algorithm::Sirt) or
+/// [`Algorithm::BlockSequential`](tomors_core::iterative::Algorithm::BlockSequential)),
+/// of `sinograms` (`[slice][angle][bin]`) on the devices of `backend`,
+/// resident on each device: slabs of slices are handed round-robin to the
+/// devices, each slab is uploaded once, iterated by tomors-core's
+/// [`solve`](tomors_core::iterative::solve) on [`CudaJoseph::operator`]
+/// `options.iterations` times (or until its relative residual reaches
+/// `options.tolerance`, or `progress` returns `false`, which stops every
+/// slab) and downloaded once. Per SIRT iteration the device runs one back
+/// projection, one update (`dv_update_t`, writing the volume and its
+/// transposed copy), one forward projection and one residual kernel with
+/// the partial sums of `‖b − A·x‖²` (the one value read back).
 ///
 /// The result matches tomors-core's
 /// [`reconstruct`](tomors_core::iterative::reconstruct) with the
 /// [`JosephProjector`](tomors_core::iterative::JosephProjector) in f32 up to
-/// rounding; the relaxation defaults to 1 for row/column sums and to
-/// `1/ρ(T·Aᵀ·M·A)` (power iteration on the first device) otherwise. The
+/// rounding; the relaxation defaults to tomors-core's
+/// [`default_relaxation_of`](tomors_core::iterative::default_relaxation_of)
+/// (1 for row/column sums, power iteration on the first device otherwise). The
 /// residual history is the relative residual of the whole stack (slabs that
 /// stopped early count with their last residual).
 ///
-/// Errors: those of [`check_sirt_inputs`], device memory too small for one
+/// Errors: those of [`check_sirt_inputs`] (ART and the block-parallel
+/// method are not supported on the GPU), device memory too small for one
 /// group of slices, driver, compilation and launch errors, divergence.
 #[allow(clippy::too_many_arguments)]
 pub fn sirt_cuda_multi(
@@ -271,7 +233,7 @@ pub(super) fn sirt_on(
     gpu: &GpuSirtOptions,
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
-    let weighting = check_sirt_inputs(geometry, grid, &sinograms, initial.as_ref(), options)?;
+    check_sirt_inputs(geometry, grid, &sinograms, initial.as_ref(), options)?;
     if devices.is_empty() {
         return Err(CudaError::Parameter("no CUDA device selected".into()));
     }
@@ -288,12 +250,12 @@ pub(super) fn sirt_on(
         s => s,
     };
     let t0 = Instant::now();
-    // One projector and the weights per device (in parallel).
-    let runs: Vec<Result<DeviceRun>> = std::thread::scope(|s| {
+    // One projector per device (in parallel).
+    let runs: Vec<Result<CudaJoseph>> = std::thread::scope(|s| {
         let hs: Vec<_> = devices
             .iter()
             .map(|d| {
-                s.spawn(move || -> Result<DeviceRun> {
+                s.spawn(move || -> Result<CudaJoseph> {
                     let ap = if gpu.rays_per_thread == 0 {
                         AP
                     } else {
@@ -303,7 +265,7 @@ pub(super) fn sirt_on(
                         0 => DEFAULT_BACK_GROUP.min(if ns >= 16 { 16 } else { sg }),
                         b => b,
                     };
-                    let op = CudaJoseph::tuned(
+                    CudaJoseph::tuned(
                         d,
                         geometry,
                         grid,
@@ -313,9 +275,7 @@ pub(super) fn sirt_on(
                             rays_per_thread: ap,
                             paired: gpu.paired.unwrap_or(DEFAULT_PAIR),
                         },
-                    )?;
-                    let (m, t) = op.weights(weighting)?;
-                    Ok(DeviceRun { op, m, t })
+                    )
                 })
             })
             .collect();
@@ -327,30 +287,17 @@ pub(super) fn sirt_on(
             })
             .collect()
     });
-    let runs: Vec<DeviceRun> = runs.into_iter().collect::<Result<_>>()?;
-    let lambda = match options.relaxation {
-        Some(l) => l,
-        None if weighting == Weighting::RowColumnSums => 1.0,
-        None => {
-            let r = &runs[0];
-            let rho =
-                r.op.power_iteration(r.m.as_ref(), r.t.as_ref(), POWER_ITERATIONS)?;
-            if rho <= 0.0 {
-                return Err(CoreError::Data(
-                    "the projector is zero on this grid (no ray meets the image)".into(),
-                )
-                .into());
-            }
-            1.0 / rho
-        }
-    };
+    let runs: Vec<CudaJoseph> = runs.into_iter().collect::<Result<_>>()?;
+    // The relaxation from one slice on the first device (every slice has
+    // the same operator).
+    let (options, lambda) = with_relaxation(&runs[0].operator(1)?, options)?;
     // Slab size: what fits beside 512 MiB spare on the smallest device,
     // shared evenly between the devices.
-    let unit = runs.iter().map(|r| r.op.pad).max().unwrap_or(sg);
+    let unit = runs.iter().map(|r| r.pad).max().unwrap_or(sg);
     let per_group = unit * 4 * (2 * na * nb + 3 * ny * nx);
     let mut fit = usize::MAX;
     for r in &runs {
-        let (free, _) = r.op.ctx.mem_info()?;
+        let (free, _) = r.context().mem_info()?;
         fit = fit.min(free.saturating_sub(512 << 20) / per_group.max(1));
     }
     if fit == 0 {
@@ -368,12 +315,11 @@ pub(super) fn sirt_on(
     let setup_s = t0.elapsed().as_secs_f64();
 
     let mut x = Array3::<f32>::zeros((ns, ny, nx));
-    let sh = Shared {
-        lambda,
-        options,
-        progress,
-        stop: AtomicBool::new(false),
-        slabs: n_slabs,
+    let stop = AtomicBool::new(false);
+    let sh = Progress {
+        slab: (0, n_slabs),
+        callback: progress,
+        stop: &stop,
     };
     type Job<'v> = (
         usize,
@@ -401,11 +347,11 @@ pub(super) fn sirt_on(
             .iter()
             .zip(per_dev)
             .map(|(run, jobs)| {
-                let (sh, outs, total) = (&sh, &outs, &total);
+                let (sh, outs, total, options) = (&sh, &outs, &total, &options);
                 s.spawn(move || -> Result<()> {
                     let mut st = SirtStats::default();
                     for (i, b, x0, o) in jobs {
-                        let r = solve_slab(run, i, b, x0, o, sh, &mut st);
+                        let r = solve_slab(run, i, b, x0, o, options, sh, &mut st);
                         match r {
                             Ok(out) => outs
                                 .lock()

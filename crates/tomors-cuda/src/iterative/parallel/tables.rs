@@ -1,6 +1,7 @@
 //! The per-projection constant tables of the parallel-beam Joseph kernels.
 
 use super::*;
+use crate::runtime::DeviceBuffer;
 
 /// Per-projection constants of `jp_forward` (layout of `FpAngle`).
 #[repr(C)]
@@ -37,20 +38,14 @@ pub(super) struct FpGroup {
 }
 
 /// Groups of neighbouring projections (sorted by stepping direction and
-/// angle modulo π) for `jp_forward`.
-pub(super) fn angle_groups(
-    geometry: &ParallelGeometry,
-    fp: &[FpAngle],
-    per: usize,
-) -> Vec<FpGroup> {
-    let pi = std::f64::consts::PI;
+/// angle modulo π, `keys`) of `fp` for `jp_forward`, with indices into `fp`.
+pub(super) fn angle_groups(keys: &[f64], fp: &[FpAngle], per: usize) -> Vec<FpGroup> {
     let mut order: Vec<usize> = (0..fp.len()).collect();
-    let key = |i: usize| (geometry.angles()[i] as f64).rem_euclid(pi);
     order.sort_by(|&a, &b| {
         fp[a]
             .transposed
             .cmp(&fp[b].transposed)
-            .then(key(a).total_cmp(&key(b)))
+            .then(keys[a].total_cmp(&keys[b]))
     });
     let mut groups = Vec::new();
     let mut i = 0;
@@ -69,6 +64,47 @@ pub(super) fn angle_groups(
         groups.push(g);
     }
     groups
+}
+
+/// The device tables of the kernels for one block of projections (any
+/// subset, any order): the forward and back constants of its projections
+/// in block order, the forward groups (indices into the block), and the
+/// projection indices (for selecting the block's rows).
+pub(crate) struct BlockTables {
+    pub(super) fp: DeviceBuffer,
+    pub(super) groups: DeviceBuffer,
+    pub(super) n_groups: usize,
+    pub(super) bp: DeviceBuffer,
+    pub(super) idx: DeviceBuffer,
+    /// Projections in the block.
+    pub(super) len: usize,
+}
+
+impl BlockTables {
+    /// The tables of the projections `angles` (valid indices into `fp`,
+    /// `bp`, `keys`, non-empty), uploaded on `queue`.
+    pub(super) fn new(
+        queue: &Queue,
+        angles: &[usize],
+        fp: &[FpAngle],
+        bp: &[BpAngle],
+        keys: &[f64],
+        per: usize,
+    ) -> Result<Self> {
+        let fp_b: Vec<FpAngle> = angles.iter().map(|&a| fp[a]).collect();
+        let bp_b: Vec<BpAngle> = angles.iter().map(|&a| bp[a]).collect();
+        let keys_b: Vec<f64> = angles.iter().map(|&a| keys[a]).collect();
+        let idx: Vec<i32> = angles.iter().map(|&a| a as i32).collect();
+        let groups = angle_groups(&keys_b, &fp_b, per);
+        Ok(Self {
+            fp: queue.upload_small(&fp_b, "forward constants")?,
+            groups: queue.upload_small(&groups, "forward groups")?,
+            n_groups: groups.len(),
+            bp: queue.upload_small(&bp_b, "back constants")?,
+            idx: queue.upload_small(&idx, "projection indices")?,
+            len: angles.len(),
+        })
+    }
 }
 
 /// Per-projection constants of `jp_back` (layout of `BpAngle`).
