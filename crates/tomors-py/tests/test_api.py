@@ -114,3 +114,30 @@ def test_read_npy_and_raw(tmp_path):
     r = tomors.read(tmp_path / "p.raw", raw_shape=PROJ.shape, raw_dtype="u16", raw_endian="big",
                     raw_offset=6)
     assert np.array_equal(r.projections, raw.astype(np.float32))
+
+
+def test_type_stubs_match_the_functions():
+    """__init__.pyi and py.typed ship with the package and list every public
+    function with the runtime's parameters."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    here = Path(tomors.__file__).parent
+    assert (here / "py.typed").exists()
+    tree = ast.parse((here / "__init__.pyi").read_text())
+    stubs = {
+        n.name: [a.arg for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs]
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef)
+    }
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    for name in tomors.__all__:
+        if name == "__version__":
+            continue
+        obj = getattr(tomors, name)
+        if inspect.isclass(obj):
+            assert name in classes, name
+            continue
+        assert name in stubs, f"{name} missing from __init__.pyi"
+        assert list(inspect.signature(obj).parameters) == stubs[name], name
