@@ -50,7 +50,11 @@ fn main() {
                 .expect("fbp");
             start = end;
         }
-        println!("{:.4} {:.2}", t.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+        println!(
+            "{:.4} {:.2}",
+            t.elapsed().as_secs_f64(),
+            cpu_seconds() - cpu
+        );
         std::hint::black_box(&out);
     }
 }

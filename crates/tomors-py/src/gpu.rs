@@ -59,9 +59,7 @@ pub fn open_gpu(devices: Option<&str>) -> Result<CudaBackend> {
 fn parse_kernel(kernel: Option<&str>) -> Result<KernelChoice> {
     match kernel {
         None => Ok(KernelChoice::Auto),
-        Some(k) => k
-            .parse::<KernelChoice>()
-            .map_err(|e| value(e.to_string())),
+        Some(k) => k.parse::<KernelChoice>().map_err(|e| value(e.to_string())),
     }
 }
 

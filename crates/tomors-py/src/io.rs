@@ -5,11 +5,15 @@
 use std::path::PathBuf;
 
 use ndarray::{Array3, ArrayD, Axis};
-use numpy::{IntoPyArray, PyArray3, PyArrayDyn, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArrayDyn};
+use numpy::{
+    IntoPyArray, PyArray3, PyArrayDyn, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArrayDyn,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rayon::prelude::*;
-use tomors_io::preprocess::{average_groups, flat_dark_correct, remove_zingers as zingers, Average};
+use tomors_io::preprocess::{
+    average_groups, flat_dark_correct, remove_zingers as zingers, Average,
+};
 use tomors_io::source::{Endian, RawDtype, RawSpec};
 use tomors_io::tiffio::TiffDepth;
 use tomors_io::writer::create_writer_with;
@@ -96,7 +100,10 @@ pub fn read<'py>(
 }
 
 /// Frames `[frame][row][col]` grouped by equal consecutive positions.
-fn frame_groups(frames: &ndarray::ArrayView3<'_, f32>, positions: &[f64]) -> Result<Vec<FrameGroup>> {
+fn frame_groups(
+    frames: &ndarray::ArrayView3<'_, f32>,
+    positions: &[f64],
+) -> Result<Vec<FrameGroup>> {
     let n = frames.len_of(Axis(0));
     if positions.len() != n {
         return Err(value(format!(
@@ -109,7 +116,10 @@ fn frame_groups(frames: &ndarray::ArrayView3<'_, f32>, positions: &[f64]) -> Res
     for i in 1..=n {
         if i == n || positions[i] != positions[start] {
             if !positions[start].is_finite() {
-                return Err(value(format!("frame position {} is not finite", positions[start])));
+                return Err(value(format!(
+                    "frame position {} is not finite",
+                    positions[start]
+                )));
             }
             out.push(FrameGroup {
                 position: positions[start],
@@ -224,12 +234,17 @@ pub fn remove_zingers<'py>(
     let proj = proj.as_array();
     let out = compute(py, || {
         if !(threshold.is_finite() && threshold > 0.0) {
-            return Err(value(format!("zinger threshold {threshold} must be positive")));
+            return Err(value(format!(
+                "zinger threshold {threshold} must be positive"
+            )));
         }
         Ok(per_sinogram(proj, |s| zingers(s, threshold)))
     })?;
     Ok(out.into_pyarray(py))
 }
+
+/// `(centre, quality, [(row, centre, quality), …])` of [`find_center`].
+pub type CenterFound = (f32, f32, Vec<(usize, f32, f32)>);
 
 /// `tomors.find_center`: the rotation centre (Vo et al. 2014) on detector
 /// rows `rows` of preprocessed projections; returns `(centre, quality,
@@ -243,7 +258,7 @@ pub fn find_center(
     rows: Option<Vec<usize>>,
     smin: f32,
     smax: f32,
-) -> PyResult<(f32, f32, Vec<(usize, f32, f32)>)> {
+) -> PyResult<CenterFound> {
     let proj = proj.as_array();
     let theta = theta.as_array().to_vec();
     compute(py, || {
@@ -277,9 +292,7 @@ pub fn find_center(
         let mut found = Vec::new();
         for &r in &rows {
             if r >= nr {
-                return Err(value(format!(
-                    "row {r} outside the detector's {nr} rows"
-                )));
+                return Err(value(format!("row {r} outside the detector's {nr} rows")));
             }
             let sino = proj.index_axis(Axis(1), r);
             let res = tomors_io::find_center(sino, &theta, &options)?;
@@ -323,7 +336,11 @@ pub fn write(
                 return Err(value(format!("tiff_bits={b}: use 32, 16 or 8")))
             }
             (f, 32) => f,
-            (_, b) => return Err(value(format!("tiff_bits={b} applies to TIFF-stack outputs only"))),
+            (_, b) => {
+                return Err(value(format!(
+                    "tiff_bits={b} applies to TIFF-stack outputs only"
+                )))
+            }
         };
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -349,7 +366,8 @@ pub fn write(
             }
             .into());
         }
-        let mut meta = VolumeMeta::default().text("software", concat!("tomors ", env!("CARGO_PKG_VERSION")));
+        let mut meta =
+            VolumeMeta::default().text("software", concat!("tomors ", env!("CARGO_PKG_VERSION")));
         for (k, v) in attributes.unwrap_or_default() {
             meta = meta.text(&k, &v);
         }

@@ -12,12 +12,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tomors_core::fbp::{check_finite, projections_to_sinograms};
 use tomors_core::iterative::{
-    all_angles, projector, reconstruct, Algorithm, Constraint, IterativeOptions,
-    IterativeResult, ProjectorKind, RayOrder, Weighting,
+    all_angles, projector, reconstruct, Algorithm, Constraint, IterativeOptions, IterativeResult,
+    ProjectorKind, RayOrder, Weighting,
 };
 use tomors_core::{
-    Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, ParallelGeometry,
-    SliceGrid,
+    Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, ParallelGeometry, SliceGrid,
 };
 
 use crate::boundary::{compute, value, Progress, Result};
@@ -77,9 +76,9 @@ fn sinograms<'a>(
     rows: std::ops::Range<usize>,
 ) -> Result<ndarray::CowArray<'a, f32, ndarray::Ix3>> {
     if sinogram_order {
-        Ok(tomo.clone().slice_move(s![rows, .., ..]).into())
+        Ok((*tomo).slice_move(s![rows, .., ..]).into())
     } else {
-        Ok(projections_to_sinograms(tomo.clone(), rows)?.into())
+        Ok(projections_to_sinograms(*tomo, rows)?.into())
     }
 }
 
@@ -120,8 +119,7 @@ pub fn fbp<'py>(
         check_finite(tomo.view(), "the projections")?;
         let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
         let grid = SliceGrid::for_geometry(&geometry);
-        let backend: Box<dyn Backend> =
-            fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
+        let backend: Box<dyn Backend> = fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
         let slab = slab.max(1);
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
         let mut start = 0;

@@ -3,7 +3,9 @@
 //! metrics (`tomors.nrmse`, `tomors.psnr`, `tomors.ssim`).
 
 use ndarray::Array1;
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayDyn, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayDyn, PyReadonlyArray1, PyReadonlyArray2,
+};
 use pyo3::prelude::*;
 use tomors_core::cone::{project_cone, DEFAULT_SUBPIXELS};
 use tomors_core::metrics;
@@ -24,15 +26,23 @@ fn check_size(n: usize) -> Result<()> {
 /// `[nz][n][n]` (3D), filling the slice (as `tomors phantom`).
 #[pyfunction]
 #[pyo3(signature = (n, nz))]
-pub fn shepp_logan(py: Python<'_>, n: usize, nz: Option<usize>) -> PyResult<Bound<'_, PyArrayDyn<f32>>> {
+pub fn shepp_logan(
+    py: Python<'_>,
+    n: usize,
+    nz: Option<usize>,
+) -> PyResult<Bound<'_, PyArrayDyn<f32>>> {
     let out = compute(py, || {
         check_size(n)?;
         let grid = SliceGrid::new(n, n)?;
         let scale = n as f64 / 2.0;
         Ok(match nz {
-            None => Phantom2d::shepp_logan().rasterize(&grid, scale, 8).into_dyn(),
+            None => Phantom2d::shepp_logan()
+                .rasterize(&grid, scale, 8)
+                .into_dyn(),
             Some(0) => return Err(value("nz must be at least 1")),
-            Some(nz) => Phantom3d::shepp_logan().rasterize(&grid, nz, scale, 2).into_dyn(),
+            Some(nz) => Phantom3d::shepp_logan()
+                .rasterize(&grid, nz, scale, 2)
+                .into_dyn(),
         })
     })?;
     Ok(out.into_pyarray(py))
@@ -57,7 +67,9 @@ pub fn shepp_logan_projections<'py>(
         Ok(match nz {
             None => Phantom2d::shepp_logan().project(&g, scale).into_dyn(),
             Some(0) => return Err(value("nz must be at least 1")),
-            Some(nz) => Phantom3d::shepp_logan().project(&g, nz, 1.0, scale).into_dyn(),
+            Some(nz) => Phantom3d::shepp_logan()
+                .project(&g, nz, 1.0, scale)
+                .into_dyn(),
         })
     })?;
     Ok(out.into_pyarray(py))
@@ -100,13 +112,20 @@ pub fn disc_mask(py: Python<'_>, ny: usize, nx: usize, radius: f64) -> Bound<'_,
     metrics::disc_mask(ny, nx, radius).into_pyarray(py)
 }
 
+/// A metric of `tomors_core::metrics` with a mask.
+type MetricFn = fn(
+    ndarray::ArrayView2<'_, f32>,
+    ndarray::ArrayView2<'_, f32>,
+    Option<&ndarray::Array2<bool>>,
+) -> tomors_core::Result<f64>;
+
 /// The metrics' common argument handling.
 fn metric<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'py, f32>,
     reference: PyReadonlyArray2<'py, f32>,
     mask: Option<PyReadonlyArray2<'py, bool>>,
-    f: fn(ndarray::ArrayView2<'_, f32>, ndarray::ArrayView2<'_, f32>, Option<&ndarray::Array2<bool>>) -> tomors_core::Result<f64>,
+    f: MetricFn,
 ) -> PyResult<f64> {
     let (x, r) = (x.as_array(), reference.as_array());
     let mask = mask.map(|m| m.as_array().to_owned());
