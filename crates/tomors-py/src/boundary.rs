@@ -195,3 +195,31 @@ impl Progress {
         result
     }
 }
+
+/// Total physical memory in bytes (Linux: `/proc/meminfo`), if known.
+fn physical_memory() -> Option<u128> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Refuses an array of `dims` float32 values that could never be allocated
+/// (more bytes than the machine has memory, or an overflowing size): an
+/// allocation failure would abort the interpreter, a `ValueError` does not.
+pub fn check_size(what: &str, dims: &[usize]) -> Result<()> {
+    let bytes = dims
+        .iter()
+        .try_fold(4u128, |acc, &d| acc.checked_mul(d as u128));
+    let limit = physical_memory().unwrap_or(isize::MAX as u128);
+    match bytes {
+        Some(b) if b <= limit && b <= isize::MAX as u128 => Ok(()),
+        _ => {
+            Err(value(format!(
+            "{what} of shape {dims:?} would need {} GiB, more than this machine's {} GiB of memory",
+            bytes.map_or("too many".to_string(), |b| format!("{:.1}", b as f64 / 1073741824.0)),
+            limit / 1073741824
+        )))
+        }
+    }
+}

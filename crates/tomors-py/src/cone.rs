@@ -16,7 +16,7 @@ use tomors_core::iterative::{
 };
 use tomors_core::{FilterKind, FilterSpec, Padding};
 
-use crate::boundary::{compute, value, Progress, Result};
+use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::gpu::{cone_backend, gpu_usable, open_gpu, Choice};
 use crate::parallel::{iterative_options, parse_name, result_info};
 
@@ -54,6 +54,7 @@ pub fn cone_volume(
     voxel_size: Option<f32>,
 ) -> Result<ConeVolume> {
     let (nz, ny, nx) = shape.unwrap_or((g.n_rows(), g.n_cols(), g.n_cols()));
+    check_size("the volume", &[nz, ny, nx])?;
     let v = match voxel_size {
         Some(s) => ConeVolume::new(nx, ny, nz, s)?,
         None => g.fitting_volume(nx, ny, nz)?,
@@ -244,6 +245,7 @@ pub fn project_cone<'py>(
         let (nz, ny, nx) = volume.dim();
         let na = theta.len();
         let (nr, nc) = detector;
+        check_size("the projections", &[na, nr, nc])?;
         let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
         let vol = cone_volume(&g, Some((nz, ny, nx)), voxel_size)?;
         let p = cone_projector::<f32>(kind, &g, &vol, None)?;

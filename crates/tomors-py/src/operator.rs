@@ -12,7 +12,7 @@ use tomors_core::fbp::check_finite;
 use tomors_core::iterative::{all_angles, cone_projector, projector, ConeOperator, Projector};
 use tomors_core::SliceGrid;
 
-use crate::boundary::{compute, value, Result};
+use crate::boundary::{check_size, compute, value, Result};
 use crate::cone::{cone_geometry, cone_volume};
 use crate::parallel::{parallel_geometry, parse_name};
 
@@ -118,6 +118,8 @@ impl Operator {
             let na = theta.len();
             let g = parallel_geometry(theta, na, n_bins, center, centers)?;
             let grid = SliceGrid::new(nx, ny)?;
+            check_size("the volume", &[slices, ny, nx])?;
+            check_size("the projections", &[slices, na, n_bins])?;
             let p = projector::<f32>(kind, &g, &grid, None)?;
             Ok(Self {
                 model: Model::Parallel(p),
@@ -149,6 +151,7 @@ impl Operator {
             let kind = parse_name(projector_name)?;
             let na = theta.len();
             let (nr, nc) = detector;
+            check_size("the projections", &[na, nr, nc])?;
             let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
             let vol = cone_volume(&g, shape, voxel_size)?;
             let p = cone_projector::<f32>(kind, &g, &vol, None)?;

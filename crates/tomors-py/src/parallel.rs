@@ -19,7 +19,7 @@ use tomors_core::{
     Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, ParallelGeometry, SliceGrid,
 };
 
-use crate::boundary::{compute, value, Progress, Result};
+use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::gpu::{fbp_backend, gpu_usable, open_gpus, Choice};
 
 /// Parses a name with the library's `FromStr` (whose error is a message).
@@ -119,6 +119,7 @@ pub fn fbp<'py>(
         check_finite(tomo.view(), "the projections")?;
         let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
         let grid = SliceGrid::for_geometry(&geometry);
+        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
         let backend: Box<dyn Backend> = fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
         let slab = slab.max(1);
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
@@ -275,6 +276,7 @@ pub fn recon_iterative<'py>(
         check_finite(tomo.view(), "the projections")?;
         let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
         let grid = SliceGrid::for_geometry(&geometry);
+        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
         let sino = sinograms(&tomo, sinogram_order, 0..n_rows)?;
         let on_gpu = match choice {
             Choice::Cpu => false,
@@ -336,6 +338,7 @@ pub fn project<'py>(
         let n_angles = theta.len();
         let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
         let grid = SliceGrid::new(nx, ny)?;
+        check_size("the projections", &[nz, n_angles, n_bins])?;
         let p = projector::<f32>(kind, &geometry, &grid, None)?;
         let mut out = Array3::<f32>::zeros((nz, n_angles, n_bins));
         p.forward(volume.view(), &all_angles(n_angles), out.view_mut())?;
@@ -374,6 +377,7 @@ pub fn backproject<'py>(
         let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
         let (ny, nx) = shape.unwrap_or((n_bins, n_bins));
         let grid = SliceGrid::new(nx, ny)?;
+        check_size("the volume", &[n_rows, ny, nx])?;
         let p = projector::<f32>(kind, &geometry, &grid, None)?;
         let sino = sinograms(&tomo, sinogram_order, 0..n_rows)?;
         let mut out = Array3::<f32>::zeros((n_rows, ny, nx));

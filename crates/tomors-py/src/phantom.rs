@@ -12,10 +12,10 @@ use tomors_core::metrics;
 use tomors_core::phantom::{Phantom2d, Phantom3d};
 use tomors_core::{ParallelGeometry, SliceGrid};
 
-use crate::boundary::{compute, value, Result};
+use crate::boundary::{check_size, compute, value, Result};
 use crate::cone::{cone_geometry, cone_volume};
 
-fn check_size(n: usize) -> Result<()> {
+fn check_n(n: usize) -> Result<()> {
     if n < 2 {
         return Err(value(format!("size {n} must be at least 2")));
     }
@@ -32,7 +32,8 @@ pub fn shepp_logan(
     nz: Option<usize>,
 ) -> PyResult<Bound<'_, PyArrayDyn<f32>>> {
     let out = compute(py, || {
-        check_size(n)?;
+        check_n(n)?;
+        check_size("the phantom", &[nz.unwrap_or(1), n, n])?;
         let grid = SliceGrid::new(n, n)?;
         let scale = n as f64 / 2.0;
         Ok(match nz {
@@ -61,7 +62,8 @@ pub fn shepp_logan_projections<'py>(
 ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
     let theta = theta.as_array().to_vec();
     let out = compute(py, || {
-        check_size(n)?;
+        check_n(n)?;
+        check_size("the projections", &[theta.len(), nz.unwrap_or(1), n])?;
         let g = ParallelGeometry::new(theta, n)?;
         let scale = n as f64 / 2.0;
         Ok(match nz {
@@ -95,6 +97,7 @@ pub fn shepp_logan_cone<'py>(
     let (p, v, s) = compute(py, || {
         let na = theta.len();
         let (nr, nc) = detector;
+        check_size("the projections", &[na, nr, nc])?;
         let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
         let vol = cone_volume(&g, None, None)?;
         let phantom = Phantom3d::shepp_logan();
