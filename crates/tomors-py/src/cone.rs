@@ -214,7 +214,11 @@ pub fn recon_cone<'py>(
             progress.report(info.iteration, options.iterations)
         })
         .map_err(Into::into);
-        Ok((progress.finish(result)?, "cpu".to_string(), vol.voxel_size))
+        Ok((
+            progress.finish(result)?,
+            tomors_core::Backend::name(&tomors_core::cpu::CpuBackend::new()),
+            vol.voxel_size,
+        ))
     })?;
     let info = result_info(py, &result, &device)?;
     info.set_item("voxel_size", voxel)?;

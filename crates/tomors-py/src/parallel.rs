@@ -10,6 +10,7 @@ use ndarray::{s, Array3, ArrayView3};
 use numpy::{IntoPyArray, PyArray3, PyReadonlyArray1, PyReadonlyArray3};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use tomors_core::cpu::CpuBackend;
 use tomors_core::fbp::{check_finite, projections_to_sinograms};
 use tomors_core::iterative::{
     all_angles, projector, reconstruct, Algorithm, Constraint, IterativeOptions, IterativeResult,
@@ -102,11 +103,11 @@ pub fn fbp<'py>(
     kernel: Option<String>,
     slab: usize,
     progress: Option<Py<PyAny>>,
-) -> PyResult<Bound<'py, PyArray3<f32>>> {
+) -> PyResult<(Bound<'py, PyArray3<f32>>, String)> {
     let tomo = tomo.as_array();
     let theta = theta.as_array().to_vec();
     let progress = Progress::new(progress);
-    let out = compute(py, || {
+    let (out, device) = compute(py, || {
         let filter = FilterSpec {
             kind: parse_name::<FilterKind>(filter)?,
             cutoff,
@@ -140,9 +141,9 @@ pub fn fbp<'py>(
                 return progress.finish(Err(CoreError::Cancelled.into()));
             }
         }
-        Ok(out)
+        Ok((out, backend.name()))
     })?;
-    Ok(out.into_pyarray(py))
+    Ok((out.into_pyarray(py), device))
 }
 
 /// The core's options for the CLI's `--algorithm` names and flags.
@@ -307,7 +308,7 @@ pub fn recon_iterative<'py>(
             progress.report(info.iteration, options.iterations)
         })
         .map_err(Into::into);
-        Ok((progress.finish(result)?, "cpu".to_string()))
+        Ok((progress.finish(result)?, CpuBackend::new().name()))
     })?;
     let info = result_info(py, &result, &device)?;
     Ok((result.x.into_pyarray(py), info))

@@ -114,8 +114,9 @@ def recon(
     verbose : bool
         Show a tqdm progress bar (when tqdm is installed).
     return_info : bool
-        Also return a dict (iterative methods: iterations, relaxation,
-        residuals, stop reason, device).
+        Also return a dict: the device that computed (``'cpu'`` or the GPUs'
+        names) and, for iterative methods, iterations, relaxation, residuals
+        and the stop reason.
 
     Returns
     -------
@@ -143,11 +144,11 @@ def recon(
     if alg == "fbp":
         n_slices = arr.shape[0] if sinogram_order else arr.shape[1]
         with reporter(progress, verbose, "FBP", "slices") as cb:
-            out = _native.fbp(
+            out, device = _native.fbp(
                 arr, th, c, cs, bool(sinogram_order), A.filter_name(filter), float(cutoff),
                 str(padding), str(interp), str(backend), devs, kernel, int(slab), cb,
             )
-        info = {"slices": n_slices}
+        info = {"slices": n_slices, "device": device}
     else:
         x0 = None
         if init is not None:
