@@ -12,9 +12,16 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 venv="$CARGO_TARGET_DIR/python-venv"
 if [ ! -x "$venv/bin/python" ]; then
   # --system-site-packages: reuse numpy/scipy already installed on the machine.
-  python3 -m venv --system-site-packages "$venv"
+  python3 -m venv --system-site-packages "$venv" || rm -rf "$venv"
 fi
-py="$venv/bin/python"
+if [ -x "$venv/bin/python" ]; then
+  py="$venv/bin/python"
+else
+  # No venv module (Debian without python3-venv): the interpreter's own site.
+  echo "python-tests: no venv available; installing into $(command -v python3)" >&2
+  py=python3
+  export PIP_ROOT_USER_ACTION=ignore
+fi
 "$py" -m pip install --quiet --disable-pip-version-check maturin numpy pytest scipy h5py tqdm
 # No build isolation: maturin comes from the venv (no second download).
 "$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./crates/tomors-py
