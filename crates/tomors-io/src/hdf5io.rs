@@ -277,6 +277,7 @@ fn row_chunk_of(ds: &Dataset, n_rows: usize) -> Option<usize> {
 
 /// Opens an HDF5 scan as DXchange or NXtomo (see [`crate::source::open`]).
 pub fn open_hdf5(path: &Path, options: &OpenOptions) -> Result<Box<dyn ProjectionSource>> {
+    crate::output::register_input(path);
     let file = open_file(path)?;
     if options.image_key_path.is_some() {
         return Ok(Box::new(NxTomoSource::from_file(file, path, options)?));
@@ -327,6 +328,7 @@ fn shape3(path: &Path, name: &str, s: &[usize]) -> Result<[usize; 3]> {
 impl DxSource {
     /// Opens a DXchange file.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
+        crate::output::register_input(path);
         Self::from_file(open_file(path)?, path, options)
     }
 
@@ -573,6 +575,7 @@ pub struct NxTomoSource {
 impl NxTomoSource {
     /// Opens an NXtomo file.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
+        crate::output::register_input(path);
         Self::from_file(open_file(path)?, path, options)
     }
 

@@ -12,9 +12,12 @@
 //! - [`preprocess`]: flat/dark normalisation (flats before and after the
 //!   scan interpolated), −log, zinger removal, sorting-based stripe removal;
 //! - [`center`]: rotation-centre finding (Vo et al. 2014 Fourier metric);
-//! - [`writer`]: atomic `.npy`, HDF5 and TIFF-stack volume writers;
+//! - [`writer`]: `.npy`, HDF5 and TIFF-stack volume writers;
+//! - [`output`]: safe outputs (unique temporaries, no clobbering, never
+//!   onto an input, interrupts clean up);
 //! - [`stream`]: rows per slab for a memory budget and the slab driver;
 //! - [`info`]: a printable description of a file;
+//! - [`memory`]: checks of sizes against the memory available;
 //! - [`preview`]: grey PNG previews.
 //!
 //! Errors are [`IoError`]s that print as one line naming the file.
@@ -25,7 +28,9 @@ pub mod center;
 pub mod error;
 pub mod hdf5io;
 pub mod info;
+pub mod memory;
 pub mod npy;
+pub mod output;
 pub mod preprocess;
 pub mod preview;
 pub mod source;

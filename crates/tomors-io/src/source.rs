@@ -201,6 +201,10 @@ pub struct RawSpec {
     pub endian: Endian,
     /// Bytes to skip at the start of the file (a header).
     pub offset: u64,
+    /// Accept a file longer than `offset + shape · element size` (the
+    /// surplus at the end is ignored). Off: the sizes must match exactly, so
+    /// a wrong shape or data type is caught.
+    pub allow_trailing: bool,
 }
 
 /// How to open a scan: overrides for HDF5 paths, separate flat/dark stacks,
@@ -330,6 +334,7 @@ pub fn input_kind(path: &Path, options: &OpenOptions) -> Result<InputKind> {
 /// files are read as NXtomo when they have an NXtomo entry, image keys or an
 /// explicit `image_key_path`, and as DXchange otherwise.
 pub fn open(path: &Path, options: &OpenOptions) -> Result<Box<dyn ProjectionSource>> {
+    crate::output::register_input(path);
     match input_kind(path, options)? {
         InputKind::Hdf5 => crate::hdf5io::open_hdf5(path, options),
         InputKind::Tiff => Ok(Box::new(crate::tiffio::TiffSource::open(path, options)?)),

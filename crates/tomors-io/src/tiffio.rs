@@ -292,6 +292,7 @@ impl TiffStack {
     /// Opens a directory or glob of single-image TIFFs, or a (multi-page)
     /// TIFF file.
     pub fn open(path: &Path) -> Result<Self> {
+        crate::output::register_input(path);
         let s = path.to_string_lossy();
         let layout = if path.is_dir() || s.contains('*') || s.contains('?') {
             Layout::Files(list_tiffs(path)?)

@@ -20,7 +20,7 @@ use tomors_core::Interpolation;
 use super::phantom::PhantomArgs;
 use super::recon::{read_npy_f32, AngleUnit, ReconArgs};
 use crate::backend_select::make_cone_backend;
-use crate::output::{check_target, write_npy_atomic, write_volume};
+use crate::output::{check_npy_target, check_target, write_npy_atomic, write_volume};
 
 /// Beam geometry of `phantom` and `recon`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Default)]
@@ -169,7 +169,7 @@ pub fn run_phantom(args: &PhantomArgs) -> Result<()> {
         .with_context(|| format!("{}: cannot create directory", args.out_dir.display()))?;
     let files = ["projections.npy", "angles.npy", "phantom.npy"].map(|f| args.out_dir.join(f));
     for f in &files {
-        check_target(f, args.overwrite)?;
+        check_npy_target(f, args.overwrite)?;
     }
     let phantom = Phantom3d::shepp_logan();
     let scale = vol.nx.min(vol.nz) as f64 * vol.voxel_size as f64 / 2.0;
@@ -183,9 +183,13 @@ pub fn run_phantom(args: &PhantomArgs) -> Result<()> {
         2.0 * g.half_fan_angle().to_degrees()
     );
     let volume = phantom.rasterize(&vol.slice_grid(), vol.nz, scale, 2);
-    write_npy_atomic(&files[0], &projections)?;
-    write_npy_atomic(&files[1], &Array1::from(g.angles().to_vec()))?;
-    write_npy_atomic(&files[2], &volume)?;
+    write_npy_atomic(&files[0], &projections, args.overwrite)?;
+    write_npy_atomic(
+        &files[1],
+        &Array1::from(g.angles().to_vec()),
+        args.overwrite,
+    )?;
+    write_npy_atomic(&files[2], &volume, args.overwrite)?;
     println!(
         "wrote {} ([angle][row][col] = {:?}), {} (radians), {} ([z][y][x], voxel size {})",
         files[0].display(),

@@ -9,7 +9,7 @@ use tomors_core::geometry::uniform_angles;
 use tomors_core::phantom::{add_poisson_noise, Phantom2d, Phantom3d};
 use tomors_core::{ParallelGeometry, SliceGrid};
 
-use crate::output::{check_target, write_npy_atomic};
+use crate::output::{check_npy_target, write_npy_atomic};
 
 /// Arguments of `tomors phantom`.
 #[derive(clap::Args, Debug)]
@@ -100,7 +100,7 @@ pub fn run(args: PhantomArgs) -> Result<()> {
         .with_context(|| format!("{}: cannot create directory", args.out_dir.display()))?;
     let files = ["projections.npy", "angles.npy", "phantom.npy"].map(|f| args.out_dir.join(f));
     for f in &files {
-        check_target(f, args.overwrite)?;
+        check_npy_target(f, args.overwrite)?;
     }
     let n_angles = args.angles.unwrap_or_else(|| default_angles(args.size));
     let t = Instant::now();
@@ -131,9 +131,9 @@ pub fn run(args: PhantomArgs) -> Result<()> {
         tracing::info!("added Poisson noise: {photons} photons, attenuation scale {scale:.3e}");
     }
     let angles = ndarray::Array1::from(data.geometry.angles().to_vec());
-    write_npy_atomic(&files[0], &data.projections)?;
-    write_npy_atomic(&files[1], &angles)?;
-    write_npy_atomic(&files[2], &data.volume)?;
+    write_npy_atomic(&files[0], &data.projections, args.overwrite)?;
+    write_npy_atomic(&files[1], &angles, args.overwrite)?;
+    write_npy_atomic(&files[2], &data.volume, args.overwrite)?;
     println!(
         "wrote {} ([angle][row][col] = {:?}), {} (radians), {}",
         files[0].display(),

@@ -104,6 +104,10 @@ pub struct ReconArgs {
     /// Bytes to skip at the start of a raw input file.
     #[arg(long, default_value_t = 0)]
     pub raw_offset: u64,
+    /// Accept a raw input file longer than --raw-offset + its shape's bytes
+    /// (the surplus at the end is ignored; without it the sizes must match).
+    #[arg(long)]
+    pub raw_allow_trailing: bool,
     /// Replace an existing output.
     #[arg(long)]
     pub overwrite: bool,
@@ -170,31 +174,10 @@ pub(crate) fn parse_rows(spec: Option<&str>, n_rows: usize) -> Result<Range<usiz
     Ok(a..b)
 }
 
-/// Reads a `.npy` file of any common numeric type as f32.
+/// Reads a `.npy` file of any common numeric type as f32 (registered as an
+/// input, so that no output replaces it).
 pub fn read_npy_f32(path: &Path) -> Result<ArrayD<f32>> {
-    use ndarray_npy::ReadNpyExt;
-    let open =
-        || std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()));
-    macro_rules! try_type {
-        ($t:ty) => {
-            if let Ok(a) = ArrayD::<$t>::read_npy(std::io::BufReader::new(open()?)) {
-                return Ok(a.mapv(|v| v as f32));
-            }
-        };
-    }
-    // The common case first; its error is the one reported.
-    let first = ArrayD::<f32>::read_npy(std::io::BufReader::new(open()?));
-    let err = match first {
-        Ok(a) => return Ok(a),
-        Err(e) => e,
-    };
-    try_type!(f64);
-    try_type!(u16);
-    try_type!(u8);
-    try_type!(i16);
-    try_type!(i32);
-    try_type!(u32);
-    bail!("{}: not a readable .npy array ({err})", path.display())
+    Ok(tomors_io::npy::read_npy_f32(path)?)
 }
 
 /// The projection angles (radians) from `--angles` (a 1-D `.npy`, unit
@@ -294,6 +277,7 @@ fn raw_spec(args: &ReconArgs) -> Result<Option<tomors_io::source::RawSpec>> {
             Endian::Big => E::Big,
         },
         offset: args.raw_offset,
+        allow_trailing: args.raw_allow_trailing,
     }))
 }
 
