@@ -11,6 +11,8 @@
 //!   multi-page TIFF), [`npy::NpySource`] (`.npy` and raw binary);
 //! - [`preprocess`]: flat/dark normalisation (flats before and after the
 //!   scan interpolated), −log, zinger removal, sorting-based stripe removal;
+//! - [`angles`]: what can be a scan (angle checks, unit guess);
+//! - [`checks`]: the non-finite rule of every reader;
 //! - [`center`]: rotation-centre finding (Vo et al. 2014 Fourier metric);
 //! - [`writer`]: `.npy`, HDF5 and TIFF-stack volume writers;
 //! - [`output`]: safe outputs (unique temporaries, no clobbering, never
@@ -24,7 +26,9 @@
 
 #![warn(missing_docs)]
 
+pub mod angles;
 pub mod center;
+pub mod checks;
 pub mod error;
 pub mod hdf5io;
 pub mod info;

@@ -74,9 +74,11 @@ pub trait ProjectionSource: Send {
     }
 
     /// Reads detector rows `rows` and preprocesses them as `pre` says:
-    /// `[angle][row][col]`.
+    /// `[angle][row][col]`. A non-finite raw value is an error (see
+    /// [`crate::checks`]).
     fn read_rows(&self, rows: Range<usize>, pre: &Preprocess) -> Result<Array3<f32>> {
         let raw = self.read_raw(rows)?;
+        crate::checks::check_slab_finite(self.path(), &raw)?;
         pre.apply(raw, self.path())
     }
 }
@@ -244,6 +246,8 @@ impl OpenOptions {
                     format!("{} angles given for {} projections", a.len(), n),
                 ));
             }
+            crate::angles::check_angles(a, AngleUnit::Radians)
+                .map_err(|m| crate::error::format_err(path, format!("angles: {m}")))?;
             return Ok(a.clone());
         }
         let range = self.angle_range.unwrap_or(std::f64::consts::PI);
@@ -252,9 +256,19 @@ impl OpenOptions {
                 "angle range {range} must be positive"
             )));
         }
-        Ok((0..n)
+        if range > 4.0 * std::f64::consts::PI + 1e-3 {
+            return Err(IoError::Parameter(format!(
+                "an angle range of {:.1}° is more than two turns (720°): not a scan",
+                range.to_degrees()
+            )));
+        }
+        let angles: Vec<f32> = (0..n)
             .map(|i| (i as f64 * range / n as f64) as f32)
-            .collect())
+            .collect();
+        if let Some(w) = crate::angles::limited_angle_warning(&angles) {
+            tracing::warn!("{}: {w}", path.display());
+        }
+        Ok(angles)
     }
 }
 

@@ -49,16 +49,47 @@ impl MemoryModel {
     /// the sinogram copy and the filtered copy (3 × angles × cols f32),
     /// the flats and darks, and two copies of the reconstructed slice
     /// (the result and the writer's buffer).
+    /// Saturates instead of overflowing (sizes from user input).
     pub fn bytes_per_row(&self) -> usize {
-        4 * (3 * self.n_angles * self.n_cols
-            + 2 * self.n_side_frames * self.n_cols
-            + 2 * self.slice_pixels)
+        let proj = 3usize
+            .saturating_mul(self.n_angles)
+            .saturating_mul(self.n_cols);
+        let side = 2usize
+            .saturating_mul(self.n_side_frames)
+            .saturating_mul(self.n_cols);
+        let slice = 2usize.saturating_mul(self.slice_pixels);
+        proj.saturating_add(side)
+            .saturating_add(slice)
+            .saturating_mul(4)
     }
 
     /// Rows per slab within `budget` bytes (at least 1), or an error when
-    /// not even one row fits.
+    /// not even one row fits. The budget is capped by the memory available
+    /// (see [`crate::memory`]): a budget beyond it is lowered to it, and a
+    /// row that does not fit into it is an error, before anything is
+    /// allocated.
     pub fn rows_per_slab(&self, budget: usize) -> Result<usize> {
         let per = self.bytes_per_row().max(1);
+        let mut budget = budget;
+        if let Some(avail) = crate::memory::available_bytes() {
+            let avail = usize::try_from(avail).unwrap_or(usize::MAX);
+            if budget > avail {
+                if per.saturating_add(self.overhead) > avail {
+                    return Err(IoError::Parameter(format!(
+                        "one detector row needs {} (its reconstructed slice, projections and copies), \
+                         but only {} of memory is available",
+                        crate::memory::gib(per.saturating_add(self.overhead) as u64),
+                        crate::memory::gib(avail as u64)
+                    )));
+                }
+                tracing::info!(
+                    "memory budget {} lowered to the {} available",
+                    crate::memory::gib(budget as u64),
+                    crate::memory::gib(avail as u64)
+                );
+                budget = avail;
+            }
+        }
         let avail = budget.saturating_sub(self.overhead);
         let rows = avail / per;
         if rows == 0 {

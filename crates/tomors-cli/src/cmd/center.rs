@@ -50,6 +50,9 @@ pub struct CenterArgs {
     pub strip_half: usize,
 }
 
+/// The largest `--strip-half` (41 trial reconstructions in the strip).
+pub const MAX_STRIP_HALF: usize = 20;
+
 /// The centre found on several rows.
 #[derive(Clone, Debug)]
 pub struct AutoCenter {
@@ -93,7 +96,14 @@ pub fn auto_center(
             );
         }
         let p = source.read_rows(r..r + 1, pre)?;
-        let res = find_center(p.index_axis(Axis(1), 0), angles, options)?;
+        let res = find_center(p.index_axis(Axis(1), 0), angles, options).map_err(|e| {
+            let e = e.to_string();
+            let e = e.trim_start_matches("invalid parameter: ");
+            anyhow::anyhow!("{}: row {r}: {e}", source.path().display())
+        })?;
+        if let Some(w) = res.warning() {
+            tracing::warn!("{}: row {r}: {w}", source.path().display());
+        }
         tracing::info!(
             "row {r}: centre {:.2} (quality {:.3}){}",
             res.center,
@@ -118,6 +128,15 @@ pub fn auto_center(
 
 /// Runs `tomors center`.
 pub fn run(args: CenterArgs) -> Result<()> {
+    if args.strip_half > MAX_STRIP_HALF {
+        bail!(
+            "--strip-half {}: at most {MAX_STRIP_HALF} trial reconstructions on each side",
+            args.strip_half
+        );
+    }
+    if !(args.strip_step.is_finite() && args.strip_step > 0.0) {
+        bail!("--strip-step {} must be positive", args.strip_step);
+    }
     let mut opts = args.io.open_options();
     opts.angles_unit = args.angles_unit.map(UnitArg::to_io);
     opts.angle_range = Some(args.angle_range.to_radians());

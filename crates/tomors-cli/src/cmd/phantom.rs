@@ -96,13 +96,27 @@ pub fn run(args: PhantomArgs) -> Result<()> {
             bail!("--photons must be positive");
         }
     }
+    // Everything that can be refused is refused before the directory exists.
+    let n_angles = args.angles.unwrap_or_else(|| default_angles(args.size));
+    if n_angles < 2 {
+        bail!("--angles {n_angles}: a scan needs at least 2 projections");
+    }
+    if !(args.angle_range.is_finite() && args.angle_range > 0.0 && args.angle_range <= 720.0) {
+        bail!(
+            "--angle-range {}: use a range in (0, 720] degrees",
+            args.angle_range
+        );
+    }
+    let m = tomors_io::memory::f32_bytes;
+    let bytes =
+        m(&[n_angles, args.rows, args.size]).saturating_add(m(&[args.rows, args.size, args.size]));
+    tomors_io::memory::ensure_fits_param(bytes, "the phantom and its projections")?;
     std::fs::create_dir_all(&args.out_dir)
         .with_context(|| format!("{}: cannot create directory", args.out_dir.display()))?;
     let files = ["projections.npy", "angles.npy", "phantom.npy"].map(|f| args.out_dir.join(f));
     for f in &files {
         check_npy_target(f, args.overwrite)?;
     }
-    let n_angles = args.angles.unwrap_or_else(|| default_angles(args.size));
     let t = Instant::now();
     let spinner = crate::progress::spinner("projecting the phantom");
     let mut data = make_phantom(

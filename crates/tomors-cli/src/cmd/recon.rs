@@ -185,8 +185,8 @@ pub fn read_npy_f32(path: &Path) -> Result<ArrayD<f32>> {
 pub(crate) fn load_angles(args: &ReconArgs, n_angles: usize) -> Result<Vec<f32>> {
     let Some(path) = &args.angles else {
         let range = args.angle_range.unwrap_or(180.0);
-        if !(range.is_finite() && range > 0.0) {
-            bail!("--angle-range {range} must be positive");
+        if !(range.is_finite() && range > 0.0 && range <= 720.0) {
+            bail!("--angle-range {range}: use a range in (0, 720] degrees");
         }
         return Ok(uniform_angles(n_angles, range.to_radians()));
     };
@@ -215,10 +215,16 @@ pub(crate) fn read_angles_file(path: &Path, n_angles: usize, unit: AngleUnit) ->
     if let Some(v) = values.iter().find(|v| !v.is_finite()) {
         bail!("{}: angle {v} is not finite", path.display());
     }
-    Ok(match unit {
-        AngleUnit::Rad => values.to_vec(),
-        AngleUnit::Deg => values.iter().map(|d| d.to_radians()).collect(),
-    })
+    let (angles, unit): (Vec<f32>, _) = match unit {
+        AngleUnit::Rad => (values.to_vec(), tomors_io::AngleUnit::Radians),
+        AngleUnit::Deg => (
+            values.iter().map(|d| d.to_radians()).collect(),
+            tomors_io::AngleUnit::Degrees,
+        ),
+    };
+    tomors_io::angles::check_angles(&angles, unit)
+        .map_err(|m| anyhow::anyhow!("{}: {m}", path.display()))?;
+    Ok(angles)
 }
 
 /// `--center`: a position in detector pixels, or `auto`.
