@@ -56,8 +56,11 @@ pub(crate) fn parent_dir(path: &Path) -> PathBuf {
 
 /// Creates the temporary for `target` with `make` on a builder naming it
 /// `.NAME.XXXXXX.partial`.
+/// The permissions are those of an ordinary new file or directory (0666 or
+/// 0777 less the umask), not tempfile's private 0600.
 fn make_temp<T>(
     target: &Path,
+    dir_mode: bool,
     make: impl FnOnce(&tempfile::Builder<'_, '_>) -> std::io::Result<T>,
 ) -> Result<T> {
     let name = target
@@ -67,6 +70,14 @@ fn make_temp<T>(
     let prefix = format!(".{name}.");
     let mut b = tempfile::Builder::new();
     b.prefix(&prefix).suffix(".partial");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = if dir_mode { 0o777 } else { 0o666 };
+        b.permissions(std::fs::Permissions::from_mode(mode));
+    }
+    #[cfg(not(unix))]
+    let _ = dir_mode;
     let dir = parent_dir(target);
     make(&b).map_err(|e| os_err(&dir, e))
 }
@@ -94,7 +105,7 @@ impl StagedFile {
     pub fn create(target: &Path, kind: OutputKind, overwrite: bool) -> Result<(Self, File)> {
         check_target(target, kind, overwrite)?;
         let dir = parent_dir(target);
-        let named = make_temp(target, |b| b.tempfile_in(&dir))?;
+        let named = make_temp(target, false, |b| b.tempfile_in(&dir))?;
         let (file, temp) = named.into_parts();
         let id = register(target, &temp)?;
         Ok((
@@ -173,7 +184,7 @@ impl StagedDir {
     pub fn create(target: &Path, overwrite: bool) -> Result<Self> {
         check_target(target, OutputKind::TiffDir, overwrite)?;
         let dir = parent_dir(target);
-        let temp = make_temp(target, |b| b.tempdir_in(&dir))?;
+        let temp = make_temp(target, true, |b| b.tempdir_in(&dir))?;
         let id = register(target, temp.path())?;
         let this = Self {
             target: target.to_path_buf(),

@@ -70,8 +70,16 @@ pub fn check_target(path: &Path, kind: OutputKind, overwrite: bool) -> Result<()
         ));
     }
     if let Some(input) = super::inputs::input_hit(path) {
-        return Err(if input == path.canonicalize().unwrap_or_default() {
-            refused(path, "is an input of this run; choose another output")
+        let same = input == path.canonicalize().unwrap_or_default()
+            || (meta.is_file() && super::inputs::file_id(path) == super::inputs::file_id(&input));
+        return Err(if same {
+            refused(
+                path,
+                format!(
+                    "is an input of this run ({}); choose another output",
+                    input.display()
+                ),
+            )
         } else {
             refused(
                 path,
