@@ -134,7 +134,7 @@ fn concurrent_runs_to_one_output_each_win_whole_or_fail() {
                     stderr(&ob)
                 );
                 let (winner, loser) = if sa { (&va, &ob) } else { (&vb, &oa) };
-                assert!(&got == winner, "{name}: the output is the winner's, whole");
+                assert!(got == *winner, "{name}: the output is the winner's, whole");
                 let e = stderr(loser);
                 assert!(
                     e.contains("already exists") || e.contains("appeared while this run"),

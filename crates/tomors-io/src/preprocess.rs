@@ -284,6 +284,9 @@ pub fn bad_gain_mask(
     Some(mask)
 }
 
+/// A masked column and its nearest unmasked neighbours on the left and right.
+type MaskedPixel = (usize, Option<usize>, Option<usize>);
+
 /// Replaces the masked pixels `[row][col]` of every projection by linear
 /// interpolation along the row between the nearest unmasked pixels (the
 /// nearest one at the ends). Rows that are wholly masked are left as they
@@ -291,7 +294,7 @@ pub fn bad_gain_mask(
 pub fn interpolate_masked(projections: &mut Array3<f32>, mask: &Array2<bool>) {
     let (_, nr, nc) = projections.dim();
     // Per row: the masked columns and their good neighbours.
-    let plan: Vec<Vec<(usize, Option<usize>, Option<usize>)>> = (0..nr)
+    let plan: Vec<Vec<MaskedPixel>> = (0..nr)
         .map(|r| {
             let row = mask.row(r);
             (0..nc)

@@ -20,7 +20,8 @@ fn removing_live_temporaries_clears_every_output_in_progress() {
     let mut writers = Vec::new();
     for (p, f) in &outs {
         let mut w = create_writer_with(p, *f, [4, 2, 3], &VolumeMeta::default(), false).unwrap();
-        w.write_slab(0, Array3::<f32>::ones((2, 2, 3)).view()).unwrap();
+        w.write_slab(0, Array3::<f32>::ones((2, 2, 3)).view())
+            .unwrap();
         writers.push(w);
     }
     for (p, _) in &outs {
@@ -35,9 +36,15 @@ fn removing_live_temporaries_clears_every_output_in_progress() {
         let _ = w.write_slab(2, Array3::<f32>::ones((2, 2, 3)).view());
         assert!(w.finish().is_err());
     }
-    let e = create_writer_with(&outs[0].0, outs[0].1, [1, 1, 1], &VolumeMeta::default(), false)
-        .err()
-        .unwrap();
+    let e = create_writer_with(
+        &outs[0].0,
+        outs[0].1,
+        [1, 1, 1],
+        &VolumeMeta::default(),
+        false,
+    )
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("interrupted"), "{e}");
     for (p, _) in &outs {
         assert!(!p.exists());

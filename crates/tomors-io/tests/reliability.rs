@@ -19,7 +19,10 @@ fn two_writers_of_one_output_never_share_a_temporary() {
     for (name, fmt) in [
         ("v.npy", VolumeFormat::Npy),
         ("v.h5", VolumeFormat::Hdf5),
-        ("vd", VolumeFormat::TiffStack(tomors_io::tiffio::TiffDepth::F32)),
+        (
+            "vd",
+            VolumeFormat::TiffStack(tomors_io::tiffio::TiffDepth::F32),
+        ),
     ] {
         let out = dir.path().join(name);
         let meta = VolumeMeta::default();
@@ -104,7 +107,10 @@ fn an_hdf5_file_that_shrinks_while_read_is_an_error() {
         .unwrap()
         .set_len(len / 2)
         .unwrap();
-    let e = src.read_rows(0..16, &Preprocess::raw()).unwrap_err().to_string();
+    let e = src
+        .read_rows(0..16, &Preprocess::raw())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("growing.h5") && e.contains("shrank"), "{e}");
 }
 

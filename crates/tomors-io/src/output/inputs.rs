@@ -77,8 +77,7 @@ pub(crate) fn input_hit(output: &Path) -> Option<PathBuf> {
         .find(|i| {
             // The inode is compared only while the input still has it (a
             // deleted input's inode may be reused by a new file).
-            let same_inode =
-                id.is_some() && i.file_id == id && file_id(&i.canonical) == i.file_id;
+            let same_inode = id.is_some() && i.file_id == id && file_id(&i.canonical) == i.file_id;
             i.canonical == canonical || same_inode || i.canonical.starts_with(&canonical)
         })
         .map(|i| i.canonical.clone())
