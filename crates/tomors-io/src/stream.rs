@@ -20,6 +20,9 @@ pub struct MemoryModel {
     pub n_angles: usize,
     /// Detector columns.
     pub n_cols: usize,
+    /// Length of a row padded for the filter's FFT (the filtered copy has
+    /// it; [`tomors_core::filter::padded_len`] of `n_cols`).
+    pub padded_cols: usize,
     /// Flat + dark frames.
     pub n_side_frames: usize,
     /// Pixels of one reconstructed slice (nx · ny).
@@ -39,21 +42,24 @@ impl MemoryModel {
         Self {
             n_angles: na,
             n_cols: nc,
+            padded_cols: tomors_core::filter::padded_len(nc),
             n_side_frames: source.n_flats() + source.n_darks(),
             slice_pixels,
             overhead: 64 << 20,
         }
     }
 
-    /// Bytes per detector row of a slab: the raw/preprocessed projections,
-    /// the sinogram copy and the filtered copy (3 × angles × cols f32),
+    /// Bytes per detector row of a slab: the raw/preprocessed projections
+    /// and the sinogram copy (2 × angles × cols f32), the filtered copy at
+    /// the padded length (angles × padded cols),
     /// the flats and darks, and two copies of the reconstructed slice
     /// (the result and the writer's buffer).
     /// Saturates instead of overflowing (sizes from user input).
     pub fn bytes_per_row(&self) -> usize {
-        let proj = 3usize
+        let proj = 2usize
             .saturating_mul(self.n_angles)
-            .saturating_mul(self.n_cols);
+            .saturating_mul(self.n_cols)
+            .saturating_add(self.n_angles.saturating_mul(self.padded_cols));
         let side = 2usize
             .saturating_mul(self.n_side_frames)
             .saturating_mul(self.n_cols);
@@ -212,6 +218,7 @@ mod tests {
         let m = MemoryModel {
             n_angles: 100,
             n_cols: 100,
+            padded_cols: 100,
             n_side_frames: 0,
             slice_pixels: 10_000,
             overhead: 1 << 20,

@@ -389,6 +389,25 @@ pub fn hdf5_write_cache_bytes(shape: [usize; 3]) -> usize {
     shape[1] * shape[2] * 4
 }
 
+/// Caps the HDF5 library's free lists (memory it keeps for reuse instead of
+/// returning it) at 1 MiB per list and 4 MiB in all per kind, so that the
+/// writer's buffers stay within the memory budget.
+fn limit_hdf5_free_lists() {
+    hdf5::sync::sync(|| {
+        // SAFETY: a plain library call with integer limits.
+        unsafe {
+            hdf5_sys::h5::H5set_free_list_limits(
+                4 << 20,
+                1 << 20,
+                4 << 20,
+                1 << 20,
+                4 << 20,
+                1 << 20,
+            );
+        }
+    });
+}
+
 impl Hdf5Writer {
     /// Starts writing `path` (under its temporary name); `path` must not
     /// exist.
@@ -415,6 +434,7 @@ impl Hdf5Writer {
             stage: Some(stage),
             cursor: SlabCursor { shape, next: 0 },
         };
+        limit_hdf5_free_lists();
         let f = hdf5::File::create(&tmp).map_err(|e| h5w(&tmp, e))?;
         let ds = f
             .new_dataset::<f32>()
