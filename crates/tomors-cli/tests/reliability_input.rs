@@ -422,6 +422,12 @@ fn centre_finding_on_bad_requests_and_data() {
     write_npy(&c, &Array3::<f32>::from_elem((90, 2, 64), 1.0)).unwrap();
     fails_with(&center(&c, &[]), &["const.npy", "constant"]);
     fails_with(&center(&p, &["--angle-range", "90"]), &["p.npy", "180°"]);
+    // NaN data: the file is named.
+    let nan = d.join("nan.npy");
+    let mut nd = disc(90, 2, 64);
+    nd[[10, 1, 30]] = f32::NAN;
+    write_npy(&nan, &nd).unwrap();
+    fails_with(&center(&nan, &[]), &["nan.npy", "NaN"]);
     let out = d.join("v.npy");
     let o = run(&[
         "--quiet",
