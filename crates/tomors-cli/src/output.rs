@@ -6,10 +6,8 @@
 use std::path::Path;
 
 use anyhow::Result;
-use ndarray::ArrayView3;
 use tomors_io::output::OutputKind;
-use tomors_io::writer::create_writer_with;
-use tomors_io::{VolumeFormat, VolumeMeta};
+use tomors_io::VolumeFormat;
 
 /// Checks, before any work, that `path` can be written as a volume: its
 /// directory exists, it is no link and no input, and it does not exist yet
@@ -23,20 +21,6 @@ pub fn check_target(path: &Path, overwrite: bool) -> Result<()> {
 /// Checks, before any work, that the `.npy` file `path` can be written.
 pub fn check_npy_target(path: &Path, overwrite: bool) -> Result<()> {
     tomors_io::output::check_target(path, OutputKind::NPY, overwrite)?;
-    Ok(())
-}
-
-/// Writes `volume` (`[z][y][x]`) to `path` in the format its name implies
-/// (`.npy`, `.h5`, or a directory of float32 TIFF slices), through the
-/// safe writers of `tomors-io`.
-pub fn write_volume(path: &Path, volume: ArrayView3<'_, f32>, overwrite: bool) -> Result<()> {
-    check_target(path, overwrite)?;
-    let format = VolumeFormat::from_path(path)?;
-    let (z, y, x) = volume.dim();
-    let mut writer =
-        create_writer_with(path, format, [z, y, x], &VolumeMeta::default(), overwrite)?;
-    writer.write_slab(0, volume)?;
-    writer.finish()?;
     Ok(())
 }
 

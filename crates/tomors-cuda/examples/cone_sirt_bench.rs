@@ -29,7 +29,7 @@ use ndarray::Array3;
 use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
-use tomors_cuda::driver::Event;
+use tomors_cuda::runtime::Event;
 use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend, CudaConeJoseph};
 
 /// Deterministic values in [0, 1) from a seed (xorshift), in parallel chunks.
