@@ -67,6 +67,10 @@ fn main() -> ExitCode {
         Command::Info(args) => cmd::info::run(args),
         Command::Center(args) => cmd::center::run(args),
     };
+    // INFO: shown at the default verbosity, hidden by --quiet.
+    if let Some(line) = tomors_cuda::compile::cache_summary() {
+        tracing::info!("{line}");
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
