@@ -191,7 +191,7 @@ fn alu_counts(p: AluParams, mode: SliceMode, interp: Interpolation) -> OpCounts 
     let linear = interp == Interpolation::Linear && !p.oversample;
     let advanced = p.advanced && linear;
     // Bytes of one cached value for all s slices.
-    let value_bytes = mode.bytes() as f64;
+    let value_bytes = mode.texel_bytes() as f64;
     let entry_bytes = if advanced {
         2.0 * value_bytes
     } else {
