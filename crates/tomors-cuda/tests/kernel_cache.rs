@@ -188,7 +188,11 @@ fn compile_once_then_load_and_recompile_damaged_entries() {
     let (b, hit) = cached_or_compile(Some(dir.path()), &key, compile).unwrap();
     assert!(hit);
     assert_eq!(a, b);
-    assert_eq!(calls.load(Ordering::SeqCst), 1, "a cached module was compiled");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "a cached module was compiled"
+    );
     // Truncate the entry: the next call recompiles and repairs it.
     let p = dir.path().join(key.file_name());
     let len = std::fs::metadata(&p).unwrap().len();
@@ -268,7 +272,11 @@ fn concurrent_thread_writers_leave_one_valid_file() {
     });
     let b = read_entry(&p, 99).expect("one valid file at the end");
     assert!(seeds.iter().any(|&s| b == fake_cubin(s, 1 << 20)));
-    assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
 
@@ -309,6 +317,10 @@ fn concurrent_process_writers_leave_one_valid_file() {
     }
     let b = read_entry(&p, 99).expect("one valid file at the end");
     assert!(seeds.iter().any(|&s| b == fake_cubin(s, 1 << 20)));
-    assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }

@@ -42,7 +42,11 @@ pub fn run(args: &ModelArgs) -> Result<()> {
         bail!("--size must be at least 64, --reps at least 1, --slices a multiple of 4");
     }
     let overrides = [args.tex_rate, args.smem_bw, args.fp_rate];
-    if overrides.iter().flatten().any(|&r| !(r.is_finite() && r > 0.0)) {
+    if overrides
+        .iter()
+        .flatten()
+        .any(|&r| !(r.is_finite() && r > 0.0))
+    {
         bail!("--tex-rate, --smem-bw and --fp-rate must be positive");
     }
     // Any rate given: all others from the defaults, nothing measured.

@@ -14,8 +14,8 @@
 
 use std::ffi::CString;
 use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cudarc::nvrtc::{result as nvrtc, sys as nv};
 
@@ -293,7 +293,10 @@ static COMPILED: AtomicUsize = AtomicUsize::new(0);
 
 /// (modules loaded from the disk cache, modules compiled) in this process so far.
 pub fn cache_stats() -> (usize, usize) {
-    (LOADED.load(Ordering::Relaxed), COMPILED.load(Ordering::Relaxed))
+    (
+        LOADED.load(Ordering::Relaxed),
+        COMPILED.load(Ordering::Relaxed),
+    )
 }
 
 /// The one-line summary the CLI logs at the end of a run, or `None` when no
@@ -407,7 +410,8 @@ pub fn cached_or_compile(
     let cubin = compile()?;
     COMPILED.fetch_add(1, Ordering::Relaxed);
     if let Some(d) = dir {
-        let stored = std::fs::create_dir_all(d).and_then(|_| write_entry(&d.join(&file), hash, &cubin));
+        let stored =
+            std::fs::create_dir_all(d).and_then(|_| write_entry(&d.join(&file), hash, &cubin));
         if let Err(e) = stored {
             tracing::debug!("could not cache {file} in {}: {e}", d.display());
         }

@@ -389,7 +389,15 @@ pub fn model(opts: &ModelOptions, progress: &mut dyn FnMut(&str)) -> Result<Mode
                 kernel: KernelKind::TexOpt,
                 mode: SliceMode::F32,
             };
-            let row = measure(&be, probe, Interpolation::Linear, n, slices, opts.reps, &data)?;
+            let row = measure(
+                &be,
+                probe,
+                Interpolation::Linear,
+                n,
+                slices,
+                opts.reps,
+                &data,
+            )?;
             tex_measured = true;
             let tex = updates / (row.ms * 1e-3);
             progress(&format!(

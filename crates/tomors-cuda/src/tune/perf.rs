@@ -263,9 +263,7 @@ pub fn op_counts(cfg: BpConfig, interp: Interpolation) -> OpCounts {
         KernelKind::Alu(p) if p.hybrid > 0 => {
             let h = (p.hybrid.min(8) as f64) / 8.0;
             let alu = alu_counts(AluParams { hybrid: 0, ..p }, cfg.mode, interp);
-            texture_counts(cfg.mode)
-                .scaled(h)
-                .plus(alu.scaled(1.0 - h))
+            texture_counts(cfg.mode).scaled(h).plus(alu.scaled(1.0 - h))
         }
         KernelKind::Alu(p) => alu_counts(p, cfg.mode, interp),
     }
@@ -363,10 +361,7 @@ mod tests {
             let p = predict(tex(KernelKind::TexOpt, mode), interp, N32, &r);
             assert_eq!(p.limit, Unit::Texture, "{mode:?}");
             assert!((p.seconds * 1e3 - ms).abs() < 0.01 * ms, "{mode:?}: {p:?}");
-            assert_eq!(
-                p,
-                predict(tex(KernelKind::Standard, mode), interp, N32, &r)
-            );
+            assert_eq!(p, predict(tex(KernelKind::Standard, mode), interp, N32, &r));
         }
     }
 
@@ -469,7 +464,10 @@ mod tests {
             SliceMode::F32,
         );
         let jobs = vec![
-            (tex(KernelKind::TexOpt, SliceMode::F32), Interpolation::Linear),
+            (
+                tex(KernelKind::TexOpt, SliceMode::F32),
+                Interpolation::Linear,
+            ),
             (
                 tex(KernelKind::TexOpt, SliceMode::Half4),
                 Interpolation::Nearest,
