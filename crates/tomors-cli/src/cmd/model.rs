@@ -38,7 +38,7 @@ pub struct ModelArgs {
 
 /// Runs `tomors model`.
 pub fn run(args: &ModelArgs) -> Result<()> {
-    if args.size < 64 || args.reps == 0 || args.slices == 0 || args.slices % 4 != 0 {
+    if args.size < 64 || args.reps == 0 || args.slices == 0 || !args.slices.is_multiple_of(4) {
         bail!("--size must be at least 64, --reps at least 1, --slices a multiple of 4");
     }
     let overrides = [args.tex_rate, args.smem_bw, args.fp_rate];
