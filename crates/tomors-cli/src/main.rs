@@ -40,6 +40,8 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     /// Time the GPU kernels and their parameters here; store the fastest for recon.
     Tune(cmd::tune::TuneArgs),
+    /// Predict each GPU back-projection kernel's time from the device's unit rates; print it beside the measurement.
+    Model(cmd::model::ModelArgs),
     /// What is in a data file (datasets, shapes, angles, flats/darks) and how tomors reads it.
     Info(cmd::info::InfoArgs),
     /// Find the rotation centre; print it with a quality figure and write a PNG strip of trials.
@@ -68,9 +70,14 @@ fn main() -> ExitCode {
         Command::Recon(args) => cmd::recon::run(*args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Tune(args) => cmd::tune::run(&args),
+        Command::Model(args) => cmd::model::run(&args),
         Command::Info(args) => cmd::info::run(args),
         Command::Center(args) => cmd::center::run(args),
     };
+    // INFO: shown at the default verbosity, hidden by --quiet.
+    if let Some(line) = tomors_cuda::compile::cache_summary() {
+        tracing::info!("{line}");
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
