@@ -23,6 +23,7 @@ use crate::runtime::{
 };
 
 mod bp;
+mod device;
 mod filter;
 mod pack;
 mod pipeline;
@@ -31,6 +32,7 @@ mod resident;
 pub(crate) use bp::module_defines;
 use bp::{BpKey, BpModule};
 use pack::TexKey;
+pub use device::DeviceOrder;
 pub use pack::TexStorage;
 pub use pipeline::PipelineStats;
 pub(crate) use pipeline::{copy_in, copy_out};
