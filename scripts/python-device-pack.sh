@@ -2,7 +2,7 @@
 # Packs what the pytest suite of crates/tomors-py needs on the GPU machine
 # (Python 3.12 with numpy and CuPy, no Rust, no network) into .pydevice/:
 #   wheels/  the abi3 tomors wheel (maturin build --release) and pytest with
-#            its dependencies (iniconfig, pluggy, packaging) for cp312
+#            its dependencies (iniconfig, pluggy, packaging, pygments) for cp312
 #            manylinux x86-64;
 #   target/release/tomors  the CLI binary (test_cli_equal.py compares with it);
 #   target/release/examples/fbp_timing  the Rust side of the overhead check;
@@ -23,8 +23,8 @@ rm -rf "$pack"
 mkdir -p "$pack/wheels" "$pack/target/release"
 py=python3
 if [ -x "$CARGO_TARGET_DIR/python-venv/bin/python" ]; then py="$CARGO_TARGET_DIR/python-venv/bin/python"; fi
-"$py" -m pip install --quiet --disable-pip-version-check maturin
-"$py" -m maturin build --release --quiet -m crates/tomors-py/Cargo.toml -o "$pack/wheels"
+command -v maturin >/dev/null || "$py" -m pip install --quiet --disable-pip-version-check maturin
+maturin build --release --quiet -m crates/tomors-py/Cargo.toml -o "$pack/wheels"
 cargo build --release --quiet --bin tomors
 cargo build --release --quiet -p tomors-py --example fbp_timing
 mkdir -p "$pack/target/release/examples"
@@ -35,7 +35,7 @@ strip "$pack/target/release/tomors" 2>/dev/null || true
 "$py" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
   --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$pack/wheels" pytest iniconfig pluggy packaging
+  -d "$pack/wheels" pytest iniconfig pluggy packaging pygments
 cat > "$pack/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs the tomors pytest suite on the GPU machine (see scripts/python-device-pack.sh).
