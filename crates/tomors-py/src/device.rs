@@ -84,8 +84,10 @@ impl DeviceArray {
         let host = compute(py, || {
             let mut v = vec![0f32; self.len()];
             self.buf.download(&mut v)?;
-            Ok(ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&self.shape), v)
-                .expect("shape matches the length"))
+            Ok(
+                ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&self.shape), v)
+                    .expect("shape matches the length"),
+            )
         })?;
         Ok(PyArrayDyn::from_owned_array(py, host))
     }

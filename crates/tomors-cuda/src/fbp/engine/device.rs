@@ -64,7 +64,14 @@ impl Engine {
         let mut start = 0;
         while start < slices {
             let k = ss.min(slices - start);
-            match self.device_slab(src, dst, (start, k, slices), permute.as_ref(), filter.as_ref(), job) {
+            match self.device_slab(
+                src,
+                dst,
+                (start, k, slices),
+                permute.as_ref(),
+                filter.as_ref(),
+                job,
+            ) {
                 Ok(()) => {
                     start += k;
                     stats.slabs += 1;
@@ -102,7 +109,12 @@ impl Engine {
         let raw = match permute {
             None => src + (start * na * n * 4) as u64,
             Some((_, f)) => {
-                let buf = ensure(&mut self.raw[0], &self.ctx, k * na * n * 4, "slab sinograms")?;
+                let buf = ensure(
+                    &mut self.raw[0],
+                    &self.ctx,
+                    k * na * n * 4,
+                    "slab sinograms",
+                )?;
                 let total = k * na * n;
                 let blocks = total.div_ceil(256).clamp(1, 1 << 20) as u32;
                 let args: [Arg; 7] = [
@@ -116,7 +128,15 @@ impl Engine {
                 ];
                 // SAFETY: the parameters of `proj_to_sino`; `src` holds
                 // na × rows × n floats (the caller's contract), `buf` k × na × n.
-                launch(f, "proj_to_sino", (blocks, 1, 1), (256, 1, 1), 0, &self.comp, &args)?;
+                launch(
+                    f,
+                    "proj_to_sino",
+                    (blocks, 1, 1),
+                    (256, 1, 1),
+                    0,
+                    &self.comp,
+                    &args,
+                )?;
                 buf
             }
         };

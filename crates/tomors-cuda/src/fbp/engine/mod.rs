@@ -31,8 +31,8 @@ mod resident;
 
 pub(crate) use bp::module_defines;
 use bp::{BpKey, BpModule};
-use pack::TexKey;
 pub use device::DeviceOrder;
+use pack::TexKey;
 pub use pack::TexStorage;
 pub use pipeline::PipelineStats;
 pub(crate) use pipeline::{copy_in, copy_out};
