@@ -4,6 +4,8 @@ mod backend_select;
 mod cmd;
 mod cuda_cli;
 mod iteration_report;
+#[cfg(feature = "mpi")]
+mod mpi_recon;
 mod output;
 mod preview;
 mod progress;
@@ -46,8 +48,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.quiet, cli.verbose);
-    progress::set_quiet(cli.quiet);
+    // Under mpirun, ranks other than 0 log warnings only, prefixed with
+    // their rank, and show no progress bar.
+    #[cfg(feature = "mpi")]
+    let other_rank = tomors_mpi::log::init_rank_logging();
+    #[cfg(not(feature = "mpi"))]
+    let other_rank = false;
+    if !other_rank {
+        init_logging(cli.quiet, cli.verbose);
+    }
+    progress::set_quiet(cli.quiet || other_rank);
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Phantom(args) => cmd::phantom::run(args),

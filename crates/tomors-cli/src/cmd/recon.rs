@@ -134,6 +134,10 @@ pub struct ReconArgs {
 
 /// Runs `tomors recon`.
 pub fn run(args: ReconArgs) -> Result<()> {
+    #[cfg(feature = "mpi")]
+    if tomors_mpi::is_distributed() {
+        return crate::mpi_recon::run(&args);
+    }
     if args.iterative.is_iterative() && args.cone.is_cone() {
         return super::cone_iterative::run_recon(&args);
     }
@@ -263,9 +267,9 @@ impl std::str::FromStr for CenterArg {
 }
 
 /// Default memory budget of the streaming pipeline.
-const DEFAULT_MEMORY: &str = "2G";
+pub(crate) const DEFAULT_MEMORY: &str = "2G";
 
-fn raw_spec(args: &ReconArgs) -> Result<Option<tomors_io::source::RawSpec>> {
+pub(crate) fn raw_spec(args: &ReconArgs) -> Result<Option<tomors_io::source::RawSpec>> {
     use tomors_io::source::{Endian as E, RawDtype as D, RawSpec};
     let Some(shape) = &args.raw_shape else {
         return Ok(None);
@@ -297,7 +301,7 @@ fn raw_spec(args: &ReconArgs) -> Result<Option<tomors_io::source::RawSpec>> {
     }))
 }
 
-fn output_format(args: &ReconArgs) -> Result<tomors_io::VolumeFormat> {
+pub(crate) fn output_format(args: &ReconArgs) -> Result<tomors_io::VolumeFormat> {
     use tomors_io::tiffio::TiffDepth;
     use tomors_io::VolumeFormat;
     let format = VolumeFormat::from_path(&args.out)?;
