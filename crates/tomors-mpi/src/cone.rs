@@ -12,6 +12,7 @@
 //!   filters them and back-projects into its slab.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -37,6 +38,8 @@ use crate::status::{agree, injected_failure, Failure};
 pub struct DistConeOperator<'c> {
     local: Box<dyn ConeOperator<f32>>,
     comm: &'c dyn Comm,
+    /// Sums done, values summed, nanoseconds spent in them.
+    stats: [AtomicU64; 3],
 }
 
 impl<'c> DistConeOperator<'c> {
@@ -52,10 +55,32 @@ impl<'c> DistConeOperator<'c> {
         z: Range<usize>,
     ) -> tomors_core::Result<Self> {
         let local = cone_projector::<f32>(kind, geometry, volume, Some(VolumeBox::slab(volume, z)))?;
-        Ok(Self { local, comm })
+        Ok(Self {
+            local,
+            comm,
+            stats: Default::default(),
+        })
     }
 
-    fn sum(&self, mut out: ArrayViewMut2<'_, f32>) {
+    /// Communication so far: `(sums, bytes summed per rank, seconds)`.
+    pub fn comm_stats(&self) -> (u64, u64, f64) {
+        (
+            self.stats[0].load(Ordering::Relaxed),
+            4 * self.stats[1].load(Ordering::Relaxed),
+            self.stats[2].load(Ordering::Relaxed) as f64 * 1e-9,
+        )
+    }
+
+    fn sum(&self, out: ArrayViewMut2<'_, f32>) {
+        let t = Instant::now();
+        let n = out.len() as u64;
+        self.sum_inner(out);
+        self.stats[0].fetch_add(1, Ordering::Relaxed);
+        self.stats[1].fetch_add(n, Ordering::Relaxed);
+        self.stats[2].fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn sum_inner(&self, mut out: ArrayViewMut2<'_, f32>) {
         match out.as_slice_mut() {
             Some(s) => self.comm.allreduce_sum_f32(s),
             None => {
@@ -292,7 +317,16 @@ pub fn reconstruct_distributed(
     if options.relaxation.is_none() {
         options.relaxation = Some(default_relaxation(&op, comm, &options.algorithm)?);
     }
+    let t = Instant::now();
     let result = reconstruct_cone(&op, projections, None, &options, callback)?;
+    let (sums, bytes, seconds) = op.comm_stats();
+    if comm.rank() == 0 {
+        tracing::info!(
+            "rank 0: {:.3} s iterating, of which {seconds:.3} s in {sums} sums of partial projections over the ranks ({:.1} MiB each)",
+            t.elapsed().as_secs_f64(),
+            bytes as f64 / sums.max(1) as f64 / (1 << 20) as f64
+        );
+    }
     Ok((z, result))
 }
 

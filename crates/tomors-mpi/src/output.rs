@@ -287,17 +287,22 @@ impl DistOutput {
             }
             Some(Sink::Hdf5Writer(mut w)) => {
                 // Write the other ranks' slabs in rank order (their rows
-                // follow ours); keep receiving after an error so that no
-                // rank waits on a send forever.
+                // follow ours); after an error here or a rank's failure,
+                // keep receiving (without writing) so that no rank waits
+                // on a send forever.
+                let mut writing = local.is_ok();
                 for src in 1..comm.size() {
                     loop {
                         let h = comm.recv_bytes(src);
                         let (kind, z) = parse_feed_header(&h);
+                        if kind == FEED_FAILED {
+                            writing = false;
+                        }
                         if kind != FEED_DATA {
                             break;
                         }
                         let data = comm.recv_f32(src);
-                        if local.is_ok() {
+                        if writing && local.is_ok() {
                             let n = data.len() / (self.shape[1] * self.shape[2]);
                             let view =
                                 ArrayView3::from_shape((n, self.shape[1], self.shape[2]), &data)
