@@ -93,9 +93,7 @@ fn job(args: &ReconArgs) -> Result<ReconJob> {
             );
         }
         if args.slices.is_some() || args.center.is_some() {
-            bail!(
-                "--slices and --center are for parallel geometry (cone beam: --principal-point)"
-            );
+            bail!("--slices and --center are for parallel geometry (cone beam: --principal-point)");
         }
     }
     let source = tomors_io::open(input, &opts)?;
@@ -111,7 +109,9 @@ fn job(args: &ReconArgs) -> Result<ReconJob> {
         let volume = args.cone.volume(&geometry)?;
         let method = if args.iterative.is_iterative() {
             if args.backend.backend == BackendChoice::Cuda {
-                bail!("under MPI, cone-beam --algorithm runs on the CPU (use --backend cpu or auto)");
+                bail!(
+                    "under MPI, cone-beam --algorithm runs on the CPU (use --backend cpu or auto)"
+                );
             }
             Method::ConeIterative {
                 geometry,
@@ -129,9 +129,11 @@ fn job(args: &ReconArgs) -> Result<ReconJob> {
                     scan: args.cone.scan(),
                     slab: 0,
                 },
-                backend: Box::new(move |local_rank| match rank_backend(&backend_args, local_rank)? {
-                    Some(b) => make_cone_backend(&b),
-                    None => Ok(Box::new(CpuBackend::new())),
+                backend: Box::new(move |local_rank| {
+                    match rank_backend(&backend_args, local_rank)? {
+                        Some(b) => make_cone_backend(&b),
+                        None => Ok(Box::new(CpuBackend::new())),
+                    }
                 }),
             }
         };
@@ -173,9 +175,11 @@ fn job(args: &ReconArgs) -> Result<ReconJob> {
             Method::Fbp {
                 center,
                 options: args.filter.fbp_options(args.slab),
-                backend: Box::new(move |local_rank| match rank_backend(&backend_args, local_rank)? {
-                    Some(b) => make_backend(&b),
-                    None => Ok(Box::new(CpuBackend::new())),
+                backend: Box::new(move |local_rank| {
+                    match rank_backend(&backend_args, local_rank)? {
+                        Some(b) => make_backend(&b),
+                        None => Ok(Box::new(CpuBackend::new())),
+                    }
                 }),
             }
         };

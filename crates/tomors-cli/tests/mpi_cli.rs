@@ -92,7 +92,11 @@ fn fbp_of_dxchange_on_two_ranks_is_bit_identical() {
         let Some(o) = mpirun(2, &b, &[]) else { return };
         ok(&o);
         let stdout = String::from_utf8_lossy(&o.stdout);
-        assert_eq!(stdout.matches("wrote ").count(), 1, "rank 0 reports once: {stdout}");
+        assert_eq!(
+            stdout.matches("wrote ").count(),
+            1,
+            "rank 0 reports once: {stdout}"
+        );
         match name {
             "tif" => {
                 assert_eq!(listing(&one), listing(&two));
@@ -149,12 +153,17 @@ fn a_failing_rank_aborts_the_job_and_leaves_nothing() {
     let path = d.join("v.npy");
     let missing = d.join("missing.h5");
     let args = ["recon", s(&missing), "--out", s(&path)];
-    let Some(o) = mpirun(2, &args, &[]) else { return };
+    let Some(o) = mpirun(2, &args, &[]) else {
+        return;
+    };
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].starts_with("error: rank 0: ") && lines[0].contains("missing.h5"), "{err}");
+    assert!(
+        lines[0].starts_with("error: rank 0: ") && lines[0].contains("missing.h5"),
+        "{err}"
+    );
     assert!(listing(d).is_empty(), "left {:?}", listing(d));
 }
 
@@ -181,8 +190,26 @@ fn rel(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
 fn cone_sirt_and_fdk_on_two_ranks_equal_single_process() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let cone = ["--geometry", "cone", "--sod", "200", "--odd", "100", "--pixel-size", "1.5"];
-    let mut a = vec!["-q", "phantom", "--size", "64", "--angles", "64", "--out-dir", s(d)];
+    let cone = [
+        "--geometry",
+        "cone",
+        "--sod",
+        "200",
+        "--odd",
+        "100",
+        "--pixel-size",
+        "1.5",
+    ];
+    let mut a = vec![
+        "-q",
+        "phantom",
+        "--size",
+        "64",
+        "--angles",
+        "64",
+        "--out-dir",
+        s(d),
+    ];
     a.extend(cone);
     single(&a);
     let proj = d.join("projections.npy");
@@ -196,7 +223,15 @@ fn cone_sirt_and_fdk_on_two_ranks_equal_single_process() {
     ] {
         let one = d.join(format!("{name}-1.npy"));
         let two = d.join(format!("{name}-2.npy"));
-        let mut a = vec!["-q", "recon", s(&proj), "--backend", "cpu", "--out", s(&one)];
+        let mut a = vec![
+            "-q",
+            "recon",
+            s(&proj),
+            "--backend",
+            "cpu",
+            "--out",
+            s(&one),
+        ];
         a.extend(cone);
         a.extend(&extra);
         single(&a);

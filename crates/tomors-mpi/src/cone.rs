@@ -20,8 +20,8 @@ use ndarray::{Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, ArrayViewMu
 use tomors_core::cone::{fdk_filter, ConeGeometry, ConeVolume};
 use tomors_core::fbp::check_finite;
 use tomors_core::iterative::{
-    cone_projector, reconstruct_cone, Algorithm, ConeOperator, IterationInfo,
-    IterativeOptions, IterativeResult, ProjectorKind, Projector, VolumeBox, Weighting,
+    cone_projector, reconstruct_cone, Algorithm, ConeOperator, IterationInfo, IterativeOptions,
+    IterativeResult, Projector, ProjectorKind, VolumeBox, Weighting,
 };
 use tomors_io::VolumeMeta;
 
@@ -54,7 +54,8 @@ impl<'c> DistConeOperator<'c> {
         volume: &ConeVolume,
         z: Range<usize>,
     ) -> tomors_core::Result<Self> {
-        let local = cone_projector::<f32>(kind, geometry, volume, Some(VolumeBox::slab(volume, z)))?;
+        let local =
+            cone_projector::<f32>(kind, geometry, volume, Some(VolumeBox::slab(volume, z)))?;
         Ok(Self {
             local,
             comm,
@@ -173,8 +174,10 @@ impl Projector<f32> for DistConeOperator<'_> {
         let local = self.local.row_norms_sq(angles)?;
         let mut v: Vec<f64> = local.iter().map(|&x| f64::from(x)).collect();
         self.comm.allreduce_sum_f64(&mut v);
-        Ok(Array2::from_shape_vec(local.dim(), v.into_iter().map(|x| x as f32).collect())
-            .expect("same shape"))
+        Ok(
+            Array2::from_shape_vec(local.dim(), v.into_iter().map(|x| x as f32).collect())
+                .expect("same shape"),
+        )
     }
 }
 
@@ -386,7 +389,11 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
     let setup = (|| -> Result<Array3<f32>> {
         check_method(options)?;
         if volume.nz < comm.size() {
-            bail!("{} ranks for {} slices: at most one rank per slice", comm.size(), volume.nz);
+            bail!(
+                "{} ranks for {} slices: at most one rank per slice",
+                comm.size(),
+                volume.nz
+            );
         }
         let n_rows = job.source.shape()[1];
         let p = job.source.read_rows(0..n_rows, &job.preprocess)?;
@@ -409,7 +416,13 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
             volume.nz / comm.size()
         );
     }
-    let bar = bar(comm, job.quiet, options.iterations as u64, "iterating", "iterations");
+    let bar = bar(
+        comm,
+        job.quiet,
+        options.iterations as u64,
+        "iterating",
+        "iterations",
+    );
     let t = Instant::now();
     let run = reconstruct_distributed(
         comm,
@@ -450,7 +463,12 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
                 .map_or("–".to_string(), |r| format!("{r:.3e}"))
         );
     }
-    let what = format!("{:?}, {:?} projector, {} ranks", options.algorithm, projector, comm.size());
+    let what = format!(
+        "{:?}, {:?} projector, {} ranks",
+        options.algorithm,
+        projector,
+        comm.size()
+    );
     let meta = cone_meta(&job, geometry, volume, &what);
     let shape = [volume.nz, volume.ny, volume.nx];
     let mut out = DistOutput::create(comm, &job.out, job.format, shape, &meta, job.overwrite)?;
@@ -462,7 +480,11 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
 
 /// Detector rows whose pixels the voxels of slices `z` project to at some
 /// angle, plus two rows each side for the bilinear interpolation.
-pub fn rows_for_slab(geometry: &ConeGeometry, volume: &ConeVolume, z: &Range<usize>) -> Range<usize> {
+pub fn rows_for_slab(
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    z: &Range<usize>,
+) -> Range<usize> {
     let h = f64::from(volume.voxel_size);
     let (x0, x1) = (volume.x(0) - h, volume.x(volume.nx - 1) + h);
     let (y0, y1) = (volume.y(0) + h, volume.y(volume.ny - 1) - h);
@@ -505,7 +527,11 @@ pub(crate) fn run_fdk(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
     let z = split_rows(&(0..volume.nz), comm.size(), rank);
     let setup = (|| -> Result<_> {
         if volume.nz < comm.size() {
-            bail!("{} ranks for {} slices: at most one rank per slice", comm.size(), volume.nz);
+            bail!(
+                "{} ranks for {} slices: at most one rank per slice",
+                comm.size(),
+                volume.nz
+            );
         }
         let backend = backend(comm.local_rank())?;
         Ok(backend)

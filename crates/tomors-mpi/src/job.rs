@@ -137,13 +137,20 @@ pub fn gpu_for_rank(local_rank: usize, devices: Option<&[usize]>) -> Option<usiz
 }
 
 /// A progress bar on rank 0 (hidden elsewhere and when quiet).
-pub(crate) fn bar(comm: &dyn Comm, quiet: bool, total: u64, msg: &str, unit: &str) -> indicatif::ProgressBar {
+pub(crate) fn bar(
+    comm: &dyn Comm,
+    quiet: bool,
+    total: u64,
+    msg: &str,
+    unit: &str,
+) -> indicatif::ProgressBar {
     if quiet || comm.rank() != 0 {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(total);
-    let template =
-        format!("{{msg:>14}} [{{bar:40}}] {{pos}}/{{len}} {unit} {{elapsed_precise}} (ETA {{eta}})");
+    let template = format!(
+        "{{msg:>14}} [{{bar:40}}] {{pos}}/{{len}} {unit} {{elapsed_precise}} (ETA {{eta}})"
+    );
     if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
         bar.set_style(style.progress_chars("=> "));
     }

@@ -5,7 +5,12 @@
 
 /// Environment variables that carry the rank, by launcher: MPICH/Intel MPI
 /// (Hydra, PMI), Open MPI, PMIx, Slurm `srun` job steps.
-const RANK_VARS: [&str; 4] = ["PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"];
+const RANK_VARS: [&str; 4] = [
+    "PMI_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "SLURM_PROCID",
+];
 /// Variables that carry the number of ranks. `SLURM_STEP_NUM_TASKS` (set in
 /// `srun` steps only), not `SLURM_NTASKS`, which a batch script has too.
 const SIZE_VARS: [&str; 3] = ["PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"];

@@ -38,7 +38,9 @@ impl MpiComm {
         let (universe, threading) = mpi::initialize_with_threading(Threading::Serialized)
             .ok_or_else(|| anyhow::anyhow!("MPI: already initialised in this process"))?;
         if threading < Threading::Serialized {
-            anyhow::bail!("MPI: the library offers threading level {threading:?}, tomors needs Serialized");
+            anyhow::bail!(
+                "MPI: the library offers threading level {threading:?}, tomors needs Serialized"
+            );
         }
         let world = universe.world();
         let rank = world.rank() as usize;

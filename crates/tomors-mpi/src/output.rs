@@ -31,8 +31,15 @@ use crate::status::{agree, Failure};
 const FEED_BYTES: usize = 64 << 20;
 
 enum Sink {
-    Npy { file: File, data_offset: u64 },
-    Tiff { dir: PathBuf, depth: TiffDepth, digits: usize },
+    Npy {
+        file: File,
+        data_offset: u64,
+    },
+    Tiff {
+        dir: PathBuf,
+        depth: TiffDepth,
+        digits: usize,
+    },
     Hdf5Writer(Box<dyn VolumeWriter>),
     Hdf5Feeder,
 }
@@ -175,9 +182,9 @@ impl DistOutput {
                     digits: tiff_digits(shape[0]),
                 }
             }
-            VolumeFormat::Hdf5 => Sink::Hdf5Writer(create_writer_with(
-                path, format, shape, meta, overwrite,
-            )?),
+            VolumeFormat::Hdf5 => {
+                Sink::Hdf5Writer(create_writer_with(path, format, shape, meta, overwrite)?)
+            }
         })
     }
 
@@ -282,7 +289,11 @@ impl DistOutput {
                 }
             }
             Some(Sink::Hdf5Feeder) => {
-                let kind = if local.is_ok() { FEED_DONE } else { FEED_FAILED };
+                let kind = if local.is_ok() {
+                    FEED_DONE
+                } else {
+                    FEED_FAILED
+                };
                 comm.send_bytes(0, &feed_header(kind, 0));
             }
             Some(Sink::Hdf5Writer(mut w)) => {

@@ -23,7 +23,11 @@ use crate::split::split_rows;
 use crate::status::{agree, injected_failure, Failure};
 
 /// The centre: given, the detector's, or found by rank 0 and broadcast.
-fn resolve_center(comm: &dyn Comm, job: &ReconJob, center: &Center) -> Result<Option<f32>, Failure> {
+fn resolve_center(
+    comm: &dyn Comm,
+    job: &ReconJob,
+    center: &Center,
+) -> Result<Option<f32>, Failure> {
     Ok(match center {
         Center::Default => None,
         Center::At(c) => Some(*c),
@@ -129,7 +133,13 @@ pub(crate) fn run_fbp(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
             per_slab
         );
     }
-    let bar = bar(comm, job.quiet, n_slabs as u64, "reconstructing", "slabs of rank 0");
+    let bar = bar(
+        comm,
+        job.quiet,
+        n_slabs as u64,
+        "reconstructing",
+        "slabs of rank 0",
+    );
     let t = Instant::now();
     let local = (|| -> Result<()> {
         for r in slabs(mine.clone(), per_slab) {
@@ -140,8 +150,14 @@ pub(crate) fn run_fbp(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
             let n = projections.len_of(Axis(1));
             let sinograms = projections_to_sinograms(projections.view(), 0..n)?;
             drop(projections);
-            let vol = fbp_sinograms(backend.as_ref(), sinograms.view(), &geometry, &grid, options)
-                .map_err(|e| io_err(&job, e))?;
+            let vol = fbp_sinograms(
+                backend.as_ref(),
+                sinograms.view(),
+                &geometry,
+                &grid,
+                options,
+            )
+            .map_err(|e| io_err(&job, e))?;
             out.write(comm, r.start - job.rows.start, vol.view())?;
             bar.inc(1);
         }
@@ -239,7 +255,13 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
             geometry.n_bins()
         );
     }
-    let bar = bar(comm, job.quiet, options.iterations as u64, "iterating", "iterations");
+    let bar = bar(
+        comm,
+        job.quiet,
+        options.iterations as u64,
+        "iterating",
+        "iterations",
+    );
     let t = Instant::now();
     let result = match &sinograms {
         Some(s) => reconstruct(p.as_ref(), s.view(), None, options, &mut |info| {

@@ -79,7 +79,9 @@ fn slab_fbp_is_bit_identical_for_every_format() {
     for ranks in [1, 2, 3] {
         let out = dir.path().join(format!("v{ranks}.npy"));
         let r = ThreadComm::run(ranks, |c| {
-            run_job(c, || Ok(fbp_job(&input, &out, VolumeFormat::Npy, Center::Default)))
+            run_job(c, || {
+                Ok(fbp_job(&input, &out, VolumeFormat::Npy, Center::Default))
+            })
         });
         assert!(r.iter().all(|x| x.is_ok()), "{r:?}");
         let got = read_npy_volume(&out).unwrap();
@@ -95,11 +97,16 @@ fn slab_fbp_is_bit_identical_for_every_format() {
             )
             .unwrap();
         }
-        assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&reference).unwrap());
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            std::fs::read(&reference).unwrap()
+        );
     }
     let h5 = dir.path().join("v.h5");
     let r = ThreadComm::run(3, |c| {
-        run_job(c, || Ok(fbp_job(&input, &h5, VolumeFormat::Hdf5, Center::At(23.0))))
+        run_job(c, || {
+            Ok(fbp_job(&input, &h5, VolumeFormat::Hdf5, Center::At(23.0)))
+        })
     });
     assert!(r.iter().all(|x| x.is_ok()), "{r:?}");
     assert_eq!(read_hdf5_volume(&h5).unwrap(), fbp_single(&p, Some(23.0)));
@@ -116,7 +123,9 @@ fn slab_fbp_is_bit_identical_for_every_format() {
     });
     assert!(r.iter().all(|x| x.is_ok()), "{r:?}");
     let stack = tomors_io::open(&tif, &Default::default()).unwrap();
-    let got = stack.read_rows(0..single.dim().1, &Preprocess::raw()).unwrap();
+    let got = stack
+        .read_rows(0..single.dim().1, &Preprocess::raw())
+        .unwrap();
     // The stack reads as [image][row][col] = [z][y][x].
     assert_eq!(got, single);
     assert!(tif.join("tomors.txt").exists());
@@ -143,7 +152,14 @@ fn auto_center_is_found_once_and_broadcast() {
             CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Ok(15.25)
         });
-        run_job(c, || Ok(fbp_job(&input, &out, VolumeFormat::Npy, Center::Auto(finder))))
+        run_job(c, || {
+            Ok(fbp_job(
+                &input,
+                &out,
+                VolumeFormat::Npy,
+                Center::Auto(finder),
+            ))
+        })
     });
     assert!(r.iter().all(|x| x.is_ok()), "{r:?}");
     assert_eq!(CALLS.load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -232,7 +248,10 @@ fn cone_domain_decomposition_equals_single_process() {
             assert!(rel <= CONE_BOUND, "{name}, {ranks} ranks: {rel:e}");
             let res_d = parts[0].1.residuals.last().unwrap();
             let res_s = single.residuals.last().unwrap();
-            assert!((res_d - res_s).abs() <= 1e-5 * res_s, "{name}: {res_d} vs {res_s}");
+            assert!(
+                (res_d - res_s).abs() <= 1e-5 * res_s,
+                "{name}: {res_d} vs {res_s}"
+            );
         }
     }
 }
@@ -268,7 +287,7 @@ fn zslab_fdk_equals_single_process() {
                     quiet: true,
                     method: Method::Fdk {
                         geometry: pb.g.clone(),
-                        volume: pb.v.clone(),
+                        volume: pb.v,
                         options: FdkOptions::default(),
                         backend: Box::new(|_| Ok(Box::new(CpuBackend::new()))),
                     },

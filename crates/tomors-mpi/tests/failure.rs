@@ -14,7 +14,12 @@ use tomors_io::tiffio::TiffDepth;
 use tomors_io::{Preprocess, VolumeFormat};
 use tomors_mpi::{run_job, Center, Failure, Method, ReconJob, ThreadComm};
 
-fn job(input: &std::path::Path, out: &std::path::Path, format: VolumeFormat, method: Method) -> anyhow::Result<ReconJob> {
+fn job(
+    input: &std::path::Path,
+    out: &std::path::Path,
+    format: VolumeFormat,
+    method: Method,
+) -> anyhow::Result<ReconJob> {
     let source = tomors_io::open(input, &Default::default())?;
     let [_, nr, _] = source.shape();
     Ok(ReconJob {
@@ -69,7 +74,8 @@ fn a_failing_rank_ends_every_rank_and_leaves_nothing() {
         }
     }
     let out = dir.path().join("x.npy");
-    let methods: Vec<(&str, Box<dyn Fn() -> Method + Sync>)> = vec![
+    type MakeMethod<'a> = Box<dyn Fn() -> Method + Sync + 'a>;
+    let methods: Vec<(&str, MakeMethod)> = vec![
         (
             "parallel sirt",
             Box::new(|| Method::Iterative {
@@ -85,7 +91,7 @@ fn a_failing_rank_ends_every_rank_and_leaves_nothing() {
             "cone sirt",
             Box::new(|| Method::ConeIterative {
                 geometry: cone.g.clone(),
-                volume: cone.v.clone(),
+                volume: cone.v,
                 options: IterativeOptions {
                     iterations: 2,
                     ..Default::default()
@@ -97,15 +103,21 @@ fn a_failing_rank_ends_every_rank_and_leaves_nothing() {
             "fdk",
             Box::new(|| Method::Fdk {
                 geometry: cone.g.clone(),
-                volume: cone.v.clone(),
+                volume: cone.v,
                 options: FdkOptions::default(),
                 backend: Box::new(|_| Ok(Box::new(CpuBackend::new()))),
             }),
         ),
     ];
     for (name, method) in &methods {
-        let src = if name.starts_with("parallel") { &input } else { &cone_in };
-        let r = ThreadComm::run(2, |c| run_job(c, || job(src, &out, VolumeFormat::Npy, method())));
+        let src = if name.starts_with("parallel") {
+            &input
+        } else {
+            &cone_in
+        };
+        let r = ThreadComm::run(2, |c| {
+            run_job(c, || job(src, &out, VolumeFormat::Npy, method()))
+        });
         for x in &r {
             assert_eq!(x.as_ref().err(), Some(&expected), "{name}");
         }
@@ -123,7 +135,7 @@ fn a_failing_rank_ends_every_rank_and_leaves_nothing() {
         })
     });
     for x in &r {
-        let f = x.as_ref().err().expect("failed");
+        let f = x.as_ref().expect_err("failed");
         assert_eq!(f.rank, 1);
         assert!(f.message.ends_with("proj.npy: cannot open"), "{f}");
     }

@@ -283,7 +283,12 @@ pub(crate) fn load_projections(
 /// Angles of a cone-beam reconstruction: --angles (with --angles-unit),
 /// else evenly over --angle-range degrees (end excluded), else 360° (end
 /// excluded) or, with --short-scan, π + fan angle with both ends.
-pub(crate) fn cone_angles(args: &ReconArgs, n: usize, n_rows: usize, n_cols: usize) -> Result<Vec<f32>> {
+pub(crate) fn cone_angles(
+    args: &ReconArgs,
+    n: usize,
+    n_rows: usize,
+    n_cols: usize,
+) -> Result<Vec<f32>> {
     if let Some(path) = &args.angles {
         return read_angles(path, n, args.angles_unit.unwrap_or(AngleUnit::Rad));
     }
