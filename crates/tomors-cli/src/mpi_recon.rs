@@ -139,7 +139,9 @@ fn job(args: &ReconArgs) -> Result<ReconJob> {
         };
         (angles, method)
     } else {
-        let angles = if args.angles.is_some() {
+        // The angles of the single-process paths: --angles or the source's
+        // for FBP (streaming), --angles or --angle-range for --algorithm.
+        let angles = if args.angles.is_some() || args.iterative.is_iterative() {
             load_angles(args, n_angles)?
         } else {
             source.angles().to_vec()

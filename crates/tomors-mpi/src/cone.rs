@@ -576,9 +576,6 @@ pub(crate) fn run_fdk(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
         bar.inc(1);
         Ok(())
     })();
-    if let Err(e) = &local {
-        tracing::error!("{e:#}");
-    }
     out.finish(comm, local)?;
     bar.finish_and_clear();
     say_wrote(comm, &job, volume, t);

@@ -54,6 +54,13 @@ pub use status::Failure;
 #[cfg(feature = "mpi")]
 pub fn run_recon(build: impl FnOnce() -> anyhow::Result<ReconJob>) -> anyhow::Result<()> {
     let comm = mpi_comm::MpiComm::init()?;
+    if let Some(n) = launch::launched_size().filter(|&n| n != comm.size()) {
+        // Every process would do the whole job and race for the output.
+        anyhow::bail!(
+            "the launcher started {n} processes but MPI sees {}: mpirun belongs to another MPI than the one tomors was built with",
+            comm.size()
+        );
+    }
     let outcome = run_job(&comm, build);
     let rank = comm.rank();
     drop(comm); // MPI_Finalize

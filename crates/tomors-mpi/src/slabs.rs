@@ -163,9 +163,6 @@ pub(crate) fn run_fbp(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
         }
         Ok(())
     })();
-    if let Err(e) = &local {
-        tracing::error!("{e:#}");
-    }
     out.finish(comm, local)?;
     bar.finish_and_clear();
     report(comm, &job, shape, &geometry, t, geometry.n_angles());
