@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Copies the MPI runtime an MPI build of tomors needs — the launcher
-# (mpiexec.hydra, hydra_pmi_proxy) and the shared libraries of the launcher
-# and of the binary, glibc excepted — into DIR, for a machine of the same
-# OS without package access (the GPU machine). There:
-#   PATH=DIR/bin:$PATH LD_LIBRARY_PATH=DIR/lib:$LD_LIBRARY_PATH mpirun -n 2 BINARY recon …
+# Copies an MPI build of tomors (stripped, as DIR/bin/tomors) with the MPI
+# runtime it needs — the launcher (mpiexec.hydra, hydra_pmi_proxy) and the
+# shared libraries of the launcher and of the binary, glibc excepted — into
+# DIR, and packs DIR as DIR.tar.xz (≈ 12 MB), for a machine of the same OS
+# without package access (the GPU machine). There:
+#   PATH=DIR/bin:$PATH LD_LIBRARY_PATH=DIR/lib:$LD_LIBRARY_PATH mpirun -n 2 DIR/bin/tomors recon …
+# or scripts/mpi-gpu-check.sh DIR.tar.xz (1 vs 2 ranks sharing the GPU).
 #
+#   cargo build --release -p tomors-cli --features mpi
 #   scripts/pack-mpi-runtime.sh DIR [BINARY]      (BINARY: target/release/tomors)
 set -euo pipefail
 dir=${1:?usage: scripts/pack-mpi-runtime.sh DIR [BINARY]}
 bin=${2:-target/release/tomors}
 mkdir -p "$dir/bin" "$dir/lib"
+cp "$bin" "$dir/bin/tomors" && strip "$dir/bin/tomors"
 for exe in mpiexec.hydra hydra_pmi_proxy; do
   cp -L "$(command -v "$exe")" "$dir/bin/"
 done
@@ -23,4 +27,5 @@ for f in "$bin" "$dir/bin/mpiexec.hydra" "$dir/bin/hydra_pmi_proxy"; do
     esac
   done
 done
-du -sh "$dir" >&2
+tar cJf "$dir.tar.xz" -C "$(dirname "$dir")" "$(basename "$dir")"
+du -sh "$dir" "$dir.tar.xz" >&2
