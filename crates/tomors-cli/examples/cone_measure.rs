@@ -9,9 +9,9 @@
 //! (1.125·N)² detector of 2-unit pixels at magnification 2 (SOD = ODD =
 //! 6.25·N), full cone angle ≈ 10.3°, figures into `docs/img`.
 
-#[path = "../src/preview.rs"]
+#[path = "../src/plot.rs"]
 #[allow(dead_code, clippy::neg_cmp_op_on_partial_ord)]
-mod preview;
+mod plot;
 
 use std::f64::consts::PI;
 use std::path::PathBuf;
@@ -214,7 +214,7 @@ fn main() -> Result<()> {
     // Figures.
     let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
     let (a, b, c) = (f32s(&e_fdk), f32s(&e_short), f32s(&e_fbp));
-    preview::save_profile(
+    plot::save_profile(
         &out_dir.join("cone_nrmse_vs_z.png"),
         &format!(
             "RMS error in the disc / central-slice range, {n}³, cone angle {:.1}°",
@@ -226,17 +226,17 @@ fn main() -> Result<()> {
             n / 2
         ),
         &[
-            preview::Series {
+            plot::Series {
                 label: "FDK full scan",
                 values: &a,
                 color: RGBColor(200, 30, 30),
             },
-            preview::Series {
+            plot::Series {
                 label: "FDK short scan (Parker)",
                 values: &b,
                 color: RGBColor(230, 140, 0),
             },
-            preview::Series {
+            plot::Series {
                 label: "parallel-beam FBP",
                 values: &c,
                 color: RGBColor(30, 60, 200),
@@ -247,20 +247,20 @@ fn main() -> Result<()> {
     let iy = n / 2;
     let cut = |v: &Array3<f32>| v.slice(s![..;-1, iy, ..]).to_owned();
     let (ph, fd, fb) = (cut(&reference), cut(&rec), cut(&fbp));
-    preview::save_gray_row(
+    tomors_io::preview::write_gray_row(
         &out_dir.join("cone_xz.png"),
         &[ph.view(), fd.view(), fb.view()],
         (0.0, 0.4),
     )?;
     let diff = |a: &Array2<f32>| (a - &ph).mapv(|v| v + 0.5);
-    preview::save_gray_row(
+    tomors_io::preview::write_gray_row(
         &out_dir.join("cone_xz_error.png"),
         &[diff(&fd).view(), diff(&fb).view()],
         (0.4, 0.6),
     )?;
     let sl = |v: &Array3<f32>, k: usize| v.index_axis(Axis(0), k).to_owned();
     let kz = n / 2 + 3 * n / 10;
-    preview::save_gray_row(
+    tomors_io::preview::write_gray_row(
         &out_dir.join("cone_slices.png"),
         &[
             sl(&reference, k).view(),

@@ -4,11 +4,13 @@ mod backend_select;
 mod cmd;
 mod cuda_cli;
 mod iteration_report;
+mod job;
 #[cfg(feature = "mpi")]
 mod mpi_recon;
 mod output;
-mod preview;
+mod plot;
 mod progress;
+mod run;
 
 use std::process::ExitCode;
 
@@ -34,7 +36,7 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Write exact projections of a Shepp-Logan phantom (and its angles) as .npy.
     Phantom(cmd::phantom::PhantomArgs),
-    /// Reconstruct projections [angle][row][col] with filtered back projection.
+    /// Reconstruct projections [angle][row][col]: FBP, cone-beam FDK or an iterative method.
     Recon(Box<cmd::recon::ReconArgs>),
     /// Back-projection speed (GU/s) on synthetic data, several sizes.
     Bench(cmd::bench::BenchArgs),
@@ -47,7 +49,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version go to stdout as clap writes them.
+        Err(err) if !err.use_stderr() => err.exit(),
+        Err(err) => {
+            eprintln!("error: {}", usage_error_line(&err));
+            return ExitCode::from(2);
+        }
+    };
     // Under mpirun, ranks other than 0 log warnings only, prefixed with
     // their rank, and show no progress bar.
     #[cfg(feature = "mpi")]
@@ -75,6 +85,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A command-line usage error in one line: clap's message without the
+/// usage block and the pointer to `--help`.
+fn usage_error_line(err: &clap::Error) -> String {
+    let text = err.render().to_string();
+    let mut parts = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() && !line.starts_with("tip:") {
+            parts.push(line.trim_start_matches("error: "));
+        }
+    }
+    parts.join(" ")
 }
 
 fn init_logging(quiet: bool, verbose: u8) {

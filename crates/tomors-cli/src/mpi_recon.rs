@@ -1,23 +1,22 @@
-//! `tomors recon` under `mpirun`/`srun` (feature `mpi`): turns the parsed
-//! arguments into a [`tomors_mpi::ReconJob`] on every rank and hands it to
-//! `tomors-mpi`, which splits the work (docs/distributed.md).
+//! `tomors recon` under `mpirun`/`srun` (feature `mpi`): turns the
+//! validated [`Job`] into a [`tomors_mpi::ReconJob`] on every rank and
+//! hands it to `tomors-mpi`, which splits the work (docs/distributed.md).
 
 use anyhow::{bail, Context, Result};
+use tomors_core::cone::FdkOptions;
 use tomors_core::cpu::CpuBackend;
-use tomors_io::stream::parse_bytes;
 use tomors_io::CenterOptions;
 use tomors_mpi::{Center, Method, ReconJob};
 
 use crate::backend_select::{make_backend, make_cone_backend, BackendArgs, BackendChoice};
-use crate::cmd::recon::{
-    load_angles, output_format, parse_rows, raw_spec, AngleUnit, CenterArg, ReconArgs,
-    DEFAULT_MEMORY,
-};
-use crate::output::check_target;
+use crate::job::geometry::CenterArg;
+use crate::job::input::{self, AnglesFrom};
+use crate::job::{center, Job, Route, DEFAULT_MEMORY};
 
-/// Runs `args` as one rank of the distributed job.
-pub fn run(args: &ReconArgs) -> Result<()> {
-    tomors_mpi::run_recon(|| job(args))
+/// Runs `job` (validated, taking `route`) as one rank of the distributed
+/// job.
+pub fn run(job: &Job, route: Route) -> Result<()> {
+    tomors_mpi::run_recon(|| rank_job(job, route))
 }
 
 /// The GPU list of `--devices` (None: every GPU of the host).
@@ -32,7 +31,7 @@ fn device_list(b: &BackendArgs) -> Result<Option<Vec<usize>>> {
 }
 
 /// The backend arguments of one rank: `--devices` narrowed to the rank's
-/// GPU (local rank modulo the GPUs), or the CPU where there is none.
+/// GPU (local rank modulo the GPUs), or `None` for the CPU.
 fn rank_backend(b: &BackendArgs, local_rank: usize) -> Result<Option<BackendArgs>> {
     if b.backend == BackendChoice::Cpu {
         return Ok(None);
@@ -55,78 +54,46 @@ fn rank_backend(b: &BackendArgs, local_rank: usize) -> Result<Option<BackendArgs
     }
 }
 
-fn job(args: &ReconArgs) -> Result<ReconJob> {
-    let input = &args.input;
-    check_target(&args.out, args.overwrite)?;
-    let format = output_format(args)?;
-    let memory = parse_bytes(args.memory.as_deref().unwrap_or(DEFAULT_MEMORY))
-        .map_err(|e| anyhow::anyhow!("--memory: {e}"))?;
-    let preprocess = args.pre.preprocess()?;
-    let mut opts = args.io.open_options();
-    opts.raw = raw_spec(args)?;
-    let cone = args.cone.is_cone();
-    if !cone {
-        // As the single-process streaming path reads real data.
-        opts.angles_unit = args
-            .angles
-            .is_none()
-            .then_some(args.angles_unit)
-            .flatten()
-            .map(|u| match u {
-                AngleUnit::Rad => tomors_io::AngleUnit::Radians,
-                AngleUnit::Deg => tomors_io::AngleUnit::Degrees,
-            });
-        if let Some(r) = args.angle_range {
-            if !(r.is_finite() && r > 0.0) {
-                bail!("--angle-range {r} must be positive");
-            }
-            opts.angle_range = Some((r as f64).to_radians());
-        }
-    } else {
-        let is_npy = input
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("npy"));
-        if !is_npy || args.raw_shape.is_some() {
-            bail!(
-                "{}: --geometry cone reads .npy projections [angle][row][col]",
-                input.display()
-            );
-        }
-        if args.slices.is_some() || args.center.is_some() {
-            bail!("--slices and --center are for parallel geometry (cone beam: --principal-point)");
-        }
+fn rank_job(job: &Job, route: Route) -> Result<ReconJob> {
+    let format = job.output.check()?;
+    let cone = matches!(route, Route::ConeFdk | Route::ConeIterative);
+    let iterative = matches!(route, Route::Iterative | Route::ConeIterative);
+    if iterative && job.backend.backend == BackendChoice::Cuda {
+        bail!("under MPI, --algorithm runs on the CPU (use --backend cpu or auto)");
     }
-    let source = tomors_io::open(input, &opts)?;
-    let [n_angles, n_rows, n_cols] = source.shape();
+    let scan = input::open(&job.input, &job.pre, cone)?;
+    let path = scan.path().to_path_buf();
+    let [n_angles, n_rows, n_cols] = scan.shape();
     let quiet = crate::progress::is_quiet();
-    let backend_args = args.backend.clone();
-    let (angles, method) = if cone {
-        let angles = crate::cmd::cone::cone_angles(args, n_angles, n_rows, n_cols)?;
-        let geometry = args
+    let backend_args = job.backend.clone();
+    let (angles, rows, method) = if cone {
+        let angles = match scan.angles_from {
+            AnglesFrom::Default => job
+                .geometry
+                .cone
+                .default_angles(n_angles, n_rows, n_cols)?,
+            _ => scan.angles.clone(),
+        };
+        let geometry = job
+            .geometry
             .cone
             .geometry(angles.clone(), n_rows, n_cols)
-            .with_context(|| input.display().to_string())?;
-        let volume = args.cone.volume(&geometry)?;
-        let method = if args.iterative.is_iterative() {
-            if args.backend.backend == BackendChoice::Cuda {
-                bail!(
-                    "under MPI, cone-beam --algorithm runs on the CPU (use --backend cpu or auto)"
-                );
-            }
+            .with_context(|| path.display().to_string())?;
+        let volume = job.geometry.cone.volume(&geometry)?;
+        let method = if let Some(name) = job.method.algorithm {
             Method::ConeIterative {
                 geometry,
                 volume,
-                options: args.iterative.options()?,
-                projector: args.iterative.projector,
+                options: job.method.iterative.options(name)?,
+                projector: job.method.iterative.projector(),
             }
         } else {
-            let filter = args.filter.fbp_options(args.slab).filter;
             Method::Fdk {
                 geometry,
                 volume,
-                options: tomors_core::cone::FdkOptions {
-                    filter,
-                    scan: args.cone.scan(),
+                options: FdkOptions {
+                    filter: job.method.fbp.filter()?,
+                    scan: job.geometry.cone.scan(),
                     slab: 0,
                 },
                 backend: Box::new(move |local_rank| {
@@ -137,46 +104,41 @@ fn job(args: &ReconArgs) -> Result<ReconJob> {
                 }),
             }
         };
-        (angles, method)
+        (angles, 0..n_rows, method)
     } else {
-        // The angles of the single-process paths: --angles or the source's
-        // for FBP (streaming), --angles or --angle-range for --algorithm.
-        let angles = if args.angles.is_some() || args.iterative.is_iterative() {
-            load_angles(args, n_angles)?
-        } else {
-            source.angles().to_vec()
-        };
-        let rows = parse_rows(args.slices.as_deref(), n_rows)?;
-        let center = match args.center {
+        let rows = job.geometry.rows(n_rows)?;
+        let centre = match job.geometry.center {
             None => Center::Default,
             Some(CenterArg::At(c)) => Center::At(c),
             Some(CenterArg::Auto) => {
-                let search = crate::cmd::center::search_rows(&rows, args.center_row);
+                let search = center::search_rows(&rows, job.geometry.center_row);
                 Center::Auto(Box::new(move |source, angles, pre| {
-                    let found = crate::cmd::center::auto_center(
+                    let found = center::auto_center(
                         source,
                         angles,
                         pre,
                         &search,
                         &CenterOptions::default(),
                     )?;
+                    tracing::info!(
+                        "rotation centre {:.2} (quality {:.3})",
+                        found.center,
+                        found.quality
+                    );
                     Ok(found.center)
                 }))
             }
         };
-        let method = if args.iterative.is_iterative() {
-            if args.backend.backend == BackendChoice::Cuda {
-                bail!("under MPI, --algorithm runs on the CPU (use --backend cpu or auto)");
-            }
+        let method = if let Some(name) = job.method.algorithm {
             Method::Iterative {
-                center,
-                options: args.iterative.options()?,
-                projector: args.iterative.projector,
+                center: centre,
+                options: job.method.iterative.options(name)?,
+                projector: job.method.iterative.projector(),
             }
         } else {
             Method::Fbp {
-                center,
-                options: args.filter.fbp_options(args.slab),
+                center: centre,
+                options: job.method.fbp.options()?,
                 backend: Box::new(move |local_rank| {
                     match rank_backend(&backend_args, local_rank)? {
                         Some(b) => make_backend(&b),
@@ -185,28 +147,17 @@ fn job(args: &ReconArgs) -> Result<ReconJob> {
                 }),
             }
         };
-        return Ok(ReconJob {
-            source,
-            angles,
-            rows,
-            preprocess,
-            out: args.out.clone(),
-            format,
-            overwrite: args.overwrite,
-            memory,
-            quiet,
-            method,
-        });
+        (scan.angles.clone(), rows, method)
     };
     Ok(ReconJob {
-        source,
+        source: scan.source,
         angles,
-        rows: 0..n_rows,
-        preprocess,
-        out: args.out.clone(),
+        rows,
+        preprocess: scan.pre,
+        out: job.output.path.clone(),
         format,
-        overwrite: args.overwrite,
-        memory,
+        overwrite: job.output.overwrite,
+        memory: job.memory.unwrap_or(DEFAULT_MEMORY),
         quiet,
         method,
     })

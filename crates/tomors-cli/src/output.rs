@@ -6,9 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use ndarray::ArrayView3;
-use tomors_io::writer::create_writer_with;
-use tomors_io::{VolumeFormat, VolumeMeta};
+use tomors_io::VolumeFormat;
 
 /// Checks, before any work, that `path` can be written: its directory
 /// exists and it does not exist yet (unless `overwrite`).
@@ -45,20 +43,6 @@ fn partial_name(path: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "output".into());
     parent_dir(path).join(format!(".{name}.partial-{}", std::process::id()))
-}
-
-/// Writes `volume` (`[z][y][x]`) to `path` in the format its name implies
-/// (`.npy`, `.h5`, or a directory of float32 TIFF slices), through the
-/// atomic writers of `tomors-io`.
-pub fn write_volume(path: &Path, volume: ArrayView3<'_, f32>, overwrite: bool) -> Result<()> {
-    check_target(path, overwrite)?;
-    let format = VolumeFormat::from_path(path)?;
-    let (z, y, x) = volume.dim();
-    let mut writer =
-        create_writer_with(path, format, [z, y, x], &VolumeMeta::default(), overwrite)?;
-    writer.write_slab(0, volume)?;
-    writer.finish()?;
-    Ok(())
 }
 
 fn remove_any(path: &Path) {

@@ -3,7 +3,9 @@
 //! Geometry, phantoms, filters, CPU projectors and reconstruction algorithms
 //! of tomors. The core knows no file format and no GPU: algorithms ask a
 //! [`Backend`] for the heavy operations, and [`cpu::CpuBackend`] is the
-//! reference implementation of each.
+//! reference implementation of each. The iterative methods are written once
+//! over the operator and vector traits of [`linalg`], so they run on host
+//! arrays, device buffers and distributed operators alike.
 //!
 //! Conventions: projections `[angle][row][col]`, sinograms
 //! `[slice][angle][bin]`, volumes `[z][y][x]`, angles in radians, geometry as
@@ -17,6 +19,7 @@ pub mod fbp;
 pub mod filter;
 pub mod geometry;
 pub mod iterative;
+pub mod linalg;
 pub mod metrics;
 pub mod phantom;
 

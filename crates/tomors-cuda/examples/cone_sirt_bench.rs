@@ -29,8 +29,8 @@ use ndarray::Array3;
 use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
-use tomors_cuda::driver::Event;
-use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend, CudaConeJoseph};
+use tomors_cuda::runtime::Event;
+use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend, CudaConeJoseph, OnQueue};
 
 /// Deterministic values in [0, 1) from a seed (xorshift), in parallel chunks.
 fn random01(len: usize, seed: u64) -> Vec<f32> {

@@ -20,8 +20,8 @@ use ndarray::Array3;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
 use tomors_core::{ParallelGeometry, SliceGrid};
-use tomors_cuda::driver::Event;
-use tomors_cuda::{sirt_cuda, CudaBackend, CudaJoseph, GpuSirtOptions, JosephTuning};
+use tomors_cuda::runtime::Event;
+use tomors_cuda::{sirt_cuda, CudaBackend, CudaJoseph, GpuSirtOptions, JosephTuning, OnQueue};
 
 /// Deterministic values in [0, 1) from a seed (xorshift), in parallel chunks.
 fn random01(len: usize, seed: u64) -> Vec<f32> {

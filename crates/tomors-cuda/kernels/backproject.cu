@@ -329,6 +329,12 @@ typedef val_t ent_t;
 // unit (hardware interpolation of the same texture) instead of the cache.
 // The counters only grow; a block's rank on its SM is taken modulo 8.
 __device__ unsigned int hyb_blocks[1024];
+#ifdef COUNT_PATHS
+// Tests only (`COUNT_PATHS` is defined by `CudaBackend::set_count_paths`):
+// the blocks that took the texture path and the cache path.
+__device__ unsigned long long tex_path_blocks;
+__device__ unsigned long long cache_path_blocks;
+#endif
 __device__ __forceinline__ unsigned int sm_id() {
     unsigned int r;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
@@ -358,6 +364,9 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
     __shared__ unsigned int rank;
     if (t == 0) rank = atomicAdd(&hyb_blocks[sm_id() & 1023u], 1u);
     __syncthreads();
+#ifdef COUNT_PATHS
+    if (t == 0) atomicAdd((rank & 7u) < HYB ? &tex_path_blocks : &cache_path_blocks, 1ull);
+#endif
     if ((rank & 7u) < HYB) {
         // Texture path: the same pixels, one fetch per pixel and projection.
         for (int pb = 0; pb < NPROJ; pb += SD) {

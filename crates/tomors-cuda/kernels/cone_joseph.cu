@@ -1,5 +1,6 @@
 // Joseph's cone-beam projector (tomors-core's ConeJosephProjector) and its
-// exact transpose, plus the element-wise kernels of SIRT on flat arrays.
+// exact transpose, plus the weighting of the voxel back projection's input (the
+// element-wise kernels of the iterative methods are in linalg.cu).
 //
 // Layouts: the volume is [z][y][x] (flat, x fastest), the projections
 // [angle][row][col]. Coordinates are voxel indices (X = cx + x/h,
@@ -347,72 +348,9 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
-// Deterministic block sum of a double (256 threads).
-__device__ __forceinline__ double block_sum(double v) {
-    __shared__ double red[256];
-    red[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = 128; s > 0; s >>= 1) {
-        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-        __syncthreads();
-    }
-    return red[0];
-}
-
 #define GRID_LOOP(i, n)                                                              \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); \
          i += (long long)gridDim.x * blockDim.x)
-
-// r = M (b - Ax) in place of Ax (m may be null: M = I), and per-block
-// partial sums of |b - Ax|^2. 256 threads per block.
-extern "C" __global__ void cj_residual(const float* __restrict__ b, float* __restrict__ ax,
-                                       const float* __restrict__ m, double* __restrict__ partial,
-                                       long long n) {
-    double sum = 0.0;
-    GRID_LOOP(i, n) {
-        const float d = b[i] - ax[i];
-        sum += (double)d * (double)d;
-        ax[i] = m ? d * __ldg(m + i) : d;
-    }
-    const double s = block_sum(sum);
-    if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-
-// Per-block partial sums of y^2. 256 threads per block.
-extern "C" __global__ void cj_sqsum(const float* __restrict__ y, double* __restrict__ partial,
-                                    long long n) {
-    double sum = 0.0;
-    GRID_LOOP(i, n) {
-        const double v = (double)y[i];
-        sum += v * v;
-    }
-    const double s = block_sum(sum);
-    if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-
-// y[i] *= c · w[i] (w may be null: y *= c).
-extern "C" __global__ void cj_scale(float* __restrict__ y, const float* __restrict__ w, float c,
-                                    long long n) {
-    GRID_LOOP(i, n) { y[i] *= w ? c * __ldg(w + i) : c; }
-}
-
-// y[i] = v.
-extern "C" __global__ void cj_fill(float* __restrict__ y, float v, long long n) {
-    GRID_LOOP(i, n) { y[i] = v; }
-}
-
-// x <- P_C(x + lambda · t · g) (t may be null: T = I).
-extern "C" __global__ void cj_update(float* __restrict__ x, const float* __restrict__ g,
-                                     const float* __restrict__ t, float lambda, int has_lo,
-                                     float lo, int has_hi, float hi, long long n) {
-    GRID_LOOP(i, n) {
-        const float l = t ? lambda * __ldg(t + i) : lambda;
-        float v = x[i] + l * g[i];
-        if (has_lo && v < lo) v = lo;
-        if (has_hi && v > hi) v = hi;
-        x[i] = v;
-    }
-}
 
 // The voxel-driven back projection's input: projections [angle][row][col]
 // (n = angles * NR * NC values) times the per-pixel weights w[row][col]

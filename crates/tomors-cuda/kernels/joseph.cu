@@ -1,7 +1,8 @@
 // Joseph's parallel-beam projector (forward) and its exact transpose (a
-// gather, no atomics), plus the elementwise kernels of SIRT, for stacks of
-// independent slices. See src/iterative.rs for the host side and
-// docs/iterative.md for the derivation.
+// gather, no atomics), plus the layout kernels of its interleaved stacks,
+// for stacks of independent slices. See src/iterative/parallel/ for the
+// host side and docs/iterative.md for the derivation; the element-wise
+// kernels of the iterative methods are in linalg.cu.
 //
 // Defines baked in at compile time:
 //   SG  slices per thread of the projectors (4 or 8). Device arrays
@@ -435,119 +436,6 @@ extern "C" __global__ void jp_transpose(const float* __restrict__ src, float* __
             const int ix = x0 + c, iy = y0 + threadIdx.x;
             if (ix < nx && iy < ny)
                 reinterpret_cast<float4*>(d + ((size_t)ix * ny + iy) * 4)[v] =
-                    tile[threadIdx.x][c];
-        }
-    }
-}
-
-// Deterministic block sum of a double (256 threads).
-__device__ __forceinline__ double block_sum(double v) {
-    __shared__ double red[256];
-    red[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = 128; s > 0; s >>= 1) {
-        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-        __syncthreads();
-    }
-    return red[0];
-}
-
-// r = M (b - Ax) in place of Ax, and per-block partial sums of |b - Ax|^2
-// over the real slices (slice index < ns). `m` is [na*nb] or null (M = I).
-// Launch with 256 threads per block.
-extern "C" __global__ void jp_residual(const float* __restrict__ b, float* __restrict__ ax,
-                                       const float* __restrict__ m, double* __restrict__ partial,
-                                       long long n, long long per, int ns) {
-    double sum = 0.0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        const long long e = i / 4;
-        const int slice = (int)(e / per) * 4 + (int)(i - e * 4);
-        float d = b[i] - ax[i];
-        if (slice >= ns) d = 0.0f;
-        sum += (double)d * (double)d;
-        ax[i] = m ? d * __ldg(m + e % per) : d;
-    }
-    const double s = block_sum(sum);
-    if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-
-// Per-block partial sums of y^2 over the real slices.
-extern "C" __global__ void jp_sqsum(const float* __restrict__ y, double* __restrict__ partial,
-                                    long long n, long long per, int ns) {
-    double sum = 0.0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        const long long e = i / 4;
-        const int slice = (int)(e / per) * 4 + (int)(i - e * 4);
-        const double v = slice < ns ? (double)y[i] : 0.0;
-        sum += v * v;
-    }
-    const double s = block_sum(sum);
-    if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-
-// y[i] *= c * w[(i / 4) % per] (w may be null: y *= c).
-extern "C" __global__ void jp_scale(float* __restrict__ y, const float* __restrict__ w, float c,
-                                    long long n, long long per) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        const float f = w ? c * __ldg(w + (i / 4) % per) : c;
-        y[i] *= f;
-    }
-}
-
-// y[i] = v.
-extern "C" __global__ void jp_fill(float* __restrict__ y, float v, long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        y[i] = v;
-}
-
-__device__ __forceinline__ float clampf(float v, int has_lo, float lo, int has_hi, float hi) {
-    if (has_lo && v < lo) v = lo;
-    if (has_hi && v > hi) v = hi;
-    return v;
-}
-
-// x <- P_C(x + lambda T g) for one 32x32 tile of pixels per block, writing
-// x and its transposed copy xT (coalesced through shared memory). `t` is
-// [ny*nx] or null (T = I).
-extern "C" __global__ void jp_update(float* __restrict__ x, float* __restrict__ xT,
-                                     const float* __restrict__ grad, const float* __restrict__ t,
-                                     float lambda, int has_lo, float lo, int has_hi, float hi,
-                                     int nx, int ny) {
-    __shared__ float4 tile[TT][TT + 1];
-    const int g = blockIdx.z;
-    const size_t plane = (size_t)nx * ny * 4;
-    float* xs = x + g * plane;
-    float* xd = xT + g * plane;
-    const float* gs = grad + g * plane;
-    const int x0 = blockIdx.x * TT, y0 = blockIdx.y * TT;
-    {
-        const int v = 0;
-        __syncthreads();
-        for (int r = threadIdx.y; r < TT; r += blockDim.y) {
-            const int iy = y0 + r, ix = x0 + threadIdx.x;
-            if (ix < nx && iy < ny) {
-                const size_t e = (size_t)iy * nx + ix;
-                float4* px = reinterpret_cast<float4*>(xs + e * 4) + v;
-                const float4 gv = __ldg(reinterpret_cast<const float4*>(gs + e * 4) + v);
-                const float l = t ? lambda * __ldg(t + e) : lambda;
-                float4 xv = *px;
-                xv.x = clampf(xv.x + l * gv.x, has_lo, lo, has_hi, hi);
-                xv.y = clampf(xv.y + l * gv.y, has_lo, lo, has_hi, hi);
-                xv.z = clampf(xv.z + l * gv.z, has_lo, lo, has_hi, hi);
-                xv.w = clampf(xv.w + l * gv.w, has_lo, lo, has_hi, hi);
-                *px = xv;
-                tile[r][threadIdx.x] = xv;
-            }
-        }
-        __syncthreads();
-        for (int c = threadIdx.y; c < TT; c += blockDim.y) {
-            const int ix = x0 + c, iy = y0 + threadIdx.x;
-            if (ix < nx && iy < ny)
-                reinterpret_cast<float4*>(xd + ((size_t)ix * ny + iy) * 4)[v] =
                     tile[threadIdx.x][c];
         }
     }

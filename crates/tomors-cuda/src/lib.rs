@@ -28,47 +28,57 @@
 //! - Cone beam: [`ConeBackend`](tomors_core::cone::ConeBackend) for
 //!   [`CudaBackend`] (FDK back projection, texture or plain-load kernels,
 //!   see [`cone`]).
-//! - Iterative reconstruction: Joseph's projector and its exact transpose
-//!   ([`CudaJoseph`]) and SIRT resident on the device ([`sirt_cuda`],
-//!   [`sirt_cuda_multi`]), see [`iterative`]; for cone beam, Joseph's
-//!   cone-beam projector ([`CudaConeJoseph`]) and SIRT on one device
-//!   ([`cone_sirt_cuda`]), see [`cone_iterative`].
+//! - Iterative reconstruction: device vectors ([`DeviceVec`], tomors-core's
+//!   `Vector`) and Joseph's projector pairs as tomors-core
+//!   `LinearOperator`s ([`CudaJoseph::operator`],
+//!   [`CudaConeJoseph::operator`]), so tomors-core's algorithms (SIRT,
+//!   SART, BLOCK-IT), written once, run resident on the device
+//!   ([`sirt_cuda`], [`sirt_cuda_multi`], [`cone_sirt_cuda`]); see
+//!   [`iterative`].
 //! - [`bench`](mod@bench) measures GU/s (voxels × projections / s) and end-to-end FBP.
+//!
+//! ## Layout
+//!
+//! The modules form layers; a module imports only from the layers below it:
+//!
+//! 1. [`runtime`]: the CUDA runtime (contexts, streams, events, memory,
+//!    textures and CUDA arrays, modules and launches, NVRTC and its cache);
+//! 2. [`fbp`] (parallel-beam FBP), [`cone`] (cone-beam FDK, built on
+//!    `fbp`'s filtering and engine) and [`iterative`] (device operators and
+//!    SIRT);
+//! 3. [`tune`] (the autotuner and the CPU model of the texture kernels) and
+//!    [`bench`](mod@bench) (benchmarks).
 
-pub mod backend;
 pub mod bench;
-pub mod compile;
 pub mod cone;
-pub mod cone_fdk;
-pub mod cone_iterative;
-pub mod driver;
-mod engine;
 pub mod error;
-pub mod fft;
+pub mod fbp;
 pub mod iterative;
-pub mod kernels;
-pub mod model;
+pub mod runtime;
 pub mod tune;
-pub mod tuning;
 
-pub use backend::{CudaBackend, CudaOptions, MultiCudaBackend};
-pub use cone::{ConeKernel, ConeStats};
-pub use cone_fdk::FdkStats;
-pub use cone_iterative::{
-    cone_sirt_cuda, cone_sirt_cuda_with, ConeBackProjector, ConeDeviceArray, CudaConeJoseph,
-};
-pub use engine::{PipelineStats, TexStorage};
+pub use cone::{ConeKernel, ConeStats, FdkStats};
 pub use error::{CudaError, Result};
-pub use fft::FftVariant;
+pub use fbp::fft::FftVariant;
+pub use fbp::kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
+pub use fbp::{CudaBackend, CudaOptions, MultiCudaBackend, PipelineStats, TexStorage};
+pub use iterative::cone::{cone_sirt_cuda, cone_sirt_cuda_with};
 pub use iterative::{
-    sirt_cuda, sirt_cuda_multi, CudaJoseph, GpuSirtOptions, JosephTuning, SirtStats,
+    sirt_cuda, sirt_cuda_multi, ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph,
+    CudaJoseph, DeviceVec, GpuSirtOptions, JosephStackOp, JosephTuning, OnQueue, SirtStats,
 };
-pub use kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
+
+// The module paths of the flat layout, kept so that existing code compiles.
+pub use fbp::{fft, kernels, tuning};
+pub use iterative::cone as cone_iterative;
+pub use runtime as driver;
+pub use runtime::compile;
+pub use tune::model;
 
 /// Number of usable CUDA devices. Errors (one line, with the reason) when
 /// the driver library is missing, fails to initialise, or finds no device.
 pub fn device_count() -> Result<usize> {
-    let n = driver::raw_device_count()?;
+    let n = runtime::raw_device_count()?;
     if n == 0 {
         return Err(CudaError::Unavailable(
             "the CUDA driver found no GPU".into(),

@@ -24,7 +24,7 @@ fn alu_matches_the_exact_reference() {
     let Some(mut be) = gpu_or_skip("alu_matches_the_exact_reference") else {
         return;
     };
-    let seed = common::fresh_seed();
+    let seed = common::test_seed();
     let (na, nb, k) = (90, 64, 5);
     let geoms = [
         (
@@ -140,6 +140,9 @@ fn alu_matches_the_exact_reference() {
                     // Hybrid linear: part of the blocks use the texture
                     // unit's 8-bit weights (the texture kernels' bound).
                     let lin_bound = if params.hybrid > 0 { 3e-3 } else { 1e-5 };
+                    // TODO(lead): the half bound (1% of the gray range) is far
+                    // above the measured error printed above ("vs f32 texels");
+                    // set it from a GPU run (largest value x 3 as margin).
                     let ok = match (interp, half) {
                         (_, true) => gray <= 0.01,
                         (Interpolation::Linear, false) => e_ref <= lin_bound,
@@ -155,6 +158,74 @@ fn alu_matches_the_exact_reference() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The hybrid `alu` kernel runs both paths: with the test-only block
+/// counters compiled in, every block of a launch is counted once, by the
+/// texture path or the cache path, both counts are non-zero and the texture
+/// share is near `hybrid`/8; the result equals the cache-only kernel within
+/// the texture kernels' bound (8-bit interpolation weights, 3e-3).
+#[test]
+fn hybrid_runs_the_texture_path() {
+    let Some(mut be) = gpu_or_skip("hybrid_runs_the_texture_path") else {
+        return;
+    };
+    let seed = common::test_seed();
+    let (na, nb, k) = (90, 1024, 8);
+    let geom = ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), nb).unwrap();
+    let grid = SliceGrid::new(1024, 1024).unwrap();
+    let sino = Array3::from_shape_vec((k, na, nb), random(k * na * nb, seed)).unwrap();
+    let hybrid = AluParams {
+        tile: 64,
+        hybrid: 3,
+        ..AluParams::default()
+    };
+    let run = |be: &mut tomors_cuda::CudaBackend, p: AluParams| {
+        be.set_kernel(KernelChoice::Fixed(BpConfig {
+            kernel: KernelKind::Alu(p),
+            mode: SliceMode::F32,
+        }));
+        let mut out = Array3::from_elem((k, grid.ny, grid.nx), f32::NAN);
+        be.backproject(
+            sino.view(),
+            &geom,
+            &grid,
+            Interpolation::Linear,
+            1.0,
+            out.view_mut(),
+        )
+        .unwrap();
+        out
+    };
+    be.set_count_paths(true);
+    let blocks_per_launch = (grid.nx.div_ceil(64) * grid.ny.div_ceil(64) * k) as u64;
+    let (mut tex, mut cache) = (0u64, 0u64);
+    let mut out = None;
+    for launch in 1..=3u64 {
+        out = Some(run(&mut be, hybrid));
+        let (t, c) = be.path_counts().unwrap();
+        eprintln!("launch {launch}: {t} texture-path blocks, {c} cache-path blocks");
+        assert_eq!(t + c, blocks_per_launch, "every block counted once");
+        tex += t;
+        cache += c;
+    }
+    let share = tex as f64 / (tex + cache) as f64;
+    eprintln!("texture-path share {share:.3} (hybrid 3 of 8 blocks: 0.375)");
+    assert!(tex > 0 && cache > 0, "texture {tex}, cache {cache}");
+    assert!((0.25..=0.5).contains(&share), "texture-path share {share}");
+    be.set_count_paths(false);
+    let plain = run(
+        &mut be,
+        AluParams {
+            hybrid: 0,
+            ..hybrid
+        },
+    );
+    let out = out.expect("ran");
+    assert!(out.iter().all(|v| v.is_finite()), "unwritten pixels");
+    let e = rel_l2(out.as_slice().unwrap(), plain.as_slice().unwrap());
+    eprintln!("hybrid vs cache-only: rel L2 {e:.2e}");
+    assert!(e <= 3e-3, "hybrid differs from the cache-only kernel: {e}");
 }
 
 /// Kernel names with parameters round-trip through the parser; bad
@@ -316,6 +387,8 @@ fn alu_half_and_oversample_errors_on_phantom_and_tooth() {
             e["float2 linear"].0 <= 1e-6,
             "{name}: float2 differs from f32"
         );
+        // TODO(lead): set the half bounds below from the "max diff / gray
+        // range" values printed above on the GPU machine (x 3 as margin).
         assert!(
             e["half4 linear"].1 <= 5e-3,
             "{name}: half linear {:?}",

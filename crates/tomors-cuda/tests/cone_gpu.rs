@@ -56,7 +56,7 @@ fn cone_backprojection_matches_the_reference() {
     let Some(mut be) = gpu_or_skip("cone_backprojection_matches_the_reference") else {
         return;
     };
-    let seed = common::fresh_seed();
+    let seed = common::test_seed();
     let (na, nr, nc) = (37, 29, 35);
     let g = ConeGeometry::new(
         uniform_angles(na, 2.0 * PI as f32),

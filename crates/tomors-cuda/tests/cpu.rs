@@ -235,6 +235,10 @@ fn half_rounding() {
 #[test]
 fn every_kernel_compiles_with_nvrtc() {
     if !nvrtc_available() {
+        assert!(
+            !common::gpu_required(),
+            "every_kernel_compiles_with_nvrtc: TOMORS_REQUIRE_GPU=1 but libnvrtc could not be loaded"
+        );
         eprintln!("skipping every_kernel_compiles_with_nvrtc: libnvrtc not found");
         return;
     }

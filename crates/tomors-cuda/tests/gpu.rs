@@ -33,7 +33,7 @@ fn every_kernel_matches_model_and_reference() {
     let Some(mut be) = gpu_or_skip("every_kernel_matches_model_and_reference") else {
         return;
     };
-    let seed = common::fresh_seed();
+    let seed = common::test_seed();
     let (na, nb, k) = (90, 64, 5);
     let geom = ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), nb)
         .unwrap()
@@ -126,6 +126,10 @@ fn every_kernel_matches_model_and_reference() {
             // random data about 2e-3 relative); nearest identical except at
             // ties; half within 1% of the gray range of the f32 result.
             let model_ok = worst.1 <= 2e-5;
+            // TODO(lead): the half bound (1% of the gray range) is 50-100x the
+            // error the issue measured; set it from the "half: max diff / gray
+            // range" values printed above on the GPU machine (largest over the
+            // configurations x 3 as margin). Not measurable without a GPU.
             let ref_ok = match (interp, half) {
                 (_, true) => worst.3 <= 0.01,
                 (Interpolation::Linear, false) => worst.0 <= 3e-3,
@@ -148,7 +152,7 @@ fn gpu_filter_matches_cpu() {
     if !be.gpu_filtering() {
         panic!("cuFFT could not be loaded on a GPU machine");
     }
-    let seed = common::fresh_seed();
+    let seed = common::test_seed();
     let (k, na, nb) = (3, 41, 100);
     let data = Array3::from_shape_vec((k, na, nb), random(k * na * nb, seed)).unwrap();
     for variant in [FftVariant::RealToComplex, FftVariant::ComplexPair] {
@@ -291,7 +295,7 @@ fn pipeline_over_many_slabs_equals_single_slabs() {
     if gpu_or_skip("pipeline_over_many_slabs_equals_single_slabs").is_none() {
         return;
     }
-    let seed = common::fresh_seed();
+    let seed = common::test_seed();
     let (k, na, nb) = (11, 60, 48);
     let geom = ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), nb).unwrap();
     let grid = SliceGrid::new(40, 40).unwrap();
@@ -339,17 +343,26 @@ fn pipeline_over_many_slabs_equals_single_slabs() {
     }
 }
 
-/// Round-robin over all devices (or device 0 alone) equals one device.
+/// Round-robin over all devices equals device 0 alone; skipped (with a
+/// printed reason) on a machine with fewer than two devices.
 #[test]
 fn multi_device_equals_one_device() {
     let Some(be) = gpu_or_skip("multi_device_equals_one_device") else {
         return;
     };
     let n = tomors_cuda::device_count().unwrap();
+    if n < 2 {
+        // One device would be compared with itself: that proves nothing.
+        eprintln!(
+            "skipping multi_device_equals_one_device: {n} CUDA device found, the test needs at \
+             least 2 (it would compare device 0 with itself)"
+        );
+        return;
+    }
     let devs: Vec<usize> = (0..n).collect();
     let mut multi = MultiCudaBackend::new(&devs, CudaOptions::default()).unwrap();
     multi.chunk = 3;
-    let seed = common::fresh_seed();
+    let seed = common::test_seed();
     let (k, na, nb) = (10, 50, 40);
     let geom = ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), nb).unwrap();
     let grid = SliceGrid::for_geometry(&geom);

@@ -19,10 +19,12 @@
 //!
 //! Scans over more than 180° (360° scans) use their first 180°.
 
+use std::sync::Arc;
+
 use ndarray::{s, Array2, ArrayView2, Axis};
 use rayon::prelude::*;
 use rustfft::num_complex::Complex;
-use rustfft::FftPlanner;
+use rustfft::{Fft, FftPlanner};
 
 use crate::error::{IoError, Result};
 
@@ -182,12 +184,13 @@ fn search_coarse(
     let flip = flip_lr(sino);
     let comp = flip_ud(sino);
     let mask = create_mask(2 * nrow, ncol, 0.5 * o.ratio * ncol as f32, o.drop);
+    let fft = Fft2::new(2 * nrow, ncol);
     let metrics: Vec<f32> = cors
         .par_iter()
         .map(|&c| {
             let shift = (2.0 * (c - cen_fliplr)).round() as i64;
             let shifted = roll_fill(flip.view(), comp.view(), shift);
-            metric(sino, shifted.view(), &mask)
+            metric(&fft, sino, shifted.view(), &mask)
         })
         .collect();
     let k = argmin(&metrics);
@@ -205,11 +208,12 @@ fn search_fine(sino: ArrayView2<'_, f32>, init: f32, o: &CenterOptions) -> Vec<(
     let flip = flip_lr(sino);
     let mask = create_mask(2 * nrow, ncol, 0.5 * o.ratio * ncol as f32, o.drop);
     let spline = bspline_coefficients(flip.view());
+    let fft = Fft2::new(2 * nrow, ncol);
     cors.par_iter()
         .map(|&c| {
             let shift = 2.0 * (c - cen_fliplr);
             let shifted = bspline_shift(spline.view(), shift);
-            (c, metric(sino, shifted.view(), &mask))
+            (c, metric(&fft, sino, shifted.view(), &mask))
         })
         .collect()
 }
@@ -284,8 +288,31 @@ fn create_mask(nrow: usize, ncol: usize, radius: f32, drop: usize) -> Array2<f32
     mask
 }
 
+/// The 2-D FFT of the metric: a row plan and a column plan made once per
+/// search by rustfft's planner and shared by every trial centre.
+struct Fft2 {
+    rows: Arc<dyn Fft<f32>>,
+    cols: Arc<dyn Fft<f32>>,
+}
+
+impl Fft2 {
+    /// Plans for `nrow × ncol` arrays.
+    fn new(nrow: usize, ncol: usize) -> Self {
+        let mut planner = FftPlanner::<f32>::new();
+        Self {
+            rows: planner.plan_fft_forward(ncol),
+            cols: planner.plan_fft_forward(nrow),
+        }
+    }
+}
+
 /// Mean of |FFT2([sino; shifted])| · mask (mask in fftshifted layout).
-fn metric(sino: ArrayView2<'_, f32>, shifted: ArrayView2<'_, f32>, mask: &Array2<f32>) -> f32 {
+fn metric(
+    fft: &Fft2,
+    sino: ArrayView2<'_, f32>,
+    shifted: ArrayView2<'_, f32>,
+    mask: &Array2<f32>,
+) -> f32 {
     let (nrow, ncol) = sino.dim();
     let nr2 = 2 * nrow;
     let mut data: Vec<Complex<f32>> = sino
@@ -293,24 +320,27 @@ fn metric(sino: ArrayView2<'_, f32>, shifted: ArrayView2<'_, f32>, mask: &Array2
         .chain(shifted.iter())
         .map(|&v| Complex::new(v, 0.0))
         .collect();
-    let mut planner = FftPlanner::<f32>::new();
-    let frow = planner.plan_fft_forward(ncol);
-    frow.process(&mut data);
-    // Columns: transpose, transform, and read back.
-    let fcol = planner.plan_fft_forward(nr2);
-    let mut col = vec![Complex::new(0.0f32, 0.0); nr2];
-    let mut sum = 0f64;
-    for j in 0..ncol {
-        let sj = (j + ncol - ncol / 2) % ncol; // shifted column index of unshifted j
-                                               // Skip columns where the mask is empty.
-        if mask.column(sj).iter().all(|&m| m == 0.0) {
-            continue;
-        }
+    // Every row in one batch.
+    fft.rows.process(&mut data);
+    // The columns where the mask is not empty, gathered and transformed in
+    // one batch. `sj` is the shifted index of unshifted column `j`.
+    let shifted_col = |j: usize| (j + ncol - ncol / 2) % ncol;
+    let cols: Vec<usize> = (0..ncol)
+        .filter(|&j| mask.column(shifted_col(j)).iter().any(|&m| m != 0.0))
+        .collect();
+    let mut buf = vec![Complex::new(0.0f32, 0.0); cols.len() * nr2];
+    for (k, &j) in cols.iter().enumerate() {
         for i in 0..nr2 {
-            col[i] = data[i * ncol + j];
+            buf[k * nr2 + i] = data[i * ncol + j];
         }
-        fcol.process(&mut col);
-        for (i, c) in col.iter().enumerate() {
+    }
+    if !buf.is_empty() {
+        fft.cols.process(&mut buf);
+    }
+    let mut sum = 0f64;
+    for (k, &j) in cols.iter().enumerate() {
+        let sj = shifted_col(j);
+        for (i, c) in buf[k * nr2..(k + 1) * nr2].iter().enumerate() {
             let si = (i + nr2 - nr2 / 2) % nr2;
             let m = mask[[si, sj]];
             if m != 0.0 {

@@ -64,3 +64,17 @@ pub fn hstack(images: &[Array2<u8>], gap: usize) -> Array2<u8> {
     }
     out
 }
+
+/// Writes images `[y][x]` side by side (4 black columns apart) as one grey
+/// PNG, mapping `range` (lo, hi) linearly to 0..255 (values outside clamp,
+/// NaN is black).
+pub fn write_gray_row(
+    path: &Path,
+    images: &[ArrayView2<'_, f32>],
+    range: (f32, f32),
+) -> Result<()> {
+    let (lo, hi) = range;
+    let hi = if hi > lo { hi } else { lo + 1.0 };
+    let grey: Vec<Array2<u8>> = images.iter().map(|i| to_gray8(*i, lo, hi)).collect();
+    write_png(path, hstack(&grey, 4).view())
+}

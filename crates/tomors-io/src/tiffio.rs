@@ -40,70 +40,9 @@ pub struct TiffStack {
     cols: usize,
 }
 
-/// Matches a file name against a wildcard pattern with `*` and `?`.
-pub fn wildcard_match(pattern: &str, name: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
-    let (mut pi, mut ni) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ni;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ni = mark;
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == '*' {
-        pi += 1;
-    }
-    pi == p.len()
-}
-
-/// Compares names "naturally": digit runs by their numeric value.
-pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
-    loop {
-        match (a.first(), b.first()) {
-            (None, None) => return std::cmp::Ordering::Equal,
-            (None, _) => return std::cmp::Ordering::Less,
-            (_, None) => return std::cmp::Ordering::Greater,
-            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
-                let la = a.iter().take_while(|c| c.is_ascii_digit()).count();
-                let lb = b.iter().take_while(|c| c.is_ascii_digit()).count();
-                let na = std::str::from_utf8(&a[..la])
-                    .unwrap_or("0")
-                    .trim_start_matches('0');
-                let nb = std::str::from_utf8(&b[..lb])
-                    .unwrap_or("0")
-                    .trim_start_matches('0');
-                let o = na.len().cmp(&nb.len()).then(na.cmp(nb)).then(la.cmp(&lb));
-                if o != std::cmp::Ordering::Equal {
-                    return o;
-                }
-                a = &a[la..];
-                b = &b[lb..];
-            }
-            (Some(x), Some(y)) => {
-                if x != y {
-                    return x.cmp(y);
-                }
-                a = &a[1..];
-                b = &b[1..];
-            }
-        }
-    }
-}
-
-/// The TIFF files a directory or a glob names, in natural order.
+/// The TIFF files a directory or a glob names (`globset` syntax in the
+/// file name: `*`, `?`, `[a-z]`, `{a,b}`), in natural order (digit runs
+/// by value, `natord`).
 pub fn list_tiffs(path: &Path) -> Result<Vec<PathBuf>> {
     let s = path.to_string_lossy();
     let (dir, pattern) = if s.contains('*') || s.contains('?') {
@@ -125,6 +64,13 @@ pub fn list_tiffs(path: &Path) -> Result<Vec<PathBuf>> {
     } else {
         (path.to_path_buf(), String::new())
     };
+    let matcher = if pattern.is_empty() {
+        None
+    } else {
+        let glob = globset::Glob::new(&pattern)
+            .map_err(|e| unsupported(path, format!("file name pattern: {e}")))?;
+        Some(glob.compile_matcher())
+    };
     let rd = std::fs::read_dir(&dir).map_err(|e| os_err(&dir, e))?;
     let mut files: Vec<PathBuf> = Vec::new();
     for e in rd {
@@ -134,18 +80,19 @@ pub fn list_tiffs(path: &Path) -> Result<Vec<PathBuf>> {
             continue;
         }
         let name = e.file_name().to_string_lossy().to_string();
-        let ok = if pattern.is_empty() {
-            let l = name.to_ascii_lowercase();
-            l.ends_with(".tif") || l.ends_with(".tiff")
-        } else {
-            wildcard_match(&pattern, &name)
+        let ok = match &matcher {
+            None => {
+                let l = name.to_ascii_lowercase();
+                l.ends_with(".tif") || l.ends_with(".tiff")
+            }
+            Some(m) => m.is_match(&name),
         };
         if ok {
             files.push(p);
         }
     }
     files.sort_by(|a, b| {
-        natural_cmp(
+        natord::compare(
             &a.file_name().unwrap_or_default().to_string_lossy(),
             &b.file_name().unwrap_or_default().to_string_lossy(),
         )

@@ -2,17 +2,18 @@
 //! metric on a few detector rows), prints it with a quality figure, and
 //! writes a PNG strip of trial reconstructions around it.
 
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use ndarray::Axis;
 use tomors_core::cpu::CpuBackend;
 use tomors_core::fbp::{fbp_sinograms, projections_to_sinograms, FbpOptions};
 use tomors_core::{ParallelGeometry, SliceGrid};
-use tomors_io::{find_center, CenterOptions, Preprocess, ProjectionSource};
+use tomors_io::CenterOptions;
 
-use super::info::{InputArgs, PreprocessArgs, UnitArg};
+use super::args::{InputArgs, PreprocessArgs};
+use crate::job::center::{auto_center, search_rows};
+use crate::job::input::AngleUnit;
 
 /// Arguments of `tomors center`.
 #[derive(clap::Args, Debug)]
@@ -26,7 +27,7 @@ pub struct CenterArgs {
     /// Unit of the angles stored in an HDF5 file (default: its `units`
     /// attribute, else degrees).
     #[arg(long, value_enum)]
-    pub angles_unit: Option<UnitArg>,
+    pub angles_unit: Option<AngleUnit>,
     /// Without stored angles: the scan covers this range in degrees, end excluded.
     #[arg(long, default_value_t = 180.0)]
     pub angle_range: f64,
@@ -50,78 +51,12 @@ pub struct CenterArgs {
     pub strip_half: usize,
 }
 
-/// The centre found on several rows.
-#[derive(Clone, Debug)]
-pub struct AutoCenter {
-    /// The median of the rows' centres.
-    pub center: f32,
-    /// The mean quality of the rows.
-    pub quality: f32,
-    /// `(row, centre, quality)` of each row searched.
-    pub rows: Vec<(usize, f32, f32)>,
-}
-
-/// Rows to search within `rows`: the given one, or up to 3 spread over them.
-pub fn search_rows(rows: &Range<usize>, row: Option<usize>) -> Vec<usize> {
-    if let Some(r) = row {
-        return vec![r];
-    }
-    let n = rows.len();
-    let mut v: Vec<usize> = [n / 4, n / 2, (3 * n) / 4]
-        .iter()
-        .map(|&k| rows.start + k.min(n - 1))
-        .collect();
-    v.dedup();
-    v
-}
-
-/// Finds the rotation centre of `source` on the given detector rows.
-pub fn auto_center(
-    source: &dyn ProjectionSource,
-    angles: &[f32],
-    pre: &Preprocess,
-    rows: &[usize],
-    options: &CenterOptions,
-) -> Result<AutoCenter> {
-    let n_rows = source.shape()[1];
-    let mut found = Vec::new();
-    for &r in rows {
-        if r >= n_rows {
-            bail!(
-                "{}: row {r} outside the detector's {n_rows} rows",
-                source.path().display()
-            );
-        }
-        let p = source.read_rows(r..r + 1, pre)?;
-        let res = find_center(p.index_axis(Axis(1), 0), angles, options)?;
-        tracing::info!(
-            "row {r}: centre {:.2} (quality {:.3}){}",
-            res.center,
-            res.quality,
-            if res.at_edge {
-                " — at the edge of the search range"
-            } else {
-                ""
-            }
-        );
-        found.push((r, res.center, res.quality));
-    }
-    let mut cs: Vec<f32> = found.iter().map(|f| f.1).collect();
-    let center = tomors_io::preprocess::median(&mut cs);
-    let quality = found.iter().map(|f| f.2).sum::<f32>() / found.len() as f32;
-    Ok(AutoCenter {
-        center,
-        quality,
-        rows: found,
-    })
-}
-
 /// Runs `tomors center`.
 pub fn run(args: CenterArgs) -> Result<()> {
     let mut opts = args.io.open_options();
-    opts.angles_unit = args.angles_unit.map(UnitArg::to_io);
+    opts.angles_unit = args.angles_unit.map(AngleUnit::to_io);
     opts.angle_range = Some(args.angle_range.to_radians());
-    let pre = args.pre.preprocess()?;
+    let pre = args.pre.spec().preprocess()?;
     let source = tomors_io::open(&args.input, &opts)?;
     let [_, n_rows, n_bins] = source.shape();
     let angles = source.angles().to_vec();
@@ -169,7 +104,7 @@ pub fn run(args: CenterArgs) -> Result<()> {
     let mid = &images[images.len() / 2];
     let range = tomors_io::preview::percentiles(mid.view(), 1.0, 99.5);
     let views: Vec<_> = images.iter().map(|i| i.view()).collect();
-    crate::preview::save_gray_row(&png, &views, range)?;
+    tomors_io::preview::write_gray_row(&png, &views, range)?;
     println!(
         "wrote {} (row {row}; left to right: centres {})",
         png.display(),

@@ -11,10 +11,10 @@ use tomors_core::fbp::{fbp_sinograms_with_progress, projections_to_sinograms};
 use tomors_core::metrics::{disc_mask, line_profile, nrmse, psnr, ssim};
 use tomors_core::SliceGrid;
 
+use super::args::FilterArgs;
 use super::phantom::{default_angles, make_phantom};
-use super::FilterArgs;
 use crate::backend_select::{make_backend, BackendArgs};
-use crate::preview::{save_gray_row, save_profile, Series};
+use crate::plot::{save_profile, Series};
 use crate::progress;
 
 /// Arguments of `tomors demo`.
@@ -58,7 +58,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let grid = SliceGrid::for_geometry(geometry);
     let sinograms = projections_to_sinograms(data.projections.view(), 0..n)?;
 
-    let options = args.filter.fbp_options(32);
+    let options = args.filter.spec(None).options()?;
     let bar = progress::bar(n as u64, "reconstructing", "slices");
     let t = Instant::now();
     let volume = fbp_sinograms_with_progress(
@@ -91,7 +91,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let mut files = Vec::new();
     for ((name, r), p) in names.iter().zip(&recon_views).zip(&phantom_views) {
         let path = args.out_dir.join(format!("slice_{name}.png"));
-        save_gray_row(&path, &[p.view(), r.view()], WINDOW)?;
+        tomors_io::preview::write_gray_row(&path, &[p.view(), r.view()], WINDOW)?;
         files.push(path);
     }
 

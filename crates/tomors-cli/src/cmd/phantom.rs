@@ -1,13 +1,17 @@
-//! `tomors phantom`: exact projections of a Shepp-Logan phantom as `.npy`.
+//! `tomors phantom`: exact projections of a Shepp-Logan phantom as `.npy`,
+//! parallel beam or (`--geometry cone`) cone beam.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use ndarray::{Array3, Axis};
+use ndarray::{Array1, Array3, Axis};
+use tomors_core::cone::{project_cone, DEFAULT_SUBPIXELS};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::phantom::{add_poisson_noise, Phantom2d, Phantom3d};
 use tomors_core::{ParallelGeometry, SliceGrid};
+
+use crate::job::geometry::GeometryKind;
 
 use crate::output::{check_target, write_npy_atomic};
 
@@ -36,7 +40,7 @@ pub struct PhantomArgs {
     #[arg(long)]
     pub overwrite: bool,
     #[command(flatten)]
-    pub cone: super::cone::ConeArgs,
+    pub cone: super::args::ConeArgs,
 }
 
 /// Default projection count for an n-bin detector: ⌈π/2 · n⌉.
@@ -82,8 +86,11 @@ pub fn make_phantom(size: usize, n_angles: usize, range: f32, rows: usize) -> Re
 
 /// Runs `tomors phantom`.
 pub fn run(args: PhantomArgs) -> Result<()> {
-    if args.cone.is_cone() {
-        return super::cone::run_phantom(&args);
+    if args.cone.geometry == GeometryKind::Cone {
+        return run_cone(&args);
+    }
+    if let Some((_, flag)) = args.cone.spec().given().iter().find(|(given, _)| *given) {
+        bail!("{flag} applies to cone beam only (--geometry cone)");
     }
     if args.size < 2 {
         bail!("--size must be at least 2");
@@ -140,6 +147,61 @@ pub fn run(args: PhantomArgs) -> Result<()> {
         data.projections.dim(),
         files[1].display(),
         files[2].display()
+    );
+    Ok(())
+}
+
+/// `tomors phantom --geometry cone`: exact cone-beam projections of the 3D
+/// modified Shepp–Logan phantom on a `size × size` detector (or `rows ×
+/// size` with --rows > 1), 360° (or, with --short-scan, π + fan angle with
+/// both ends), the phantom filling the default volume of `size³` voxels.
+fn run_cone(args: &PhantomArgs) -> Result<()> {
+    let cone = args.cone.spec();
+    if args.size < 2 {
+        bail!("--size must be at least 2");
+    }
+    if args.photons.is_some() {
+        bail!("--photons is not available with --geometry cone");
+    }
+    if args.angle_range != 180.0 {
+        bail!(
+            "--angle-range is for parallel geometry; cone-beam phantoms cover 360° \
+             or, with --short-scan, π + the fan angle"
+        );
+    }
+    let n_rows = if args.rows > 1 { args.rows } else { args.size };
+    let n_angles = args.angles.unwrap_or_else(|| default_angles(args.size));
+    let angles = cone.default_angles(n_angles, n_rows, args.size)?;
+    let g = cone.geometry(angles, n_rows, args.size)?;
+    let vol = cone.volume(&g)?;
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("{}: cannot create directory", args.out_dir.display()))?;
+    let files = ["projections.npy", "angles.npy", "phantom.npy"].map(|f| args.out_dir.join(f));
+    for f in &files {
+        check_target(f, args.overwrite)?;
+    }
+    let phantom = Phantom3d::shepp_logan();
+    let scale = vol.nx.min(vol.nz) as f64 * vol.voxel_size as f64 / 2.0;
+    let t = Instant::now();
+    let projections = project_cone(&phantom, &g, scale, DEFAULT_SUBPIXELS)?;
+    tracing::info!(
+        "cone-beam projections {:?} in {:.2} s (cone angle {:.2}°, fan angle {:.2}°)",
+        projections.dim(),
+        t.elapsed().as_secs_f64(),
+        g.cone_angle().to_degrees(),
+        2.0 * g.half_fan_angle().to_degrees()
+    );
+    let volume = phantom.rasterize(&vol.slice_grid(), vol.nz, scale, 2);
+    write_npy_atomic(&files[0], &projections)?;
+    write_npy_atomic(&files[1], &Array1::from(g.angles().to_vec()))?;
+    write_npy_atomic(&files[2], &volume)?;
+    println!(
+        "wrote {} ([angle][row][col] = {:?}), {} (radians), {} ([z][y][x], voxel size {})",
+        files[0].display(),
+        projections.dim(),
+        files[1].display(),
+        files[2].display(),
+        vol.voxel_size
     );
     Ok(())
 }

@@ -4,13 +4,19 @@
 //!
 //! - [`Projector`]: the operator trait (single slices and stacks, any subset
 //!   of projections, generic over [`Real`] = f32 / f64).
-//! - [`JosephProjector`] (ray-driven, linear interpolation, virtual zero
-//!   padding; matched transpose), [`LineProjector`] (Siddon line lengths;
-//!   matched), [`VoxelDrivenProjector`] (Joseph forward with the voxel-driven
-//!   back projector of FBP; unmatched, fast).
+//! - The five projection models of the thesis (document 004, §2.1):
+//!   [`ZeroOneProjector`] (nearest pixel per step; matched),
+//!   [`LineProjector`] (Siddon line lengths; matched), [`StripProjector`]
+//!   (exact pixel area inside the ray's strip of bin width; matched),
+//!   [`JosephProjector`] (ray-driven, linear interpolation, virtual zero
+//!   padding; matched transpose), [`VoxelDrivenProjector`] (Joseph forward
+//!   with the voxel-driven back projector of FBP; unmatched, fast).
 //! - [`Region`]: restriction of a projector to a block of the grid (domain
 //!   decomposition).
-//! - [`reconstruct`] with [`IterativeOptions`]: [`Algorithm::Sirt`]
+//! - [`solve`]: every method written once over the operator and vector
+//!   traits of [`crate::linalg`]; [`StackOperator`] makes any [`Projector`]
+//!   such an operator on host stacks.
+//! - [`reconstruct`] (host arrays, a wrapper over [`solve`]) with [`IterativeOptions`]: [`Algorithm::Sirt`]
 //!   (Landweber, Cimmino, row/column sums = ASTRA's SIRT),
 //!   [`Algorithm::BlockSequential`] (BLOCK-IT, SART),
 //!   [`Algorithm::BlockParallel`], [`Algorithm::Art`]; constraints,
@@ -22,7 +28,8 @@
 //! values (attenuation per world unit), as FBP's.
 //!
 //! Cone beam: [`ConeJosephProjector`], [`ConeLineProjector`] and
-//! [`ConeVoxelProjector`] are [`Projector`]s whose one "slice" is the whole
+//! [`ConeVoxelProjector`] are [`Projector`]s (the 0–1 and strip-area models
+//! are parallel-beam only) whose one "slice" is the whole
 //! volume (`[z·y][x]`) and whose sinogram is the whole set of projections
 //! (`[angle][row·col]`), so every algorithm above runs on them unchanged;
 //! [`reconstruct_cone`] takes `[angle][row][col]` projections and returns
@@ -36,12 +43,16 @@ mod cone_voxel;
 mod joseph;
 mod line;
 mod operator;
+mod options;
 mod real;
+pub mod solver;
+mod stack;
+mod strip;
 mod voxel;
+mod zero_one;
 
 pub use algorithms::{
-    default_relaxation, reconstruct, spectral_radius, Algorithm, Constraint, IterationInfo,
-    IterativeOptions, IterativeResult, RayOrder, StopReason, Weighting,
+    default_relaxation, reconstruct, spectral_radius, IterationInfo, IterativeResult,
 };
 pub use cone_joseph::ConeJosephProjector;
 pub use cone_line::ConeLineProjector;
@@ -50,8 +61,13 @@ pub use cone_voxel::ConeVoxelProjector;
 pub use joseph::JosephProjector;
 pub use line::LineProjector;
 pub use operator::{all_angles, Projector, Region};
+pub use options::{Algorithm, Constraint, IterativeOptions, RayOrder, StopReason, Weighting};
 pub use real::Real;
+pub use solver::{default_relaxation_of, solve, spectral_radius_of, IterationState, SolveReport};
+pub use stack::StackOperator;
+pub use strip::StripProjector;
 pub use voxel::VoxelDrivenProjector;
+pub use zero_one::ZeroOneProjector;
 
 use ndarray::{Array3, ArrayView3};
 
@@ -69,6 +85,44 @@ pub enum ProjectorKind {
     Line,
     /// [`VoxelDrivenProjector`].
     Voxel,
+    /// [`ZeroOneProjector`] (parallel beam only).
+    ZeroOne,
+    /// [`StripProjector`] (parallel beam only).
+    Strip,
+}
+
+impl ProjectorKind {
+    /// Every kind, in the thesis' order (0–1, line, strip, Joseph, voxel).
+    pub const ALL: [ProjectorKind; 5] = [
+        Self::ZeroOne,
+        Self::Line,
+        Self::Strip,
+        Self::Joseph,
+        Self::Voxel,
+    ];
+
+    /// The name [`FromStr`](std::str::FromStr) accepts and
+    /// [`Projector::name`] reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Joseph => "joseph",
+            Self::Line => "line",
+            Self::Voxel => "voxel",
+            Self::ZeroOne => "zero-one",
+            Self::Strip => "strip",
+        }
+    }
+
+    /// Whether a cone-beam version exists ([`cone_projector`]).
+    pub fn has_cone(self) -> bool {
+        matches!(self, Self::Joseph | Self::Line | Self::Voxel)
+    }
+}
+
+impl std::fmt::Display for ProjectorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl std::str::FromStr for ProjectorKind {
@@ -78,8 +132,10 @@ impl std::str::FromStr for ProjectorKind {
             "joseph" => Ok(Self::Joseph),
             "line" | "siddon" | "line-length" => Ok(Self::Line),
             "voxel" | "voxel-driven" => Ok(Self::Voxel),
+            "zero-one" | "0-1" | "zero_one" => Ok(Self::ZeroOne),
+            "strip" | "strip-area" => Ok(Self::Strip),
             _ => Err(CoreError::Parameter(format!(
-                "unknown projector '{s}' (use joseph, line or voxel)"
+                "unknown projector '{s}' (use zero-one, line, strip, joseph or voxel)"
             ))),
         }
     }
@@ -103,6 +159,8 @@ where
         ProjectorKind::Voxel => {
             Box::new(VoxelDrivenProjector::with_region(geometry, grid, region)?)
         }
+        ProjectorKind::ZeroOne => Box::new(ZeroOneProjector::with_region(geometry, grid, region)?),
+        ProjectorKind::Strip => Box::new(StripProjector::with_region(geometry, grid, region)?),
     })
 }
 
@@ -119,7 +177,8 @@ pub trait ConeOperator<T: Real>: Projector<T> {
 /// Builds the cone-beam projector of `kind` for `geometry` on `region` of
 /// `volume` (the whole volume if `None`).
 ///
-/// Errors: an empty region or one outside the volume; the source orbit
+/// Errors: a kind without a cone-beam version (zero-one, strip: parallel
+/// beam only); an empty region or one outside the volume; the source orbit
 /// passes through the volume.
 pub fn cone_projector<T: Real>(
     kind: ProjectorKind,
@@ -132,6 +191,11 @@ pub fn cone_projector<T: Real>(
         ProjectorKind::Joseph => Box::new(ConeJosephProjector::with_box(geometry, volume, region)?),
         ProjectorKind::Line => Box::new(ConeLineProjector::with_box(geometry, volume, region)?),
         ProjectorKind::Voxel => Box::new(ConeVoxelProjector::with_box(geometry, volume, region)?),
+        ProjectorKind::ZeroOne | ProjectorKind::Strip => {
+            return Err(CoreError::Parameter(format!(
+                "the {kind} projector is parallel-beam only (cone beam: joseph, line or voxel)"
+            )))
+        }
     })
 }
 

@@ -6,12 +6,18 @@
 use ndarray::{Array2, Array3, ArrayView2};
 use tomors_core::{Interpolation, ParallelGeometry, SliceGrid};
 
+/// Whether `TOMORS_REQUIRE_GPU=1`: a missing GPU (or CUDA library) fails
+/// the GPU tests instead of skipping them.
+pub fn gpu_required() -> bool {
+    std::env::var("TOMORS_REQUIRE_GPU")
+        .map(|v| v == "1")
+        .unwrap_or(false)
+}
+
 /// The CUDA backend on device 0, or `None` (with a printed reason) when no
 /// GPU is usable. Panics instead when `TOMORS_REQUIRE_GPU=1`.
 pub fn gpu_or_skip(test: &str) -> Option<tomors_cuda::CudaBackend> {
-    let required = std::env::var("TOMORS_REQUIRE_GPU")
-        .map(|v| v == "1")
-        .unwrap_or(false);
+    let required = gpu_required();
     match tomors_cuda::device_count().and_then(|_| tomors_cuda::CudaBackend::new(0)) {
         Ok(b) => Some(b),
         Err(e) if required => panic!("{test}: TOMORS_REQUIRE_GPU=1 but no GPU is usable: {e}"),
@@ -35,14 +41,19 @@ pub fn random(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// A seed that differs between runs (fresh inputs for every check).
-pub fn fresh_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1);
-    eprintln!("seed {t}");
-    t
+/// The seed of the random test data: `TOMORS_TEST_SEED` when set (to
+/// reproduce or vary a run), else a fixed value; printed either way.
+pub fn test_seed() -> u64 {
+    const DEFAULT: u64 = 0x5EED_2024_0001;
+    let seed = match std::env::var("TOMORS_TEST_SEED") {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("TOMORS_TEST_SEED={v:?} is not an unsigned integer")),
+        Err(_) => DEFAULT,
+    };
+    eprintln!("seed {seed} (set TOMORS_TEST_SEED to change it)");
+    seed
 }
 
 /// The CPU reference back projector of tomors-core (f64, unscaled sum).

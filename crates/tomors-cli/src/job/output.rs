@@ -1,0 +1,107 @@
+//! The output part of a job, and the one place where `recon` calls the
+//! volume writers (today `crate::output` and `tomors_io::writer`): every
+//! method writes through [`create`] or [`write`].
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use ndarray::ArrayView3;
+use tomors_io::tiffio::TiffDepth;
+use tomors_io::{VolumeFormat, VolumeMeta, VolumeWriter};
+
+/// Where and how the volume is written.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OutputSpec {
+    /// `--out`: `.npy`, `.h5`, or a directory of TIFF slices.
+    pub path: PathBuf,
+    /// `--overwrite`.
+    pub overwrite: bool,
+    /// `--tiff-bits` (TIFF-stack output only; default 32).
+    pub tiff_bits: Option<u32>,
+    /// `--tiff-range lo:hi` (16/8-bit TIFF output only).
+    pub tiff_range: Option<(f32, f32)>,
+}
+
+impl OutputSpec {
+    /// The format `--out` and the TIFF flags ask for, refusing TIFF flags
+    /// that would not be used.
+    pub fn format(&self) -> Result<VolumeFormat> {
+        let format = VolumeFormat::from_path(&self.path)?;
+        let is_tiff = matches!(format, VolumeFormat::TiffStack(_));
+        if let Some(b) = self.tiff_bits {
+            if !is_tiff {
+                bail!("--tiff-bits {b} applies to TIFF-stack outputs only");
+            }
+        }
+        let bits = self.tiff_bits.unwrap_or(32);
+        if self.tiff_range.is_some() && !(is_tiff && matches!(bits, 16 | 8)) {
+            bail!("--tiff-range applies to 16- and 8-bit TIFF-stack outputs only (--tiff-bits 16 or 8)");
+        }
+        let range = || match self.tiff_range {
+            Some(r) => Ok(r),
+            None => bail!("--tiff-bits {bits} needs --tiff-range lo:hi"),
+        };
+        Ok(match (format, bits) {
+            (VolumeFormat::TiffStack(_), 32) => VolumeFormat::TiffStack(TiffDepth::F32),
+            (VolumeFormat::TiffStack(_), 16) => {
+                let (lo, hi) = range()?;
+                VolumeFormat::TiffStack(TiffDepth::U16 { lo, hi })
+            }
+            (VolumeFormat::TiffStack(_), 8) => {
+                let (lo, hi) = range()?;
+                VolumeFormat::TiffStack(TiffDepth::U8 { lo, hi })
+            }
+            (VolumeFormat::TiffStack(_), b) => bail!("--tiff-bits {b}: use 32, 16 or 8"),
+            (f, _) => f,
+        })
+    }
+
+    /// Checks, before any work, that the output can be written (directory
+    /// exists, nothing there unless `--overwrite`), and returns its format.
+    pub fn check(&self) -> Result<VolumeFormat> {
+        crate::output::check_target(&self.path, self.overwrite)?;
+        self.format()
+    }
+}
+
+/// Opens the writer of a `[z, y, x]` volume, written slab by slab.
+pub fn create(
+    out: &OutputSpec,
+    format: VolumeFormat,
+    shape: [usize; 3],
+    meta: &VolumeMeta,
+) -> Result<Box<dyn VolumeWriter>> {
+    crate::output::check_target(&out.path, out.overwrite)?;
+    Ok(tomors_io::writer::create_writer_with(
+        &out.path,
+        format,
+        shape,
+        meta,
+        out.overwrite,
+    )?)
+}
+
+/// Writes a whole volume `[z][y][x]`.
+pub fn write(
+    out: &OutputSpec,
+    format: VolumeFormat,
+    volume: ArrayView3<'_, f32>,
+    meta: &VolumeMeta,
+) -> Result<()> {
+    let (z, y, x) = volume.dim();
+    let mut writer = create(out, format, [z, y, x], meta)?;
+    writer.write_slab(0, volume)?;
+    writer.finish()?;
+    Ok(())
+}
+
+/// The attributes every output carries: the software, the input file and
+/// its reader, and the method (`method`).
+pub fn base_meta(scan: &super::input::Scan, method: &str) -> VolumeMeta {
+    VolumeMeta::default()
+        .text("software", concat!("tomors ", env!("CARGO_PKG_VERSION")))
+        .text("input", &scan.path().display().to_string())
+        .text("reader", scan.source.format())
+        .text("method", method)
+        .text("preprocess", &format!("{:?}", scan.pre))
+}

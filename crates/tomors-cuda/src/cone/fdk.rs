@@ -1,0 +1,448 @@
+//! FDK on the device, host to host: [`CudaBackend::fdk_device`], the
+//! CUDA backend's [`ConeBackend::fdk_into`](tomors_core::cone::ConeBackend::fdk_into).
+//!
+//! The projections go up once and stay on the device:
+//!
+//! 1. angle chunks are copied (in parallel) into pinned staging buffers and
+//!    uploaded on the upload stream, two chunks in flight, while the compute
+//!    stream weights the previous chunk (`fdk_weight`: cosine × angular
+//!    weight, with a check for non-finite values), ramp-filters its rows
+//!    with cuFFT (the FBP filter stage) and packs them into the stacked
+//!    texture layout of all angles (`cone_pack`);
+//! 2. the volume is back projected in slabs of z (`cone_bp_tex`, every
+//!    angle in one launch) into two device slab buffers, each downloaded on
+//!    the download stream into pinned memory and copied into the output by
+//!    the host while the next slab is computed.
+//!
+//! The same arithmetic as [`fdk_by_steps`] with the texture kernel, so the
+//! two agree to the texture unit's 8-bit interpolation weights. The steps
+//! path runs instead (with a log line) when the plain-load kernel is
+//! chosen, cuFFT is missing, there are more than [`CONE_MAX_ANGLES`]
+//! angles, or the filtered projections do not fit in device memory.
+
+use std::time::Instant;
+
+use ndarray::{s, ArrayView3, ArrayViewMut3};
+use tomors_core::cone::weights::{angular_weights, cosine_weights};
+use tomors_core::cone::{fdk_by_steps, ConeGeometry, ConeVolume, FdkOptions};
+use tomors_core::CoreError;
+
+use crate::cone::{check_extents, BpSource, ConeKernel, ConeModule, StackLayout, CONE_MAX_ANGLES};
+use crate::error::{CudaError, Result};
+use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
+use crate::fbp::CudaBackend;
+use crate::runtime::{ensure, ensure_pinned};
+use crate::runtime::{DeviceBuffer, Event};
+
+/// Floats per upload chunk (about 32 MiB).
+const CHUNK_FLOATS: usize = 8 << 20;
+/// Floats per downloaded slab (about 64 MiB).
+const SLAB_FLOATS: usize = 16 << 20;
+/// Device memory left free beside the FDK buffers.
+const SPARE_BYTES: usize = 256 << 20;
+
+/// The angles per upload chunk set by [`CudaBackend::set_fdk_chunk`]
+/// (kept in the backend's extensions; 0 = automatic).
+#[derive(Clone, Copy, Debug)]
+struct FdkChunk(usize);
+
+/// Stage times of one FDK, host to host.
+#[derive(Clone, Debug, Default)]
+pub struct FdkStats {
+    /// Whether the device pipeline ran (false: the host-steps path).
+    pub on_device: bool,
+    /// Angle chunks uploaded and filtered.
+    pub chunks: usize,
+    /// Slabs of z back projected and downloaded.
+    pub slabs: usize,
+    /// Host copies into pinned staging (wall time, s).
+    pub host_in_s: f64,
+    /// Uploads (CUDA events, ms, summed over chunks).
+    pub upload_ms: f64,
+    /// Weighting, filtering and packing (events, ms).
+    pub filter_ms: f64,
+    /// Back projection (events, ms).
+    pub backproject_ms: f64,
+    /// Downloads (events, ms).
+    pub download_ms: f64,
+    /// Host copies out of pinned staging (wall time, s).
+    pub host_out_s: f64,
+    /// The whole call (wall time, s).
+    pub total_s: f64,
+}
+
+impl std::fmt::Display for FdkStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.on_device {
+            return write!(f, "host steps, total {:.4} s", self.total_s);
+        }
+        write!(
+            f,
+            "total {:.4} s; {} chunks: host in {:.1} ms, upload {:.1} ms, filter {:.1} ms; \
+             {} slabs: back projection {:.1} ms, download {:.1} ms, host out {:.1} ms",
+            self.total_s,
+            self.chunks,
+            self.host_in_s * 1e3,
+            self.upload_ms,
+            self.filter_ms,
+            self.slabs,
+            self.backproject_ms,
+            self.download_ms,
+            self.host_out_s * 1e3
+        )
+    }
+}
+
+impl CudaBackend {
+    /// Sets the projections per upload chunk of [`CudaBackend::fdk_device`]
+    /// (0: about 32 MiB of projections, the default).
+    pub fn set_fdk_chunk(&mut self, angles: usize) {
+        self.ext.insert(FdkChunk(angles));
+    }
+
+    /// FDK of `projections` (`[angle][row][col]`) into `out` (`[z][y][x]`
+    /// of `volume`) with the projections resident on the device (see the
+    /// module documentation), returning the stage times. Slabs of
+    /// `options.slab` slices (0: about 64 MiB each). `fdk` and
+    /// [`ConeBackend::fdk_into`](tomors_core::cone::ConeBackend::fdk_into)
+    /// call this.
+    ///
+    /// Errors: shapes that do not fit, non-finite projections, a bad
+    /// filter or scan, driver, compilation and launch errors.
+    pub fn fdk_device(
+        &self,
+        projections: ArrayView3<'_, f32>,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        options: &FdkOptions,
+        mut out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<FdkStats> {
+        let t0 = Instant::now();
+        let expected = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
+        if projections.dim() != expected {
+            return Err(CoreError::Shape(format!(
+                "projections are {:?}, the geometry expects {expected:?} ([angle][row][col])",
+                projections.dim()
+            )));
+        }
+        let want = (volume.nz, volume.ny, volume.nx);
+        if out.dim() != want {
+            return Err(CoreError::Shape(format!(
+                "output is {:?}, expected {want:?} ([z][y][x])",
+                out.dim()
+            )));
+        }
+        if projections.is_empty() {
+            return Err(CoreError::Data("the projections are empty".into()));
+        }
+        options.filter.validate()?;
+        check_extents(expected.1, expected.2, volume)?;
+        let steps = |why: String, out: ArrayViewMut3<'_, f32>| -> tomors_core::Result<FdkStats> {
+            tracing::info!("FDK on the GPU in host steps: {why}");
+            fdk_by_steps(self, projections, geometry, volume, options, out)?;
+            Ok(FdkStats {
+                total_s: t0.elapsed().as_secs_f64(),
+                ..FdkStats::default()
+            })
+        };
+        if self.cone_kernel() == ConeKernel::Loads {
+            return steps("the plain-load kernel was chosen".into(), out);
+        }
+        if expected.0 > CONE_MAX_ANGLES {
+            return steps(
+                format!(
+                    "{} angles, more than {CONE_MAX_ANGLES} per launch",
+                    expected.0
+                ),
+                out,
+            );
+        }
+        if !self.gpu_filtering() {
+            return steps("cuFFT is missing".into(), out);
+        }
+        let angular = angular_weights(geometry, options.scan)?;
+        let cosine = cosine_weights(geometry);
+        let result = {
+            let mut e = self.lock()?;
+            let r = run(
+                &mut e,
+                (self.ext.get::<FdkChunk>().map_or(0, |c| c.0), options.slab),
+                projections,
+                geometry,
+                volume,
+                options,
+                (
+                    angular.as_slice().expect("standard layout"),
+                    cosine.as_slice().expect("standard layout"),
+                ),
+                out.view_mut(),
+            );
+            if matches!(&r, Err(err) if err.is_out_of_memory()) {
+                e.free_buffers();
+            }
+            r
+        };
+        match result {
+            Ok(Some(mut stats)) => {
+                stats.total_s = t0.elapsed().as_secs_f64();
+                Ok(stats)
+            }
+            Ok(None) => Err(non_finite(&projections)),
+            Err(err) if err.is_out_of_memory() => steps(err.to_string(), out),
+            Err(err) => Err(err.into()),
+        }
+    }
+}
+
+/// The error for the first non-finite projection value.
+fn non_finite(projections: &ArrayView3<'_, f32>) -> CoreError {
+    match projections.indexed_iter().find(|(_, v)| !v.is_finite()) {
+        Some((pos, v)) => CoreError::Data(format!(
+            "the projections contain a non-finite value ({v}) at {pos:?}"
+        )),
+        None => CoreError::Data("the projections contain a non-finite value".into()),
+    }
+}
+
+/// The device pipeline with `chunk` angles per upload and `slab` slices per
+/// download (0: automatic); `Ok(None)` when a projection value is not
+/// finite.
+#[allow(clippy::too_many_arguments)]
+fn run(
+    e: &mut Engine,
+    (chunk, slab): (usize, usize),
+    projections: ArrayView3<'_, f32>,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    options: &FdkOptions,
+    (angular, cosine): (&[f32], &[f32]),
+    mut out: ArrayViewMut3<'_, f32>,
+) -> Result<Option<FdkStats>> {
+    let ctx = e.ctx.clone();
+    ctx.bind()?;
+    let module = ConeModule::of(e)?;
+    let (na, nr, nc) = projections.dim();
+    let (nx, ny, nz) = (volume.nx, volume.ny, volume.nz);
+    let (plane, plane_out) = (nr * nc, nx * ny);
+    let layout = StackLayout::new(&ctx, nr, nc)?;
+
+    // Chunks of angles of about CHUNK_FLOATS, of equal size but the last;
+    // slabs of about SLAB_FLOATS, whole runs of the kernel's z block.
+    let ca0 = match chunk {
+        0 => CHUNK_FLOATS / plane,
+        c => c,
+    }
+    .clamp(1, na);
+    let nchunks = na.div_ceil(ca0);
+    let ca = na.div_ceil(nchunks);
+    let zs = match slab {
+        0 => {
+            let zs = (SLAB_FLOATS / plane_out).clamp(1, nz);
+            if zs >= crate::cone::CONE_ZB {
+                zs - zs % crate::cone::CONE_ZB
+            } else {
+                zs
+            }
+        }
+        s => s.min(nz),
+    };
+    let nslabs = nz.div_ceil(zs);
+    let (fft_bytes, fft_spec) = Engine::fft_bytes(e.fft_variant, ca * nr, nc);
+    let need = layout.bytes(na)
+        + 2 * ca * plane * 4
+        + fft_bytes
+        + fft_spec
+        + 2 * zs * plane_out * 4
+        + (plane + na * nc) * 4;
+    let (free, _) = ctx.mem_info()?;
+    if need + SPARE_BYTES > free {
+        e.free_buffers();
+        let (free, _) = ctx.mem_info()?;
+        if need + SPARE_BYTES > free {
+            return Err(CudaError::OutOfMemory {
+                what: format!(
+                    "FDK's {na} filtered projections and buffers beside {free} free bytes"
+                ),
+                bytes: need,
+            });
+        }
+    }
+    let tex = ensure(
+        &mut e.stack_tex,
+        &ctx,
+        layout.bytes(na),
+        "FDK projection textures",
+    )?;
+    let mut raw = [0u64; 2];
+    for (b, ptr) in raw.iter_mut().enumerate() {
+        *ptr = ensure(&mut e.raw[b], &ctx, ca * plane * 4, "FDK projection chunk")?;
+        ensure(&mut e.out[b], &ctx, zs * plane_out * 4, "FDK slab")?;
+        ensure_pinned(&mut e.pin_in[b], &ctx, ca * plane)?;
+        ensure_pinned(&mut e.pin_out[b], &ctx, zs * plane_out)?;
+    }
+    let cos_w = DeviceBuffer::new(&ctx, plane * 4, "FDK cosine weights")?;
+    let ang_w = DeviceBuffer::new(&ctx, na * nc * 4, "FDK angular weights")?;
+    cos_w.upload(cosine)?;
+    ang_w.upload(angular)?;
+    let bad = DeviceBuffer::new(&ctx, 8, "FDK finiteness flag")?;
+    bad.fill_bytes(0xFF, &e.comp)?;
+    e.stack_tex
+        .as_ref()
+        .expect("allocated")
+        .fill_bytes(0, &e.comp)?;
+    module.set_angles(geometry.angles(), &e.comp)?;
+    let textures = layout.bind(&ctx, &module, tex, na, &e.comp)?;
+    let job = FilterJob {
+        spec: options.filter,
+        bin_width: geometry.pixel_u_at_axis() as f32,
+    };
+    let variant = e.fft_variant;
+    let events = |n: usize| (0..n).map(|_| Event::new(&ctx)).collect::<Result<Vec<_>>>();
+    let (up0, up1, c0, c1) = (
+        events(nchunks)?,
+        events(nchunks)?,
+        events(nchunks)?,
+        events(nchunks)?,
+    );
+    let mut stats = FdkStats {
+        on_device: true,
+        chunks: nchunks,
+        slabs: nslabs,
+        ..FdkStats::default()
+    };
+
+    // 1. Upload, weight, filter and pack, chunk by chunk.
+    for i in 0..nchunks {
+        let b = i % 2;
+        let (a0, a1) = (i * ca, ((i + 1) * ca).min(na));
+        let k = a1 - a0;
+        if i >= 2 {
+            up1[i - 2].synchronize()?;
+        }
+        let th = Instant::now();
+        {
+            let pin = e.pin_in[b].as_mut().expect("allocated");
+            copy_in(
+                &projections.slice(s![a0..a1, .., ..]),
+                &mut pin.as_mut_slice()[..k * plane],
+            );
+        }
+        stats.host_in_s += th.elapsed().as_secs_f64();
+        if i >= 2 {
+            e.up.wait(&c1[i - 2])?;
+        }
+        up0[i].record(&e.up)?;
+        // SAFETY: the pinned buffer is not written again before up1[i]
+        // completes (waited for two chunks later).
+        unsafe {
+            e.raw[b].as_ref().expect("allocated").upload_async(
+                0,
+                e.pin_in[b].as_ref().expect("allocated").as_slice().as_ptr() as *const u8,
+                k * plane * 4,
+                &e.up,
+            )?;
+        }
+        up1[i].record(&e.up)?;
+        e.comp.wait(&up1[i])?;
+        c0[i].record(&e.comp)?;
+        module.weight(
+            &e.comp,
+            raw[b],
+            cos_w.ptr(),
+            ang_w.ptr(),
+            a0,
+            k,
+            nr,
+            nc,
+            bad.ptr(),
+        )?;
+        let (rows, stride, pair) = e.filter_rows(raw[b], k * nr, nc, &job, variant)?;
+        module.pack(
+            &e.comp,
+            rows,
+            stride as usize,
+            pair == 1,
+            tex,
+            a0,
+            k,
+            nr,
+            nc,
+            &layout,
+        )?;
+        c1[i].record(&e.comp)?;
+    }
+    c1[nchunks - 1].synchronize()?;
+    let mut flag = [0u64; 1];
+    bad.download(&mut flag)?;
+    if flag[0] != u64::MAX {
+        return Ok(None);
+    }
+
+    // 2. Back project slab by slab; download and copy out the previous one.
+    let (bp0, bp1, d0, d1) = (
+        events(nslabs)?,
+        events(nslabs)?,
+        events(nslabs)?,
+        events(nslabs)?,
+    );
+    let slab_range = |j: usize| (j * zs, ((j + 1) * zs).min(nz));
+    for j in 0..=nslabs {
+        if j < nslabs {
+            let b = j % 2;
+            let (z0, z1) = slab_range(j);
+            if j >= 2 {
+                e.comp.wait(&d1[j - 2])?;
+            }
+            bp0[j].record(&e.comp)?;
+            module.backproject(
+                &e.comp,
+                BpSource::Textures(layout.tpg),
+                e.out[b].as_ref().expect("allocated").ptr(),
+                geometry,
+                volume,
+                z0,
+                z1 - z0,
+                na,
+                false,
+            )?;
+            bp1[j].record(&e.comp)?;
+            e.down.wait(&bp1[j])?;
+            d0[j].record(&e.down)?;
+            // SAFETY: the host reads the pinned buffer only after d1[j]
+            // completes, and refills it only after copying it out.
+            unsafe {
+                e.out[b].as_ref().expect("allocated").download_async(
+                    0,
+                    e.pin_out[b]
+                        .as_mut()
+                        .expect("allocated")
+                        .as_mut_slice()
+                        .as_mut_ptr() as *mut u8,
+                    (z1 - z0) * plane_out * 4,
+                    &e.down,
+                )?;
+            }
+            d1[j].record(&e.down)?;
+        }
+        if j >= 1 {
+            let p = j - 1;
+            let (z0, z1) = slab_range(p);
+            d1[p].synchronize()?;
+            let th = Instant::now();
+            let src =
+                &e.pin_out[p % 2].as_ref().expect("allocated").as_slice()[..(z1 - z0) * plane_out];
+            copy_out(src, &mut out.slice_mut(s![z0..z1, .., ..]));
+            stats.host_out_s += th.elapsed().as_secs_f64();
+        }
+    }
+    drop(textures);
+    for i in 0..nchunks {
+        stats.upload_ms += up0[i].elapsed_ms(&up1[i])? as f64;
+        stats.filter_ms += c0[i].elapsed_ms(&c1[i])? as f64;
+    }
+    for j in 0..nslabs {
+        stats.backproject_ms += bp0[j].elapsed_ms(&bp1[j])? as f64;
+        stats.download_ms += d0[j].elapsed_ms(&d1[j])? as f64;
+    }
+    Ok(Some(stats))
+}

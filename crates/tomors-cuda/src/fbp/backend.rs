@@ -1,0 +1,295 @@
+//! The CUDA implementation of [`tomors_core::Backend`] on one device.
+
+use std::sync::Mutex;
+
+use ndarray::{ArrayView3, ArrayViewMut3, Axis};
+use tomors_core::{Backend, CoreError, FilterSpec, Interpolation, ParallelGeometry, SliceGrid};
+
+use crate::error::{CudaError, Result};
+use crate::fbp::engine::{BpJob, Engine, FilterJob, PipelineStats};
+use crate::fbp::fft::FftVariant;
+use crate::fbp::kernels::KernelChoice;
+
+/// Options of a CUDA backend.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CudaOptions {
+    /// Back-projection kernel.
+    pub kernel: KernelChoice,
+    /// FFT variant used for filtering.
+    pub fft: FftVariant,
+    /// Slices per pipeline slab (0 = automatic, about 1.5 GB of device memory).
+    pub slab: usize,
+    /// Texture storage.
+    pub storage: crate::fbp::engine::TexStorage,
+}
+
+/// The CUDA backend on one device.
+pub struct CudaBackend {
+    engine: Mutex<Engine>,
+    name: String,
+    options: CudaOptions,
+    /// Settings of the layers above (the cone-beam kernel, FDK's angle chunk).
+    pub(crate) ext: crate::fbp::extensions::Extensions,
+    /// This device's entries of the tuning cache (read once at creation).
+    tuned: crate::fbp::tuning::TuningCache,
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal` with the default options: compiles (or loads
+    /// from the cache) the filtering kernels and checks cuFFT.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        Self::with_options(ordinal, CudaOptions::default())
+    }
+
+    /// Opens device `ordinal` with `options`.
+    pub fn with_options(ordinal: usize, options: CudaOptions) -> Result<Self> {
+        let mut engine = Engine::new(ordinal)?;
+        engine.fft_variant = options.fft;
+        engine.slab_override = options.slab;
+        engine.tex_storage = options.storage;
+        let name = format!("cuda:{} {}", ordinal, engine.ctx.name);
+        let tuned = load_tuning(&engine.ctx.name, engine.ctx.driver);
+        Ok(Self {
+            engine: Mutex::new(engine),
+            name,
+            options,
+            ext: Default::default(),
+            tuned,
+        })
+    }
+
+    /// The options in use.
+    pub fn options(&self) -> CudaOptions {
+        self.options
+    }
+
+    /// Changes the kernel.
+    pub fn set_kernel(&mut self, kernel: KernelChoice) {
+        self.options.kernel = kernel;
+    }
+
+    /// Changes the texture storage.
+    pub fn set_storage(&mut self, storage: crate::fbp::engine::TexStorage) {
+        self.options.storage = storage;
+        if let Ok(mut e) = self.engine.lock() {
+            e.tex_storage = storage;
+        }
+    }
+
+    /// Changes the FFT variant.
+    pub fn set_fft(&mut self, fft: FftVariant) {
+        self.options.fft = fft;
+        if let Ok(mut e) = self.engine.lock() {
+            e.fft_variant = fft;
+        }
+    }
+
+    /// For tests: compiles the hybrid `alu` kernels with counters of the
+    /// blocks that take the texture path and the cache path (a `#define`,
+    /// so the kernels run without them otherwise); see
+    /// [`CudaBackend::path_counts`].
+    pub fn set_count_paths(&mut self, on: bool) {
+        if let Ok(mut e) = self.engine.lock() {
+            e.count_paths = on;
+        }
+    }
+
+    /// The blocks of hybrid `alu` launches that took the texture path and
+    /// the cache path since the last call (with [`CudaBackend::set_count_paths`]).
+    pub fn path_counts(&self) -> Result<(u64, u64)> {
+        self.lock()?.path_counts()
+    }
+
+    /// Whether filtering runs on the GPU (cuFFT was found); otherwise on the CPU.
+    pub fn gpu_filtering(&self) -> bool {
+        self.engine.lock().map(|e| e.gpu_fft).unwrap_or(false)
+    }
+
+    /// Stage times of the last `fbp` / `backproject` call.
+    pub fn last_stats(&self) -> PipelineStats {
+        self.engine
+            .lock()
+            .map(|e| e.stats.clone())
+            .unwrap_or_default()
+    }
+
+    /// The configuration a slab of `slices` slices runs with: the fixed
+    /// kernel, or for `Auto` the tuning cache's fastest exact choice for
+    /// this device, driver, interpolation and slice class, else the
+    /// default ([`KernelChoice::resolve`]).
+    pub fn kernel_for(
+        &self,
+        slices: usize,
+        interp: Interpolation,
+    ) -> crate::fbp::kernels::BpConfig {
+        match self.options.kernel {
+            KernelChoice::Auto => {
+                let (device, driver) = self
+                    .engine
+                    .lock()
+                    .map(|e| (e.ctx.name.clone(), e.ctx.driver))
+                    .unwrap_or_default();
+                self.tuned
+                    .best(&device, driver, interp, slices)
+                    .map(|e| e.config)
+                    .unwrap_or_else(|| KernelChoice::Auto.resolve(slices))
+            }
+            k => k.resolve(slices),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Engine>> {
+        self.engine
+            .lock()
+            .map_err(|_| CudaError::Parameter("a previous call on this device panicked".into()))
+    }
+
+    /// Runs the pipeline over `chunks` on this device.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_chunks(
+        &self,
+        chunks: Vec<(ArrayView3<'_, f32>, ArrayViewMut3<'_, f32>)>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        filter: Option<FilterJob>,
+        interpolation: Interpolation,
+        scale: f32,
+        slices_hint: usize,
+    ) -> Result<()> {
+        let cfg = self.kernel_for(slices_hint, interpolation);
+        cfg.check(interpolation)?;
+        let job = BpJob {
+            geom: geometry,
+            grid,
+            interp: interpolation,
+            scale,
+            cfg,
+        };
+        self.lock()?.run_pipeline(chunks, filter, &job)
+    }
+}
+
+/// The tuning-cache entries of one device and driver (none when the file
+/// is missing or unreadable: a warning, never an error).
+fn load_tuning(device: &str, driver: i32) -> crate::fbp::tuning::TuningCache {
+    let Some(path) = crate::fbp::tuning::TuningCache::default_path() else {
+        return Default::default();
+    };
+    match crate::fbp::tuning::TuningCache::load(&path) {
+        Ok(mut c) => {
+            c.entries
+                .retain(|e| e.device == device && e.driver == driver);
+            if !c.entries.is_empty() {
+                tracing::debug!(
+                    "{}: {} tuned kernel choices",
+                    path.display(),
+                    c.entries.len()
+                );
+            }
+            c
+        }
+        Err(e) => {
+            tracing::warn!("{e}; using the default kernels");
+            Default::default()
+        }
+    }
+}
+
+pub(super) fn validate(
+    sinograms: &ArrayView3<'_, f32>,
+    out: &ArrayViewMut3<'_, f32>,
+    geometry: &ParallelGeometry,
+    grid: &SliceGrid,
+) -> Result<()> {
+    Ok(tomors_core::backend::check_backprojection_shapes(
+        sinograms.dim(),
+        out.dim(),
+        geometry,
+        grid,
+    )?)
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn filter(
+        &self,
+        mut sinograms: ArrayViewMut3<'_, f32>,
+        filter: &FilterSpec,
+        bin_width: f32,
+    ) -> tomors_core::Result<()> {
+        filter.validate()?;
+        let (s, a, n) = sinograms.dim();
+        if s * a == 0 || n == 0 {
+            return Ok(());
+        }
+        let job = FilterJob {
+            spec: *filter,
+            bin_width,
+        };
+        let mut e = self.lock()?;
+        for mut slice in sinograms.axis_iter_mut(Axis(0)) {
+            e.filter_host(slice.view_mut(), &job)?;
+        }
+        Ok(())
+    }
+
+    fn backproject(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        interpolation: Interpolation,
+        scale: f32,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<()> {
+        validate(&sinograms, &out, geometry, grid)?;
+        let k = sinograms.shape()[0];
+        if k == 0 {
+            return Ok(());
+        }
+        self.run_chunks(
+            vec![(sinograms, out)],
+            geometry,
+            grid,
+            None,
+            interpolation,
+            scale,
+            k,
+        )
+        .map_err(CoreError::from)
+    }
+
+    fn fbp(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        filter: &FilterSpec,
+        interpolation: Interpolation,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<()> {
+        filter.validate()?;
+        validate(&sinograms, &out, geometry, grid)?;
+        let k = sinograms.shape()[0];
+        if k == 0 {
+            return Ok(());
+        }
+        let f = FilterJob {
+            spec: *filter,
+            bin_width: geometry.bin_width(),
+        };
+        self.run_chunks(
+            vec![(sinograms, out)],
+            geometry,
+            grid,
+            Some(f),
+            interpolation,
+            geometry.fbp_weight(),
+            k,
+        )
+        .map_err(CoreError::from)
+    }
+}

@@ -1,0 +1,250 @@
+//! Back-projection modules (compiled per configuration and geometry) and their launches.
+
+use super::*;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct BpKey {
+    kernel: KernelKind,
+    map: u32,
+    spt: usize,
+    nx: usize,
+    ny: usize,
+    nproj: usize,
+    /// `alu` only (baked in): linear interpolation and the cache width.
+    linear: bool,
+    cache_width: usize,
+    /// Compiled with the test-only block counters of the hybrid kernel.
+    count_paths: bool,
+}
+
+pub(super) struct BpModule {
+    module: Module,
+    func: Function,
+    cmem: bool,
+    consts_hash: Option<u64>,
+    /// `alu` only: the f64 per-projection constants and their hash.
+    dconst: Option<(DeviceBuffer, u64)>,
+}
+
+/// The `#define`s of the back-projection module of `cfg` for this geometry
+/// and interpolation, with whether the module bakes in linear
+/// interpolation and its cache width (`alu` only; `false, 0` otherwise).
+///
+/// Errors: invalid `alu` parameters.
+pub(crate) fn module_defines(
+    cfg: BpConfig,
+    grid: &SliceGrid,
+    geom: &ParallelGeometry,
+    interp: Interpolation,
+    min_blocks: u32,
+    standard_map: u32,
+) -> Result<(Defines, bool, usize)> {
+    let mut defines = bp_defines_mapped(cfg, grid, geom.n_angles(), min_blocks, standard_map);
+    match cfg.kernel {
+        KernelKind::Alu(p) => {
+            p.validate()?;
+            let (linear, width) = (interp == Interpolation::Linear, p.cache_width(geom, grid));
+            defines.retain(|(k, _)| k != "MINB");
+            defines.push(("MINB".into(), p.min_blocks.to_string()));
+            defines.extend(alu_defines(p, linear, width, geom.n_bins()));
+            Ok((defines, linear, width))
+        }
+        _ => Ok((defines, false, 0)),
+    }
+}
+
+impl Engine {
+    pub(super) fn bp_module(
+        &mut self,
+        cfg: BpConfig,
+        grid: &SliceGrid,
+        geom: &ParallelGeometry,
+        interp: Interpolation,
+    ) -> Result<BpKey> {
+        let (mut defines, linear, cache_width) =
+            module_defines(cfg, grid, geom, interp, self.min_blocks, self.standard_map)?;
+        let count_paths =
+            self.count_paths && matches!(cfg.kernel, KernelKind::Alu(p) if p.hybrid > 0);
+        if count_paths {
+            defines.push(("COUNT_PATHS".into(), "1".into()));
+        }
+        let key = BpKey {
+            kernel: cfg.kernel,
+            map: self.standard_map,
+            spt: cfg.mode.slices(),
+            nx: grid.nx,
+            ny: grid.ny,
+            nproj: geom.n_angles(),
+            linear,
+            cache_width,
+            count_paths,
+        };
+        if !self.bp.contains_key(&key) {
+            let (cubin, _) = cubin_cached(
+                "backproject",
+                BACKPROJECT_CU,
+                &defines,
+                &self.ctx.name,
+                self.ctx.cc,
+                self.ctx.driver,
+            )?;
+            let module = Module::load(&self.ctx, &cubin)?;
+            let func = module.function(cfg.kernel.symbol())?;
+            self.bp.insert(
+                key,
+                BpModule {
+                    module,
+                    func,
+                    cmem: geom.n_angles() <= MAX_CMEM_PROJECTIONS,
+                    consts_hash: None,
+                    dconst: None,
+                },
+            );
+        }
+        if let KernelKind::Alu(_) = cfg.kernel {
+            // The alu kernel reads its constants in f64 from a global buffer.
+            let coef = projection_coefficients_f64(geom, grid);
+            let bytes: Vec<u8> = coef.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let h = fnv1a64(&bytes);
+            if !matches!(&self.bp[&key].dconst, Some((_, old)) if *old == h) {
+                let buf = DeviceBuffer::new(&self.ctx, bytes.len(), "alu projection constants")?;
+                self.comp.synchronize()?;
+                buf.upload(&coef)?;
+                self.bp.get_mut(&key).expect("present").dconst = Some((buf, h));
+            }
+            return Ok(key);
+        }
+        // Upload the per-projection constants when they changed.
+        let coef = projection_coefficients(geom, grid);
+        let bytes: Vec<u8> = coef.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let h = fnv1a64(&bytes);
+        let cmem = self.bp[&key].cmem;
+        let stale = self.bp[&key].consts_hash != Some(h);
+        if cmem && stale {
+            let n = geom.n_angles();
+            let m = &self.bp[&key].module;
+            m.set_global("c_c0", &coef[..n], &self.comp)?;
+            m.set_global("c_cx", &coef[n..2 * n], &self.comp)?;
+            m.set_global("c_cy", &coef[2 * n..], &self.comp)?;
+            self.bp.get_mut(&key).expect("present").consts_hash = Some(h);
+        } else if !cmem {
+            ensure(
+                &mut self.gconst,
+                &self.ctx,
+                bytes.len(),
+                "projection constants",
+            )?;
+            self.comp.synchronize()?;
+            self.gconst.as_ref().expect("allocated").upload(&coef)?;
+        }
+        Ok(key)
+    }
+
+    /// Launches the back projection of `slices` packed slices into `out` on the compute stream.
+    pub(super) fn launch_bp(
+        &mut self,
+        key: BpKey,
+        texs: u64,
+        out: u64,
+        slices: usize,
+        scale: f32,
+        cfg: BpConfig,
+    ) -> Result<()> {
+        let m = &self.bp[&key];
+        let groups = slices.div_ceil(cfg.mode.slices());
+        let tile = match cfg.kernel {
+            KernelKind::Alu(p) => p.tile as usize,
+            _ => 16,
+        };
+        let grid = (
+            key.nx.div_ceil(tile) as u32,
+            key.ny.div_ceil(tile) as u32,
+            groups as u32,
+        );
+        let block = (256, 1, 1);
+        let (t, o, ns, sc) = (texs, out, slices as i32, scale);
+        let g = self.gconst.as_ref().map_or(0, |b| b.ptr());
+        let d = m.dconst.as_ref().map_or(0, |b| b.0.ptr());
+        let (texels, plane, pitch) = self.packed;
+        let (plane, pitch) = (plane as i64, pitch as i32);
+        let mut p: Vec<Arg> = vec![t.into(), o.into(), ns.into(), sc.into()];
+        if let KernelKind::Alu(_) = cfg.kernel {
+            p.push(d.into());
+            p.push(texels.into());
+            p.push(plane.into());
+            p.push(pitch.into());
+        } else if !m.cmem {
+            p.push(g.into());
+        }
+        // SAFETY: parameter types match bp_standard / bp_texopt / bp_alu.
+        unsafe { launch(&m.func, cfg.kernel.symbol(), grid, block, 0, &self.comp, &p) }.map_err(
+            |e| match e {
+                CudaError::Launch {
+                    kernel,
+                    dims,
+                    message,
+                } => CudaError::Launch {
+                    kernel: format!("{kernel} ({cfg})"),
+                    dims: format!(
+                        "{dims}; {} slices of {}×{} from {} angles",
+                        slices, key.nx, key.ny, key.nproj
+                    ),
+                    message,
+                },
+                e => e,
+            },
+        )
+    }
+
+    /// Filters (optionally), packs and back projects one slab already in
+    /// device memory at `raw` (`slices × na × n` floats) into `out`.
+    pub(super) fn process_slab(
+        &mut self,
+        raw: u64,
+        out: u64,
+        slices: usize,
+        filter: Option<&FilterJob>,
+        job: &BpJob<'_>,
+        marks: Option<(&Event, &Event)>,
+    ) -> Result<()> {
+        let na = job.geom.n_angles();
+        let n = job.geom.n_bins();
+        let rows = slices * na;
+        if let Some((start, _)) = marks {
+            start.record(&self.comp)?;
+        }
+        let src = match filter {
+            Some(f) if self.gpu_fft => self.filter_rows(raw, rows, n, f, self.fft_variant)?,
+            _ => (raw, n as i64, 0),
+        };
+        if let Some((_, mid)) = marks {
+            mid.record(&self.comp)?;
+        }
+        let key = self.bp_module(job.cfg, job.grid, job.geom, job.interp)?;
+        let texs = self.pack(src, slices, na, n, job.cfg, job.interp)?;
+        self.launch_bp(key, texs, out, slices, job.scale, job.cfg)
+    }
+
+    /// The blocks of the hybrid `alu` kernels compiled with block counters
+    /// ([`Engine::count_paths`]) that took the texture path and the cache
+    /// path since the last call (the counters are reset).
+    pub fn path_counts(&mut self) -> Result<(u64, u64)> {
+        self.comp.synchronize()?;
+        let (mut tex, mut cache) = (0u64, 0u64);
+        for (key, m) in &self.bp {
+            if !key.count_paths {
+                continue;
+            }
+            for (name, total) in [
+                ("tex_path_blocks", &mut tex),
+                ("cache_path_blocks", &mut cache),
+            ] {
+                let mut v = [0u64];
+                m.module.read_global(name, &mut v, &self.comp)?;
+                *total += v[0];
+                m.module.set_global(name, &[0u64], &self.comp)?;
+            }
+        }
+        Ok((tex, cache))
+    }
+}

@@ -1,0 +1,195 @@
+//! The per-device engine: modules, buffers, filtering, packing, back
+//! projection and the overlapped slab pipeline.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ndarray::{ArrayView3, ArrayViewMut3, Axis};
+use rayon::prelude::*;
+use tomors_core::filter::{padded_len, RowFilter};
+use tomors_core::{FilterSpec, Interpolation, Padding, ParallelGeometry, SliceGrid};
+
+use crate::error::{CudaError, Result};
+use crate::fbp::fft::{cufft_available, FftVariant, Plan, PlanKind};
+use crate::fbp::kernels::{
+    alu_defines, bp_defines_mapped, projection_coefficients, projection_coefficients_f64, BpConfig,
+    KernelKind, SliceMode, BACKPROJECT_CU, FILTER_CU, MAX_CMEM_PROJECTIONS,
+};
+use crate::runtime::compile::{cubin_cached, fnv1a64};
+use crate::runtime::{
+    ensure, ensure_pinned, launch, Arg, Array2d, Context, DeviceBuffer, Event, Function, Module,
+    PinnedBuffer, Stream, TexFilter, TexFormat, Texture,
+};
+
+mod bp;
+mod filter;
+mod pack;
+mod pipeline;
+mod resident;
+
+pub(crate) use bp::module_defines;
+use bp::{BpKey, BpModule};
+use pack::TexKey;
+pub use pack::TexStorage;
+pub use pipeline::PipelineStats;
+pub(crate) use pipeline::{copy_in, copy_out};
+pub(crate) use resident::median;
+
+struct Filters {
+    _module: Module,
+    pad_real: Function,
+    pad_pair: Function,
+    mul_half: Function,
+    mul_full: Function,
+    pack1: Function,
+    pack2: Function,
+    pack4: Function,
+}
+
+/// `#define` names and values of a module.
+pub(crate) type Defines = Vec<(String, String)>;
+
+fn round_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
+/// What to do with a slab before back projection.
+#[derive(Clone, Copy)]
+pub(crate) struct FilterJob {
+    pub spec: FilterSpec,
+    pub bin_width: f32,
+}
+
+/// Parameters of a back projection.
+#[derive(Clone, Copy)]
+pub(crate) struct BpJob<'a> {
+    pub geom: &'a ParallelGeometry,
+    pub grid: &'a SliceGrid,
+    pub interp: Interpolation,
+    pub scale: f32,
+    pub cfg: BpConfig,
+}
+
+/// One device's state. Not shared between threads without a lock.
+pub(crate) struct Engine {
+    pub ctx: Arc<Context>,
+    pub(crate) up: Stream,
+    pub comp: Stream,
+    pub(crate) down: Stream,
+    filters: Filters,
+    bp: HashMap<BpKey, BpModule>,
+    plans: HashMap<(PlanKind, usize, usize), Plan>,
+    pub(crate) raw: [Option<DeviceBuffer>; 2],
+    pub(crate) out: [Option<DeviceBuffer>; 2],
+    fft_a: Option<DeviceBuffer>,
+    fft_b: Option<DeviceBuffer>,
+    tex: Option<DeviceBuffer>,
+    texs_dev: Option<DeviceBuffer>,
+    resp: Option<DeviceBuffer>,
+    resp_key: Option<(u64, usize)>,
+    gconst: Option<DeviceBuffer>,
+    textures: Vec<Texture>,
+    arrays: Vec<Array2d>,
+    tex_key: Option<TexKey>,
+    /// Texture storage (pitch-linear memory or CUDA arrays).
+    pub tex_storage: TexStorage,
+    pub(crate) pin_in: [Option<PinnedBuffer>; 2],
+    pub(crate) pin_out: [Option<PinnedBuffer>; 2],
+    pub fft_variant: FftVariant,
+    pub gpu_fft: bool,
+    pub stats: PipelineStats,
+    pub min_blocks: u32,
+    /// Tests only: compile the hybrid `alu` kernels with counters of the
+    /// blocks that take each path (see [`Engine::path_counts`]).
+    pub count_paths: bool,
+    /// Slices per slab (0 = automatic).
+    pub slab_override: usize,
+    /// Thread order of the `standard` kernel (see [`crate::fbp::kernels::DEFAULT_STANDARD_MAP`]).
+    pub standard_map: u32,
+    /// Per-device state of the layers above (the cone-beam kernels, loaded
+    /// on first use).
+    pub(crate) ext: crate::fbp::extensions::Extensions,
+    /// The stacked texture layout of FDK's filtered projections (kept here so
+    /// that an out-of-memory retry frees it with the other buffers).
+    pub(crate) stack_tex: Option<DeviceBuffer>,
+    /// The packed texels of the last `pack`: (address, plane and pitch in
+    /// texels), for the `alu` kernel's plain-load caching.
+    packed: (u64, usize, usize),
+}
+
+// SAFETY: every handle inside is usable from any thread with the context bound,
+// and the engine is only used behind a Mutex.
+unsafe impl Send for Engine {}
+
+impl Engine {
+    pub fn new(ordinal: usize) -> Result<Self> {
+        let ctx = Context::new(ordinal)?;
+        let (cubin, _) = cubin_cached("filter", FILTER_CU, &[], &ctx.name, ctx.cc, ctx.driver)?;
+        let module = Module::load(&ctx, &cubin)?;
+        let filters = Filters {
+            pad_real: module.function("pad_real")?,
+            pad_pair: module.function("pad_pair")?,
+            mul_half: module.function("mul_half_spectrum")?,
+            mul_full: module.function("mul_full_spectrum")?,
+            pack1: module.function("pack1")?,
+            pack2: module.function("pack2")?,
+            pack4: module.function("pack4h")?,
+            _module: module,
+        };
+        let gpu_fft = cufft_available();
+        if !gpu_fft {
+            tracing::warn!("cuFFT could not be loaded: filtering runs on the CPU");
+        }
+        Ok(Self {
+            up: Stream::new(&ctx)?,
+            comp: Stream::new(&ctx)?,
+            down: Stream::new(&ctx)?,
+            ctx,
+            filters,
+            bp: HashMap::new(),
+            plans: HashMap::new(),
+            raw: [None, None],
+            out: [None, None],
+            fft_a: None,
+            fft_b: None,
+            tex: None,
+            texs_dev: None,
+            resp: None,
+            resp_key: None,
+            gconst: None,
+            textures: Vec::new(),
+            arrays: Vec::new(),
+            tex_key: None,
+            tex_storage: TexStorage::default(),
+            pin_in: [None, None],
+            pin_out: [None, None],
+            fft_variant: FftVariant::default(),
+            gpu_fft,
+            stats: PipelineStats::default(),
+            min_blocks: 4,
+            count_paths: false,
+            slab_override: 0,
+            standard_map: crate::fbp::kernels::DEFAULT_STANDARD_MAP,
+            ext: Default::default(),
+            stack_tex: None,
+            packed: (0, 0, 0),
+        })
+    }
+
+    /// Releases every cached buffer (after an out-of-memory error).
+    pub fn free_buffers(&mut self) {
+        self.textures.clear();
+        self.arrays.clear();
+        self.tex_key = None;
+        self.raw = [None, None];
+        self.out = [None, None];
+        self.fft_a = None;
+        self.fft_b = None;
+        self.tex = None;
+        self.plans.clear();
+        self.pin_in = [None, None];
+        self.pin_out = [None, None];
+        self.stack_tex = None;
+    }
+}

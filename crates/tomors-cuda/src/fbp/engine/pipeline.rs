@@ -1,0 +1,327 @@
+//! The overlapped slab pipeline: upload, filter, back projection and download on three streams.
+
+use super::*;
+
+/// Times of the pipeline stages of the last `fbp`/`backproject` call.
+#[derive(Clone, Debug, Default)]
+pub struct PipelineStats {
+    /// Slabs processed.
+    pub slabs: usize,
+    /// Slices processed.
+    pub slices: usize,
+    /// Slices per slab.
+    pub slab_size: usize,
+    /// Kernel configuration used.
+    pub kernel: String,
+    /// Host-to-device copies, summed (GPU time, ms).
+    pub upload_ms: f64,
+    /// Filtering (pad, FFT, multiply, inverse FFT), summed (GPU ms).
+    pub filter_ms: f64,
+    /// Packing into textures and back projection, summed (GPU ms).
+    pub backproject_ms: f64,
+    /// Device-to-host copies, summed (GPU ms).
+    pub download_ms: f64,
+    /// Host copies into pinned staging memory (ms).
+    pub host_in_ms: f64,
+    /// Host copies out of pinned staging memory (ms).
+    pub host_out_ms: f64,
+    /// Wall time of the whole call (ms).
+    pub wall_ms: f64,
+}
+
+impl std::fmt::Display for PipelineStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} slices in {} slabs of {} ({}): wall {:.1} ms; GPU upload {:.1}, filter {:.1}, \
+             back projection {:.1}, download {:.1} ms; host copies in {:.1}, out {:.1} ms",
+            self.slices,
+            self.slabs,
+            self.slab_size,
+            self.kernel,
+            self.wall_ms,
+            self.upload_ms,
+            self.filter_ms,
+            self.backproject_ms,
+            self.download_ms,
+            self.host_in_ms,
+            self.host_out_ms
+        )
+    }
+}
+
+impl Engine {
+    /// Device bytes one slice needs in the pipeline.
+    pub(super) fn bytes_per_slice(&self, job: &BpJob<'_>, filtered: bool) -> usize {
+        let na = job.geom.n_angles();
+        let n = job.geom.n_bins();
+        let raw = na * n * 4;
+        let out = job.grid.nx * job.grid.ny * 4;
+        let (a, b) = if filtered {
+            Self::fft_bytes(self.fft_variant, na, n)
+        } else {
+            (0, 0)
+        };
+        let tex = self.tex_layout(SliceMode::F32, 1, na, n).bytes;
+        2 * raw + 2 * out + a + b + tex
+    }
+
+    /// Slices per slab: `TOMORS_CUDA_SLAB` if set, else about 1.5 GB of device memory, a
+    /// multiple of the slices per texel.
+    pub fn slab_size(&self, job: &BpJob<'_>, filtered: bool, total: usize) -> usize {
+        let spt = job.cfg.mode.slices();
+        if self.slab_override > 0 {
+            return self.slab_override.min(total.max(1));
+        }
+        if let Some(s) = std::env::var("TOMORS_CUDA_SLAB")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            return s.max(1).min(total.max(1));
+        }
+        let per = self.bytes_per_slice(job, filtered).max(1);
+        let budget = 1_500_000_000usize;
+        let mut s = (budget / per).clamp(1, 64);
+        if s >= spt {
+            s -= s % spt;
+        }
+        s.min(total.max(1))
+    }
+
+    pub(super) fn ensure_pipeline(
+        &mut self,
+        ss: usize,
+        job: &BpJob<'_>,
+        filtered: bool,
+    ) -> Result<()> {
+        let na = job.geom.n_angles();
+        let n = job.geom.n_bins();
+        let raw = ss * na * n;
+        let out = ss * job.grid.nx * job.grid.ny;
+        for b in 0..2 {
+            ensure(&mut self.raw[b], &self.ctx, raw * 4, "slab sinograms")?;
+            ensure(&mut self.out[b], &self.ctx, out * 4, "slab slices")?;
+            ensure_pinned(&mut self.pin_in[b], &self.ctx, raw)?;
+            ensure_pinned(&mut self.pin_out[b], &self.ctx, out)?;
+        }
+        if filtered && self.gpu_fft {
+            let rows = ss * na;
+            let (a, b) = Self::fft_bytes(self.fft_variant, rows, n);
+            ensure(&mut self.fft_a, &self.ctx, a, "FFT buffer")?;
+            if b > 0 {
+                ensure(&mut self.fft_b, &self.ctx, b, "FFT spectrum buffer")?;
+            }
+            let l = padded_len(n);
+            match self.fft_variant {
+                FftVariant::RealToComplex => {
+                    self.plan(PlanKind::R2C, l, rows)?;
+                    self.plan(PlanKind::C2R, l, rows)?;
+                }
+                FftVariant::ComplexPair => {
+                    self.plan(PlanKind::C2C, l, rows.div_ceil(2))?;
+                }
+            }
+        }
+        let lay = self.tex_layout(job.cfg.mode, ss, na, n);
+        ensure(&mut self.tex, &self.ctx, lay.bytes, "texture buffer")?;
+        Ok(())
+    }
+
+    /// Runs the overlapped pipeline over `chunks` (pairs of sinogram slabs
+    /// `[slice][angle][bin]` and output slabs `[slice][y][x]`): slabs of
+    /// `ss` slices stream through upload → filter → back projection →
+    /// download on three streams with double-buffered device memory and
+    /// pinned staging buffers. Retries with smaller slabs on out-of-memory.
+    #[allow(clippy::needless_range_loop)]
+    pub fn run_pipeline(
+        &mut self,
+        chunks: Vec<(ArrayView3<'_, f32>, ArrayViewMut3<'_, f32>)>,
+        filter: Option<FilterJob>,
+        job: &BpJob<'_>,
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        self.ctx.bind()?;
+        let total: usize = chunks.iter().map(|c| c.0.shape()[0]).sum();
+        let mut ss = self.slab_size(job, filter.is_some(), total);
+        loop {
+            match self.ensure_pipeline(ss, job, filter.is_some()) {
+                Ok(()) => break,
+                Err(e) if e.is_out_of_memory() && ss > 1 => {
+                    tracing::warn!("{e}; retrying with slabs of {} slices", ss / 2);
+                    self.free_buffers();
+                    ss /= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // CPU filtering when cuFFT is missing.
+        let cpu_filter = match (&filter, self.gpu_fft) {
+            (Some(f), false) => Some(RowFilter::new(&f.spec, job.geom.n_bins(), f.bin_width)?),
+            _ => None,
+        };
+        let na = job.geom.n_angles();
+        let n = job.geom.n_bins();
+        let plane_out = job.grid.nx * job.grid.ny;
+        let mut stats = PipelineStats {
+            slab_size: ss,
+            slices: total,
+            kernel: job.cfg.to_string(),
+            ..Default::default()
+        };
+        let ev =
+            |ctx: &Arc<Context>| -> Result<[Event; 2]> { Ok([Event::new(ctx)?, Event::new(ctx)?]) };
+        let (up0, up1, c0, c1, c2, d0, d1) = (
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+        );
+        // Split chunks into slabs.
+        let mut slabs: Vec<(ArrayView3<'_, f32>, ArrayViewMut3<'_, f32>)> = Vec::new();
+        for (mut i, mut o) in chunks {
+            while i.shape()[0] > 0 {
+                let k = ss.min(i.shape()[0]);
+                let (a, ri) = i.split_at(Axis(0), k);
+                let (b, ro) = o.split_at(Axis(0), k);
+                slabs.push((a, b));
+                i = ri;
+                o = ro;
+            }
+        }
+        let ns = slabs.len();
+        stats.slabs = ns;
+        let mut pending: Vec<Option<(ArrayViewMut3<'_, f32>, usize)>> =
+            (0..ns).map(|_| None).collect();
+        let mut inputs: Vec<Option<ArrayView3<'_, f32>>> = Vec::with_capacity(ns);
+        for (a, b) in slabs.into_iter() {
+            inputs.push(Some(a));
+            let k = b.shape()[0];
+            pending[inputs.len() - 1] = Some((b, k));
+        }
+        for i in 0..=ns {
+            if i < ns {
+                let b = i % 2;
+                let input = inputs[i].take().expect("each slab once");
+                let k = input.shape()[0];
+                if i >= 2 {
+                    up1[b].synchronize()?;
+                }
+                let th = Instant::now();
+                {
+                    let pin = self.pin_in[b].as_mut().expect("allocated");
+                    let dst = &mut pin.as_mut_slice()[..k * na * n];
+                    copy_in(&input, dst);
+                    if let Some(f) = &cpu_filter {
+                        let mut v = ndarray::ArrayViewMut2::from_shape((k * na, n), dst)
+                            .map_err(|e| CudaError::Parameter(e.to_string()))?;
+                        f.apply(v.view_mut())?;
+                    }
+                }
+                stats.host_in_ms += th.elapsed().as_secs_f64() * 1e3;
+                let raw = self.raw[b].as_ref().expect("allocated");
+                if i >= 2 {
+                    self.up.wait(&c2[b])?;
+                }
+                up0[b].record(&self.up)?;
+                // SAFETY: the pinned buffer is not touched until up1[b] completes.
+                unsafe {
+                    raw.upload_async(
+                        0,
+                        self.pin_in[b]
+                            .as_ref()
+                            .expect("allocated")
+                            .as_slice()
+                            .as_ptr() as *const u8,
+                        k * na * n * 4,
+                        &self.up,
+                    )?;
+                }
+                up1[b].record(&self.up)?;
+                self.comp.wait(&up1[b])?;
+                if i >= 2 {
+                    self.comp.wait(&d1[b])?;
+                }
+                let (raw_ptr, out_ptr) =
+                    (raw.ptr(), self.out[b].as_ref().expect("allocated").ptr());
+                let fj = if self.gpu_fft { filter } else { None };
+                self.process_slab(
+                    raw_ptr,
+                    out_ptr,
+                    k,
+                    fj.as_ref(),
+                    job,
+                    Some((&c0[b], &c1[b])),
+                )?;
+                c2[b].record(&self.comp)?;
+                self.down.wait(&c2[b])?;
+                d0[b].record(&self.down)?;
+                // SAFETY: the pinned buffer is read by the host only after d1[b] completes.
+                unsafe {
+                    self.out[b].as_ref().expect("allocated").download_async(
+                        0,
+                        self.pin_out[b]
+                            .as_mut()
+                            .expect("allocated")
+                            .as_mut_slice()
+                            .as_mut_ptr() as *mut u8,
+                        k * plane_out * 4,
+                        &self.down,
+                    )?;
+                }
+                d1[b].record(&self.down)?;
+            }
+            if i >= 1 {
+                let j = i - 1;
+                let b = j % 2;
+                d1[b].synchronize()?;
+                let (mut dst, k) = pending[j].take().expect("each slab once");
+                let th = Instant::now();
+                let src = &self.pin_out[b].as_ref().expect("allocated").as_slice()[..k * plane_out];
+                copy_out(src, &mut dst);
+                stats.host_out_ms += th.elapsed().as_secs_f64() * 1e3;
+                stats.upload_ms += up0[b].elapsed_ms(&up1[b])? as f64;
+                stats.filter_ms += c0[b].elapsed_ms(&c1[b])? as f64;
+                stats.backproject_ms += c1[b].elapsed_ms(&c2[b])? as f64;
+                stats.download_ms += d0[b].elapsed_ms(&d1[b])? as f64;
+            }
+        }
+        stats.wall_ms = t0.elapsed().as_secs_f64() * 1e3;
+        self.stats = stats;
+        Ok(())
+    }
+}
+
+pub(super) const COPY_CHUNK: usize = 1 << 18;
+
+/// Copies a slab into contiguous staging memory (parallel when contiguous).
+pub(crate) fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
+    match src.as_slice() {
+        Some(s) => dst
+            .par_chunks_mut(COPY_CHUNK)
+            .zip(s.par_chunks(COPY_CHUNK))
+            .for_each(|(d, s)| d.copy_from_slice(s)),
+        None => {
+            for (d, v) in dst.iter_mut().zip(src.iter()) {
+                *d = *v;
+            }
+        }
+    }
+}
+
+/// Copies contiguous staging memory into a slab (parallel when contiguous).
+pub(crate) fn copy_out(src: &[f32], dst: &mut ArrayViewMut3<'_, f32>) {
+    match dst.as_slice_mut() {
+        Some(d) => d
+            .par_chunks_mut(COPY_CHUNK)
+            .zip(src.par_chunks(COPY_CHUNK))
+            .for_each(|(d, s)| d.copy_from_slice(s)),
+        None => {
+            for (d, v) in dst.iter_mut().zip(src.iter()) {
+                *d = *v;
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Checks and helpers shared by the GPU iterative runs.
+
+use ndarray::ArrayView3;
+use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
+use tomors_core::CoreError;
+
+use crate::error::{CudaError, Result};
+
+pub(crate) fn check_constraint(c: &Constraint) -> Result<()> {
+    for v in [c.min, c.max].into_iter().flatten() {
+        if !v.is_finite() {
+            return Err(CudaError::Parameter(format!(
+                "constraint bound {v} is not finite"
+            )));
+        }
+    }
+    if let (Some(lo), Some(hi)) = (c.min, c.max) {
+        if lo > hi {
+            return Err(CudaError::Parameter(format!(
+                "constraint minimum {lo} exceeds maximum {hi}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the data (`what`) and the initial volume, if any, are
+/// finite, naming the first bad element.
+pub(crate) fn check_finite(
+    data: &ArrayView3<'_, f32>,
+    what: &str,
+    initial: Option<&ArrayView3<'_, f32>>,
+) -> Result<()> {
+    find_non_finite(data, what)?;
+    match initial {
+        Some(x0) => find_non_finite(x0, "the initial volume"),
+        None => Ok(()),
+    }
+}
+
+fn find_non_finite(a: &ArrayView3<'_, f32>, what: &str) -> Result<()> {
+    use rayon::prelude::*;
+    let all_finite = a
+        .outer_iter()
+        .into_par_iter()
+        .all(|s| s.iter().all(|v| v.is_finite()));
+    if all_finite {
+        return Ok(());
+    }
+    if let Some((pos, _)) = a.indexed_iter().find(|(_, v)| !v.is_finite()) {
+        return Err(CoreError::Data(format!("{what} has a non-finite value at {pos:?}")).into());
+    }
+    Ok(())
+}
+
+/// Checks the options of the GPU runs (no GPU needed): SIRT or a
+/// block-sequential method (SART, BLOCK-IT) with at least one projection
+/// per block, at least one iteration, a positive finite relaxation, a
+/// non-negative finite tolerance, a valid constraint box. Returns the
+/// weighting.
+///
+/// ART and the block-parallel method need ray-by-ray access to the
+/// operator, which the device operators do not offer: one clear
+/// [`CoreError::Unsupported`] error.
+pub(crate) fn check_options(options: &IterativeOptions) -> Result<Weighting> {
+    let weighting = match options.algorithm {
+        Algorithm::Sirt(w) => w,
+        Algorithm::BlockSequential {
+            weighting,
+            projections_per_block,
+        } => {
+            if projections_per_block == 0 {
+                return Err(CudaError::Parameter(
+                    "a block needs at least one projection".into(),
+                ));
+            }
+            weighting
+        }
+        Algorithm::Art { .. } | Algorithm::BlockParallel { .. } => {
+            let method = if matches!(options.algorithm, Algorithm::Art { .. }) {
+                "ART"
+            } else {
+                "the block-parallel method"
+            };
+            return Err(CoreError::Unsupported {
+                backend: "cuda".into(),
+                operation: format!(
+                    "{method} (it needs ray-by-ray access to the operator, which the GPU \
+                     operators do not offer yet; use the CPU)"
+                ),
+            }
+            .into());
+        }
+    };
+    if options.iterations == 0 {
+        return Err(CudaError::Parameter(
+            "the iteration count must be at least 1".into(),
+        ));
+    }
+    if let Some(l) = options.relaxation {
+        if !(l.is_finite() && l > 0.0) {
+            return Err(CudaError::Parameter(format!(
+                "relaxation {l} must be a positive finite number"
+            )));
+        }
+    }
+    if let Some(tol) = options.tolerance {
+        if !(tol.is_finite() && tol >= 0.0) {
+            return Err(CudaError::Parameter(format!(
+                "tolerance {tol} must be a non-negative finite number"
+            )));
+        }
+    }
+    check_constraint(&options.constraint)?;
+    Ok(weighting)
+}

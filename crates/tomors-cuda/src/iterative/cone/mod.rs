@@ -1,0 +1,503 @@
+//! Iterative cone-beam reconstruction on the GPU: Joseph's cone-beam
+//! projector and its exact transpose as CUDA kernels ([`CudaConeJoseph`]),
+//! and SIRT with the whole iteration resident on the device
+//! ([`cone_sirt_cuda`]).
+//!
+//! - The operator is tomors-core's
+//!   [`ConeJosephProjector`] on
+//!   the whole volume: the ray of detector pixel `(row, col)` runs from the
+//!   source to the pixel centre; in voxel-index coordinates it steps along
+//!   the dominant axis of its direction (one step per voxel plane), with
+//!   bilinear interpolation in the other two axes and the weight
+//!   `h·√(1 + db² + dc²)` (the step length) times the bilinear weights;
+//!   voxels outside the volume read as zero.
+//! - Forward (`cj_forward`, `kernels/cone_joseph.cu`): one thread per ray
+//!   (32 neighbouring columns of one detector row per warp, one projection
+//!   per grid layer), gathering. The ray is set up in f64 with the CPU's
+//!   operations (no fused multiply-add, so the same dominant axis at exact
+//!   ties); the positions along it are stepped in f32 from the volume's
+//!   middle plane, so the weights are the CPU's to f32 rounding.
+//! - Back (`cj_back`): the exact transpose, walking the same rays with the
+//!   same arithmetic and scattering `y·w` into the volume with `atomicAdd`
+//!   (the output is zeroed first). It visits exactly the (voxel, weight)
+//!   pairs of the forward projection, so the pair is matched to f32
+//!   rounding; the order of the additions, and so the last bits of the
+//!   result, may differ between runs. By default (`cj_back_merged`) the 32
+//!   rays of a warp (a tile of 8 detector columns × 4 rows) step together
+//!   and the equal voxels of neighbouring rays are added in one atomic,
+//!   found by warp shuffles: the `c0 + 1` taps of a ray with the `c0` taps
+//!   of the ray one row below, then the `b0 + 1` tap of a ray with the `b0`
+//!   tap of the ray one column to the right (neighbouring rays pass about
+//!   one voxel apart, so these coincide most of the time);
+//!   [`CudaConeJoseph::set_merged_back`] selects the plain scatter
+//!   (`cj_back`).
+//! - As a tomors-core [`LinearOperator`](tomors_core::linalg::LinearOperator)
+//!   ([`CudaConeJoseph::operator`], [`ConeOp`]): domain and range are flat
+//!   [`DeviceVec`]s; a block of projections runs the same kernels on the
+//!   block's own ray frames (uploaded once per block, then cached). SIRT
+//!   ([`cone_sirt_cuda`]) is tomors-core's
+//!   [`solve`](tomors_core::iterative::solve) on it: the projections are
+//!   uploaded once and the volume downloaded once; the whole volume and
+//!   all projections live on one device (no slabs).
+//! - The voxel-driven back projection ([`ConeBackProjector::Voxel`]): the
+//!   unmatched fast pair of tomors-core's
+//!   [`ConeVoxelProjector`](tomors_core::iterative::ConeVoxelProjector)
+//!   (Joseph forward, `B ≈ Aᵀ`), through the FDK back-projection kernel
+//!   (`cone_bp_tex`, `kernels/cone_backproject.cu`). Per back projection
+//!   one kernel (`cj_weight_pack`) weights the projections per detector
+//!   pixel by `√(SDD² + u² + v²)·h³·SDD/(pu·pv·SOD²)` and writes them into
+//!   the stacked texture layout (allocated once, beside the SIRT state),
+//!   then one launch back projects every angle into the whole device
+//!   volume: `Σ_θ (SOD/U)²·p̃_θ(col, row)` with hardware bilinear
+//!   interpolation (8-bit weights), so the operator is the CPU's f32 voxel
+//!   back projection to the texture unit's rounding. At most
+//!   [`CONE_MAX_ANGLES`] angles. The voxel pair's forward projection reads
+//!   the volume through a 3D texture by default (`cj_forward_tex`: the
+//!   volume is copied into a 3D array before each forward projection, then
+//!   Joseph's rays and steps with one trilinear fetch per step at the
+//!   step's exact position, i.e. Joseph's bilinear interpolation with 8-bit
+//!   weights); [`CudaConeJoseph::set_texture_forward`] or
+//!   `TOMORS_CONE_FORWARD=loads` selects Joseph's exact loads.
+
+use std::sync::Arc;
+
+use ndarray::{Array3, ArrayView3};
+use tomors_core::cone::{ConeGeometry, ConeVolume};
+use tomors_core::iterative::{ray_frames, ConeJosephProjector, RayFrame};
+use tomors_core::CoreError;
+
+use crate::cone::{check_extents, BpSource, ConeModule, StackLayout, CONE_MAX_ANGLES};
+use crate::error::{CudaError, Result};
+use crate::fbp::CudaBackend;
+use crate::iterative::blocks::BlockCache;
+use crate::iterative::device::{DeviceVec, KernelKind, Layout, OnQueue, Queue};
+use crate::runtime::compile::cubin_cached;
+use crate::runtime::{
+    Arg, Array3d, Context, DeviceBuffer, Function, Module, Stream, TexFilter, Texture,
+};
+
+mod operator;
+mod ops;
+mod sirt;
+
+pub use operator::ConeOp;
+
+use sirt::check_dim;
+
+pub use sirt::{
+    check_cone_sirt_inputs, cone_sirt_bytes, cone_sirt_bytes_with, cone_sirt_cuda,
+    cone_sirt_cuda_with, cone_sirt_fits,
+};
+
+/// Source of the cone-beam Joseph projector and SIRT kernels.
+pub const CONE_JOSEPH_CU: &str = include_str!("../../../kernels/cone_joseph.cu");
+
+/// Device memory kept free beside the SIRT state.
+const SPARE_BYTES: usize = 256 << 20;
+
+/// Threads per block of the projectors by default: 32 columns × 8 rows.
+const BLOCK: (u32, u32, u32) = (32, 8, 1);
+
+/// Threads per block of the projectors: `TOMORS_CONE_BLOCK=COLSxROWS` (at
+/// most 256 threads; for benchmarks), else [`BLOCK`].
+fn block_shape() -> (u32, u32, u32) {
+    std::env::var("TOMORS_CONE_BLOCK")
+        .ok()
+        .and_then(|v| {
+            let (w, h) = v.split_once('x')?;
+            let (w, h): (u32, u32) = (w.trim().parse().ok()?, h.trim().parse().ok()?);
+            (w >= 1 && h >= 1 && w * h <= 256).then_some((w, h, 1))
+        })
+        .unwrap_or(BLOCK)
+}
+
+/// A flat `f32` array on the device: a `[z][y][x]` volume or
+/// `[angle][row][col]` projections of a [`CudaConeJoseph`]
+/// ([`Layout::Flat`]).
+pub type ConeDeviceArray = DeviceVec;
+
+/// The device tables of one block of projections: the ray frames of its
+/// projections in block order and their indices (for selecting rows).
+pub(crate) struct ConeBlock {
+    frames: DeviceBuffer,
+    idx: DeviceBuffer,
+    len: usize,
+}
+
+impl ConeBlock {
+    fn new(queue: &Queue, angles: &[usize], frames: &[RayFrame]) -> Result<Self> {
+        let fr: Vec<RayFrame> = angles.iter().map(|&a| frames[a]).collect();
+        let idx: Vec<i32> = angles.iter().map(|&a| a as i32).collect();
+        Ok(Self {
+            frames: queue.upload_small(&fr, "cone frames")?,
+            idx: queue.upload_small(&idx, "projection indices")?,
+            len: angles.len(),
+        })
+    }
+}
+
+struct Fns {
+    forward: Function,
+    forward_sq: Function,
+    back: Function,
+    back_merged: Function,
+    weight_pack: Function,
+    forward_tex: Function,
+}
+
+/// The back projection of [`CudaConeJoseph`] and [`cone_sirt_cuda_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConeBackProjector {
+    /// Joseph's exact transpose (`cj_back_merged` / `cj_back`, atomics):
+    /// the matched pair, tomors-core's
+    /// [`ConeJosephProjector`].
+    #[default]
+    Joseph,
+    /// The voxel-driven back projection of tomors-core's
+    /// [`ConeVoxelProjector`](tomors_core::iterative::ConeVoxelProjector)
+    /// (FDK's back projector with per-pixel weights and its scale;
+    /// textures): the fast unmatched pair, as ASTRA's SIRT3D_CUDA.
+    Voxel,
+}
+
+/// The device state of the voxel-driven back projection: its own module
+/// (angles and texture handles in constant memory), the stacked texture
+/// layout of all angles and the per-pixel weights. Fields drop in order:
+/// the textures before their buffer.
+struct VoxelBack {
+    /// The volume as a 3D texture for the texture forward projection
+    /// (`None`: Joseph's loads).
+    vol_tex: Option<(Texture, Array3d)>,
+    textures: Vec<Texture>,
+    module: ConeModule,
+    layout: StackLayout,
+    tex: DeviceBuffer,
+    weights: DeviceBuffer,
+    geometry: ConeGeometry,
+}
+
+/// `√(SDD² + u² + v²)·h³·SDD/(pu·pv·SOD²)` of every detector pixel
+/// (`[row][col]`): the voxel back projection's per-pixel weight and scale
+/// (tomors-core's `ConeVoxelProjector` f32 path, folded together).
+fn voxel_weights(geometry: &ConeGeometry, volume: &ConeVolume) -> Vec<f32> {
+    let g = geometry;
+    let (nc, nr) = (g.n_cols(), g.n_rows());
+    let (pu, pv, sdd, sod) = (g.pixel_u(), g.pixel_v(), g.sdd(), g.sod());
+    let h = volume.voxel_size as f64;
+    let k = h * h * h * sdd / (pu * pv) / (sod * sod);
+    (0..nr * nc)
+        .map(|i| {
+            let u = ((i % nc) as f64 - g.center_col()) * pu;
+            let w = ((i / nc) as f64 - g.center_row()) * pv;
+            ((sdd * sdd + u * u + w * w).sqrt() * k) as f32
+        })
+        .collect()
+}
+
+/// Bytes of the voxel pair's state beyond the SIRT state: the stacked
+/// textures (about one set of projections), the weights and the volume's
+/// 3D texture copy.
+fn voxel_bytes(geometry: &ConeGeometry, volume: &ConeVolume) -> usize {
+    let (na, nr, nc) = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
+    na * (nr + 1) * (nc * 4).div_ceil(512) * 512 + nr * nc * 4 + volume.len() * 4
+}
+
+/// Whether the voxel pair projects forward through a 3D texture of the
+/// volume (`cj_forward_tex`; the default) rather than with Joseph's loads
+/// (`TOMORS_CONE_FORWARD=loads`).
+fn texture_forward_default() -> bool {
+    std::env::var("TOMORS_CONE_FORWARD").map_or(true, |v| v != "loads")
+}
+
+impl VoxelBack {
+    fn new(
+        ctx: &Arc<Context>,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        stream: &Stream,
+    ) -> Result<Self> {
+        let (na, nr, nc) = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
+        if na > CONE_MAX_ANGLES {
+            return Err(CudaError::Parameter(format!(
+                "{na} projections: the GPU voxel back projection handles at most \
+                 {CONE_MAX_ANGLES}"
+            )));
+        }
+        check_extents(nr, nc, volume)?;
+        let module = ConeModule::load(ctx)?;
+        let layout = StackLayout::new(ctx, nr, nc)?;
+        let tex = DeviceBuffer::new(ctx, layout.bytes(na), "voxel back projection textures")?;
+        tex.fill_bytes(0, stream)?;
+        module.set_angles(geometry.angles(), stream)?;
+        let textures = layout.bind(ctx, &module, tex.ptr(), na, stream)?;
+        let w = voxel_weights(geometry, volume);
+        let weights = DeviceBuffer::new(ctx, w.len() * 4, "voxel back projection weights")?;
+        weights.upload(&w)?;
+        let vol_tex = if texture_forward_default() {
+            let arr = Array3d::new(ctx, volume.nx, volume.ny, volume.nz)?;
+            let t = Texture::array3d(ctx, &arr, TexFilter::Linear)?;
+            Some((t, arr))
+        } else {
+            None
+        };
+        stream.synchronize()?;
+        Ok(Self {
+            vol_tex,
+            textures,
+            module,
+            layout,
+            tex,
+            weights,
+            geometry: geometry.clone(),
+        })
+    }
+}
+
+/// Joseph's cone-beam projector on one GPU for a circular cone-beam
+/// geometry and a volume: forward and exact back projection of
+/// device-resident arrays ([`ConeDeviceArray`]) and host convenience
+/// methods ([`CudaConeJoseph::forward`], [`CudaConeJoseph::back`]). Its
+/// kernels and those of its vectors run in order on one stream
+/// ([`OnQueue`]); [`CudaConeJoseph::operator`] is the
+/// projector as a tomors-core linear operator.
+pub struct CudaConeJoseph {
+    queue: Arc<Queue>,
+    _module: Module,
+    f: Fns,
+    volume: ConeVolume,
+    na: usize,
+    nr: usize,
+    nc: usize,
+    /// The ray frames of every projection (host copy, for block tables).
+    frames_host: Vec<RayFrame>,
+    /// The tables of all projections and of other blocks.
+    blocks: BlockCache<ConeBlock>,
+    block: (u32, u32, u32),
+    merged: bool,
+    voxel: Option<VoxelBack>,
+}
+
+/// Detector columns of the warp tile of the merged back projection:
+/// `TOMORS_CONE_WARP_COLS` (4, 8, 16 or 32; for benchmarks), else 8 (tiles
+/// of 8 × 4 rays).
+fn warp_cols() -> usize {
+    std::env::var("TOMORS_CONE_WARP_COLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|v| [4, 8, 16, 32].contains(v))
+        .unwrap_or(8)
+}
+
+/// Checks that the sizes fit the kernels' 32-bit indices and grid limits.
+fn check_sizes(geometry: &ConeGeometry, volume: &ConeVolume) -> Result<()> {
+    let rows_per_block = block_shape().1.min(8) as usize;
+    let lim = i32::MAX as usize;
+    let nvox = volume.nx as u128 * volume.ny as u128 * volume.nz as u128;
+    if nvox > lim as u128 {
+        return Err(CudaError::Parameter(format!(
+            "a {}×{}×{} volume has more than {lim} voxels, too many for the GPU cone projector",
+            volume.nx, volume.ny, volume.nz
+        )));
+    }
+    if geometry.n_angles() > 65_535 {
+        return Err(CudaError::Parameter(format!(
+            "{} projections: the GPU cone projector handles at most 65535",
+            geometry.n_angles()
+        )));
+    }
+    if geometry.n_rows() > 65_535 * rows_per_block {
+        return Err(CudaError::Parameter(format!(
+            "{} detector rows: the GPU cone projector handles at most {}",
+            geometry.n_rows(),
+            65_535 * rows_per_block
+        )));
+    }
+    Ok(())
+}
+
+impl CudaConeJoseph {
+    /// The projector for `geometry` on `volume`, on `backend`'s device.
+    ///
+    /// Errors: the source orbit passes through the volume (as the CPU
+    /// projector), sizes beyond the kernels' limits, compilation and driver
+    /// errors.
+    pub fn new(
+        backend: &CudaBackend,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+    ) -> Result<Self> {
+        Self::with_back(backend, geometry, volume, ConeBackProjector::Joseph)
+    }
+
+    /// The projector for `geometry` on `volume` with the back projection
+    /// `back`, on `backend`'s device.
+    ///
+    /// Errors: as [`CudaConeJoseph::new`]; for
+    /// [`ConeBackProjector::Voxel`] also more than [`CONE_MAX_ANGLES`]
+    /// angles or a detector beyond the device's texture limits.
+    pub fn with_back(
+        backend: &CudaBackend,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        back: ConeBackProjector,
+    ) -> Result<Self> {
+        let ctx = backend.lock()?.ctx.clone();
+        Self::on_context_with(ctx, geometry, volume, back)
+    }
+
+    /// The projector on an existing device context.
+    ///
+    /// Errors: as [`CudaConeJoseph::new`].
+    pub fn on_context(
+        ctx: Arc<Context>,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+    ) -> Result<Self> {
+        Self::on_context_with(ctx, geometry, volume, ConeBackProjector::Joseph)
+    }
+
+    /// The projector with the back projection `back` on an existing device
+    /// context.
+    ///
+    /// Errors: as [`CudaConeJoseph::with_back`].
+    pub fn on_context_with(
+        ctx: Arc<Context>,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        back: ConeBackProjector,
+    ) -> Result<Self> {
+        // The CPU operator's checks (source outside the volume), with its
+        // error text.
+        ConeJosephProjector::new(geometry, volume)?;
+        check_sizes(geometry, volume)?;
+        ctx.bind()?;
+        let defines = vec![("WC".to_string(), warp_cols().to_string())];
+        let (cubin, _) = cubin_cached(
+            "cone_joseph",
+            CONE_JOSEPH_CU,
+            &defines,
+            &ctx.name,
+            ctx.cc,
+            ctx.driver,
+        )?;
+        let module = Module::load(&ctx, &cubin)?;
+        let f = Fns {
+            forward: module.function("cj_forward")?,
+            forward_sq: module.function("cj_forward_sq")?,
+            back: module.function("cj_back")?,
+            back_merged: module.function("cj_back_merged")?,
+            weight_pack: module.function("cj_weight_pack")?,
+            forward_tex: module.function("cj_forward_tex")?,
+        };
+        let queue = Queue::new(ctx)?;
+        let voxel = match back {
+            ConeBackProjector::Joseph => None,
+            ConeBackProjector::Voxel => Some(VoxelBack::new(
+                queue.context(),
+                geometry,
+                volume,
+                queue.stream(),
+            )?),
+        };
+        let frames_host = ray_frames(geometry, volume);
+        let all: Vec<usize> = (0..geometry.n_angles()).collect();
+        let full = ConeBlock::new(&queue, &all, &frames_host)?;
+        Ok(Self {
+            queue,
+            _module: module,
+            f,
+            volume: *volume,
+            na: geometry.n_angles(),
+            nr: geometry.n_rows(),
+            nc: geometry.n_cols(),
+            frames_host,
+            blocks: BlockCache::new(geometry.n_angles(), full),
+            block: block_shape(),
+            merged: std::env::var("TOMORS_CONE_BACK").map_or(true, |v| v != "plain"),
+            voxel,
+        })
+    }
+
+    /// Chooses the back-projection kernel: `true` (the default; `false`
+    /// when `TOMORS_CONE_BACK=plain`) merges the equal voxels of
+    /// neighbouring rays within a warp before the `atomicAdd` (fewer
+    /// atomics), `false` scatters every (voxel, weight) pair on its own.
+    /// Both give the same sums up to the order of the additions.
+    pub fn set_merged_back(&mut self, merged: bool) {
+        self.merged = merged;
+    }
+
+    /// Whether the forward projection reads the volume through a 3D
+    /// texture (`cj_forward_tex`, hardware trilinear interpolation with
+    /// 8-bit weights at Joseph's sample points): the voxel pair's default
+    /// (`TOMORS_CONE_FORWARD=loads` at construction turns it off); never
+    /// with the Joseph pair.
+    pub fn texture_forward(&self) -> bool {
+        self.voxel.as_ref().is_some_and(|v| v.vol_tex.is_some())
+    }
+
+    /// Turns the voxel pair's texture forward projection on or off
+    /// ([`CudaConeJoseph::texture_forward`]; allocates or frees the
+    /// volume's 3D array).
+    ///
+    /// Errors: the Joseph pair (`on`), driver errors.
+    pub fn set_texture_forward(&mut self, on: bool) -> Result<()> {
+        let Some(vb) = self.voxel.as_mut() else {
+            if on {
+                return Err(CudaError::Parameter(
+                    "the texture forward projection belongs to the voxel pair".into(),
+                ));
+            }
+            return Ok(());
+        };
+        if on && vb.vol_tex.is_none() {
+            let v = &self.volume;
+            let arr = Array3d::new(self.queue.context(), v.nx, v.ny, v.nz)?;
+            let t = Texture::array3d(self.queue.context(), &arr, TexFilter::Linear)?;
+            vb.vol_tex = Some((t, arr));
+        } else if !on {
+            self.queue.stream().synchronize()?;
+            vb.vol_tex = None;
+        }
+        Ok(())
+    }
+
+    /// The back projection ([`ConeBackProjector`]).
+    pub fn back_projector(&self) -> ConeBackProjector {
+        if self.voxel.is_some() {
+            ConeBackProjector::Voxel
+        } else {
+            ConeBackProjector::Joseph
+        }
+    }
+
+    /// Whether the back projection merges neighbouring rays' voxels
+    /// ([`CudaConeJoseph::set_merged_back`]).
+    pub fn merged_back(&self) -> bool {
+        self.merged
+    }
+
+    /// `(nz, ny, nx)` of the volume.
+    pub fn volume_dim(&self) -> (usize, usize, usize) {
+        (self.volume.nz, self.volume.ny, self.volume.nx)
+    }
+
+    /// `(angles, rows, cols)` of the projections.
+    pub fn projections_dim(&self) -> (usize, usize, usize) {
+        (self.na, self.nr, self.nc)
+    }
+}
+
+impl OnQueue for CudaConeJoseph {
+    fn queue(&self) -> &Arc<Queue> {
+        &self.queue
+    }
+}
+
+impl Drop for CudaConeJoseph {
+    fn drop(&mut self) {
+        // Kernels of this projector's module may still be queued (vectors
+        // can outlive it): let them finish before the module is unloaded.
+        let _ = self.queue.stream().synchronize();
+    }
+}

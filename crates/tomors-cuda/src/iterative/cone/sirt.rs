@@ -1,0 +1,242 @@
+//! SIRT resident on one device (cone beam).
+
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use tomors_core::iterative::{IterativeOptions, IterativeResult, Weighting};
+use tomors_core::linalg::Vector;
+
+use super::*;
+use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
+use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
+
+pub(super) fn check_dim(
+    what: &str,
+    got: (usize, usize, usize),
+    expected: (usize, usize, usize),
+) -> Result<()> {
+    if got != expected {
+        return Err(CoreError::Shape(format!(
+            "{what} is {}×{}×{}, expected {}×{}×{}",
+            got.0, got.1, got.2, expected.0, expected.1, expected.2
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and
+/// `volume`: three volumes (iterate, gradient, column weights) and three
+/// sets of projections (data, residual, row weights).
+pub fn cone_sirt_bytes(geometry: &ConeGeometry, volume: &ConeVolume) -> usize {
+    let nvox = volume.len();
+    let nproj = geometry.n_angles() * geometry.n_rows() * geometry.n_cols();
+    4 * 3 * (nvox + nproj)
+}
+
+/// Bytes of device memory [`cone_sirt_cuda_with`] holds with the back
+/// projection `back`: [`cone_sirt_bytes`], and for
+/// [`ConeBackProjector::Voxel`] the stacked projection textures (about one
+/// more set of projections) and the per-pixel weights.
+pub fn cone_sirt_bytes_with(
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    back: ConeBackProjector,
+) -> usize {
+    cone_sirt_bytes(geometry, volume)
+        + match back {
+            ConeBackProjector::Joseph => 0,
+            ConeBackProjector::Voxel => voxel_bytes(geometry, volume),
+        }
+}
+
+/// Checks that the state of [`cone_sirt_cuda`] ([`cone_sirt_bytes`]) fits
+/// in the free memory of `backend`'s device, with 256 MiB to spare.
+///
+/// Errors: [`CudaError::OutOfMemory`] naming the sizes, driver errors.
+pub fn cone_sirt_fits(
+    backend: &CudaBackend,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+) -> Result<()> {
+    let ctx = backend.lock()?.ctx.clone();
+    fits_on(&ctx, geometry, volume)
+}
+
+/// Checks the free memory for the SIRT state (the projector's own state,
+/// such as the voxel back projection's textures, is already allocated).
+pub(super) fn fits_on(
+    ctx: &Arc<Context>,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+) -> Result<()> {
+    let need = cone_sirt_bytes(geometry, volume);
+    let (free, _) = ctx.mem_info()?;
+    if need + SPARE_BYTES > free {
+        return Err(CudaError::OutOfMemory {
+            what: format!(
+                "holding the cone SIRT state of a {}×{}×{} volume and {}×{}×{} projections \
+                 ({} MiB free on the device)",
+                volume.nz,
+                volume.ny,
+                volume.nx,
+                geometry.n_angles(),
+                geometry.n_rows(),
+                geometry.n_cols(),
+                free >> 20
+            ),
+            bytes: need,
+        });
+    }
+    Ok(())
+}
+
+/// Checks the inputs of [`cone_sirt_cuda`] (no GPU needed): the algorithm
+/// is SIRT or block-sequential, at least one iteration, a positive finite relaxation, a
+/// non-negative finite tolerance, a valid constraint box, projections that
+/// fit the geometry, an initial volume that fits the volume, finite data,
+/// sizes within the kernels' limits. Returns the weighting.
+pub fn check_cone_sirt_inputs(
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    projections: &ArrayView3<'_, f32>,
+    initial: Option<&ArrayView3<'_, f32>>,
+    options: &IterativeOptions,
+) -> Result<Weighting> {
+    let weighting = check_options(options)?;
+    check_dim(
+        "the projections",
+        projections.dim(),
+        (geometry.n_angles(), geometry.n_rows(), geometry.n_cols()),
+    )?;
+    if let Some(x0) = initial {
+        check_dim(
+            "the initial volume",
+            x0.dim(),
+            (volume.nz, volume.ny, volume.nx),
+        )?;
+    }
+    check_sizes(geometry, volume)?;
+    check_finite(projections, "the projection data", initial)?;
+    Ok(weighting)
+}
+
+/// Cone-beam SIRT (`options.algorithm` is
+/// [`Algorithm::Sirt`](tomors_core::iterative::Algorithm::Sirt), or
+/// block-sequential with the Joseph pair) of
+/// `projections` (`[angle][row][col]`) with Joseph's projector, the whole
+/// iteration resident on `backend`'s device: the projections are uploaded
+/// once, tomors-core's [`solve`](tomors_core::iterative::solve) iterates
+/// on [`CudaConeJoseph::operator`] `options.iterations` times (or until the
+/// relative residual `‖b − A·x‖/‖b‖` reaches `options.tolerance`, or
+/// `progress` returns `false`) and downloaded once. `initial` is the
+/// starting volume `[z][y][x]` (zeros if `None`; the constraint is applied
+/// to it). The result's `x` is the `[z][y][x]` volume.
+///
+/// The result matches tomors-core's
+/// [`reconstruct_cone`](tomors_core::iterative::reconstruct_cone) with the
+/// [`ConeJosephProjector`] in f32 up to rounding; the relaxation defaults to
+/// 1 for row/column sums and to `1/ρ(T·Aᵀ·M·A)` (power iteration)
+/// otherwise. `progress` sees every iteration (`slab` is always `(0, 1)`).
+///
+/// Errors: those of [`check_cone_sirt_inputs`], the source orbit through
+/// the volume, device memory too small for the state
+/// ([`cone_sirt_bytes`]), driver, compilation and launch errors,
+/// divergence.
+pub fn cone_sirt_cuda(
+    backend: &CudaBackend,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    projections: ArrayView3<'_, f32>,
+    initial: Option<ArrayView3<'_, f32>>,
+    options: &IterativeOptions,
+    progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
+) -> Result<(IterativeResult<f32>, SirtStats)> {
+    cone_sirt_cuda_with(
+        backend,
+        geometry,
+        volume,
+        projections,
+        initial,
+        options,
+        ConeBackProjector::Joseph,
+        progress,
+    )
+}
+
+/// [`cone_sirt_cuda`] with the back projection `back`:
+/// [`ConeBackProjector::Joseph`] (the matched pair, as
+/// [`cone_sirt_cuda`]) or [`ConeBackProjector::Voxel`] (the unmatched
+/// pair of tomors-core's
+/// [`ConeVoxelProjector`](tomors_core::iterative::ConeVoxelProjector),
+/// whose f32 [`reconstruct_cone`](tomors_core::iterative::reconstruct_cone)
+/// it matches to the texture interpolation's rounding; the column sums of
+/// row/column-sum SIRT are `B·1`). Device memory:
+/// [`cone_sirt_bytes_with`].
+///
+/// Errors: those of [`cone_sirt_cuda`] and of
+/// [`CudaConeJoseph::with_back`].
+#[allow(clippy::too_many_arguments)]
+pub fn cone_sirt_cuda_with(
+    backend: &CudaBackend,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    projections: ArrayView3<'_, f32>,
+    initial: Option<ArrayView3<'_, f32>>,
+    options: &IterativeOptions,
+    back: ConeBackProjector,
+    progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
+) -> Result<(IterativeResult<f32>, SirtStats)> {
+    check_cone_sirt_inputs(geometry, volume, &projections, initial.as_ref(), options)?;
+    let t0 = Instant::now();
+    let op = CudaConeJoseph::with_back(backend, geometry, volume, back)?;
+    fits_on(op.context(), geometry, volume)?;
+    let mut stats = SirtStats {
+        slabs: 1,
+        ..SirtStats::default()
+    };
+    let lin = op.operator();
+    let (options, _) = with_relaxation(&lin, options)?;
+    let prepared = Prepared::new(&lin, &options.algorithm)?;
+    let b = op.upload_projections(projections)?;
+    let x = match initial {
+        Some(x0) => op.upload_volume(x0)?,
+        None => {
+            let mut x = op.alloc_volume()?;
+            x.fill(0.0)?;
+            x
+        }
+    };
+    let stop = AtomicBool::new(false);
+    let progress = Progress {
+        slab: (0, 1),
+        callback: progress,
+        stop: &stop,
+    };
+    let (report, xh) = run_resident(
+        &prepared,
+        op.queue(),
+        b,
+        x,
+        &options,
+        &progress,
+        &mut stats,
+        t0,
+        |x| op.download(&x),
+    )?;
+    let t_free = Instant::now();
+    drop(prepared);
+    drop(op);
+    stats.free_s = t_free.elapsed().as_secs_f64();
+    stats.total_s = t0.elapsed().as_secs_f64();
+    Ok((
+        IterativeResult {
+            x: xh,
+            iterations: report.iterations,
+            residuals: report.residuals,
+            relaxation: report.relaxation,
+            stop: report.stop,
+        },
+        stats,
+    ))
+}

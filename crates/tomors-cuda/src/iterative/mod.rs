@@ -1,0 +1,62 @@
+//! Iterative reconstruction on the GPU: device vectors ([`device`]:
+//! [`DeviceVec`], tomors-core's `Vector` on one device), Joseph's
+//! projectors as device operators (tomors-core `LinearOperator`s),
+//! parallel beam ([`parallel`]: [`CudaJoseph`], runs resident on one or
+//! several devices) and cone beam ([`cone`]: [`CudaConeJoseph`], resident on
+//! one device), and the one run of tomors-core's shared algorithms on them
+//! (upload once, iterate on the device, download once), with the pinned
+//! staging of large transfers, the option checks and the progress/timing
+//! reports they share.
+
+/// The projection methods of a device operator's `LinearOperator` impl:
+/// `forward`, `backward` and `select_into` through its `forward_impl`,
+/// `backward_impl` and `select_impl` (which return the backend's errors).
+macro_rules! projections_through_impls {
+    () => {
+        fn forward(
+            &self,
+            x: &DeviceVec,
+            angles: &[usize],
+            y: &mut DeviceVec,
+        ) -> tomors_core::Result<()> {
+            Ok(self.forward_impl(x, angles, y)?)
+        }
+
+        fn backward(
+            &self,
+            y: &DeviceVec,
+            angles: &[usize],
+            x: &mut DeviceVec,
+        ) -> tomors_core::Result<()> {
+            Ok(self.backward_impl(y, angles, x)?)
+        }
+
+        fn select_into(
+            &self,
+            y_full: &DeviceVec,
+            angles: &[usize],
+            out: &mut DeviceVec,
+        ) -> tomors_core::Result<()> {
+            Ok(self.select_impl(y_full, angles, out)?)
+        }
+    };
+}
+
+mod blocks;
+mod checks;
+pub mod cone;
+pub mod device;
+pub mod parallel;
+mod report;
+mod run;
+mod staging;
+
+pub(crate) use checks::{check_finite, check_options};
+pub use cone::{ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph};
+pub use device::{DeviceVec, Layout, OnQueue, Queue};
+pub use parallel::{
+    check_sirt_inputs, sirt_cuda, sirt_cuda_multi, CudaJoseph, DeviceStack, GpuSirtOptions,
+    JosephStackOp, JosephTuning, JOSEPH_CU,
+};
+pub use report::{GpuIteration, SirtStats};
+pub(crate) use staging::{download_staged, upload_staged};

@@ -1,0 +1,286 @@
+//! The autotuner behind `tomors tune`: times every candidate back-projection
+//! configuration on the present device (GPU-resident data, CUDA events, the
+//! median of a few launches after a warm-up, as [`crate::bench`]) and keeps
+//! the fastest per (kernel family, interpolation, slice class) in the
+//! tuning cache ([`crate::tuning`]).
+//!
+//! The search space: the texture kernels (`standard`, `tex-opt`) in their
+//! texel modes, and the `alu` kernel over tile (32, 64), projections per
+//! cache step (8, 16; 32 or 16 threads per cached row), advanced caching
+//! (linear), float rounding and the occupancy target (`__launch_bounds__`
+//! minimum blocks per multiprocessor), in f32, float2 and half4 texels.
+//! Modules are compiled in parallel first (NVRTC, disk cache), then timed
+//! one by one.
+
+pub mod model;
+
+use rayon::prelude::*;
+use tomors_core::geometry::uniform_angles;
+use tomors_core::{Interpolation, ParallelGeometry, SliceGrid};
+
+use crate::bench::{fill_random, measure, BenchRow};
+use crate::error::Result;
+use crate::fbp::engine::module_defines;
+use crate::fbp::kernels::{
+    AluParams, BpConfig, KernelChoice, KernelKind, SliceMode, BACKPROJECT_CU, DEFAULT_STANDARD_MAP,
+};
+use crate::fbp::tuning::{family, TuningEntry};
+use crate::fbp::CudaBackend;
+use crate::runtime::compile::cubin_cached;
+
+/// What the tuner measures.
+#[derive(Clone, Debug)]
+pub struct TuneOptions {
+    /// Device ordinal.
+    pub device: usize,
+    /// Bins = angles = slice side of the timed problem.
+    pub size: usize,
+    /// Timed launches per candidate (median kept).
+    pub reps: usize,
+    /// A reduced `alu` grid (tile 32 and 64 with their default step and
+    /// occupancy, both rounding modes).
+    pub quick: bool,
+}
+
+impl Default for TuneOptions {
+    fn default() -> Self {
+        Self {
+            device: 0,
+            size: 2048,
+            reps: 5,
+            quick: false,
+        }
+    }
+}
+
+/// Everything the tuner measured.
+#[derive(Clone, Debug, Default)]
+pub struct TuneReport {
+    /// Device name.
+    pub device: String,
+    /// Driver version.
+    pub driver: i32,
+    /// Every timed candidate.
+    pub rows: Vec<BenchRow>,
+    /// The best per (family, interpolation, slice class).
+    pub entries: Vec<TuningEntry>,
+    /// Per (interpolation, slice class): the default configuration (no
+    /// tuning) and the tuned choice, timed again side by side:
+    /// (interp, class, default, default GU/s, choice, choice GU/s).
+    pub check: Vec<TuneCheck>,
+}
+
+/// Default vs tuned choice: (interpolation, slice class, default, its GU/s,
+/// choice, its GU/s).
+pub type TuneCheck = (Interpolation, usize, BpConfig, f64, BpConfig, f64);
+
+/// The candidate configurations.
+pub fn candidates(quick: bool) -> Vec<BpConfig> {
+    let modes = [SliceMode::F32, SliceMode::Float2, SliceMode::Half4];
+    let mut v = Vec::new();
+    for kernel in [KernelKind::Standard, KernelKind::TexOpt] {
+        for mode in modes {
+            v.push(BpConfig { kernel, mode });
+        }
+    }
+    let mut params = Vec::new();
+    if quick {
+        for (tile, min_blocks) in [(32u8, 2u8), (64, 1)] {
+            for float_round in [false, true] {
+                params.push(AluParams {
+                    tile,
+                    min_blocks,
+                    float_round,
+                    ..AluParams::default()
+                });
+            }
+        }
+    } else {
+        for (tile, blocks) in [(32u8, [2u8, 4]), (64, [1, 2])] {
+            for step in [8u8, 16] {
+                for advanced in [false, true] {
+                    for float_round in [false, true] {
+                        for min_blocks in blocks {
+                            params.push(AluParams {
+                                tile,
+                                step,
+                                advanced,
+                                float_round,
+                                min_blocks,
+                                oversample: false,
+                                hybrid: 0,
+                                loads: false,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for mode in modes {
+        for p in &params {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(*p),
+                mode,
+            });
+        }
+    }
+    // Hybrid: 2, 3 or 4 of 8 blocks through the texture unit.
+    for mode in modes {
+        for hybrid in [2u8, 3, 4] {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(AluParams {
+                    tile: 64,
+                    hybrid,
+                    ..AluParams::default()
+                }),
+                mode,
+            });
+        }
+    }
+    // The cache filled with plain loads instead of texture fetches.
+    for mode in modes {
+        for advanced in [true, false] {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(AluParams {
+                    tile: 64,
+                    advanced,
+                    loads: true,
+                    ..AluParams::default()
+                }),
+                mode,
+            });
+        }
+    }
+    // Oversampling (linear requests, f32 and float2 texels).
+    for mode in [SliceMode::F32, SliceMode::Float2] {
+        for (tile, min_blocks) in [(32u8, 2u8), (64, 1)] {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(AluParams {
+                    tile,
+                    min_blocks,
+                    advanced: false,
+                    oversample: true,
+                    ..AluParams::default()
+                }),
+                mode,
+            });
+        }
+    }
+    v
+}
+
+/// Whether an advanced `alu` candidate has no plain twin in the grid (the
+/// quick grid keeps only advanced ones, so they are timed for nearest too).
+fn quick_twinless(quick: bool, p: AluParams) -> bool {
+    quick && p.advanced && !p.oversample
+}
+
+/// Runs the search on `opts.device`, calling `progress` with one line per
+/// timed candidate.
+///
+/// Errors: no usable device, compilation or launch errors.
+pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneReport> {
+    let be = CudaBackend::new(opts.device)?;
+    let n = opts.size;
+    let geom = ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n)?;
+    let grid = SliceGrid::for_geometry(&geom);
+    let (name, cc, driver) = {
+        let e = be.lock()?;
+        (e.ctx.name.clone(), e.ctx.cc, e.ctx.driver)
+    };
+    let interps = [Interpolation::Linear, Interpolation::Nearest];
+    let mut jobs: Vec<(BpConfig, Interpolation)> = Vec::new();
+    for cfg in candidates(opts.quick) {
+        for interp in interps {
+            // advanced caching only changes linear modules: the nearest
+            // module of an advanced alu candidate is its plain twin's.
+            let redundant = matches!(cfg.kernel, KernelKind::Alu(p) if p.advanced && p.hybrid == 0 && !quick_twinless(opts.quick, p))
+                && interp == Interpolation::Nearest;
+            if cfg.supports(interp) && !redundant {
+                jobs.push((cfg, interp));
+            }
+        }
+    }
+    progress(&format!(
+        "compiling {} candidate modules on {name} …",
+        jobs.len()
+    ));
+    jobs.par_iter()
+        .map(|&(cfg, interp)| {
+            let (defines, _, _) =
+                module_defines(cfg, &grid, &geom, interp, 4, DEFAULT_STANDARD_MAP)?;
+            cubin_cached("backproject", BACKPROJECT_CU, &defines, &name, cc, driver).map(|_| ())
+        })
+        .collect::<Result<Vec<()>>>()?;
+    let mut data = vec![0f32; 8 * n * n];
+    fill_random(&mut data, 11);
+    let mut report = TuneReport {
+        device: name.clone(),
+        driver,
+        ..TuneReport::default()
+    };
+    for &(cfg, interp) in &jobs {
+        let slices = 2 * cfg.mode.slices();
+        let row = measure(&be, cfg, interp, n, slices, opts.reps, &data)?;
+        progress(&format!(
+            "  {:<36} {:<8} {:>9.1} GU/s",
+            row.kernel,
+            interp.to_string(),
+            row.gups
+        ));
+        report.rows.push(row);
+    }
+    // The best per (family, interpolation, class).
+    let timed: Vec<(BpConfig, Interpolation, f64)> = jobs
+        .iter()
+        .zip(&report.rows)
+        .map(|(&(c, i), r)| (c, i, r.gups))
+        .collect();
+    for class in [1usize, 2, 4] {
+        for interp in interps {
+            let mut fams: Vec<String> = timed.iter().map(|t| family(&t.0)).collect();
+            fams.sort();
+            fams.dedup();
+            for fam in fams {
+                let best = timed
+                    .iter()
+                    .filter(|t| t.1 == interp && t.0.mode.slices() <= class && family(&t.0) == fam)
+                    .max_by(|a, b| a.2.total_cmp(&b.2));
+                if let Some(&(config, _, gups)) = best {
+                    report.entries.push(TuningEntry {
+                        device: name.clone(),
+                        driver,
+                        kernel: fam,
+                        interp,
+                        slices: class,
+                        config,
+                        gups,
+                    });
+                }
+            }
+        }
+    }
+    // Default vs choice, timed again side by side.
+    let mut cache = crate::fbp::tuning::TuningCache::default();
+    cache.merge(report.entries.clone());
+    for class in [1usize, 2, 4] {
+        for interp in interps {
+            let default = KernelChoice::Auto.resolve(class);
+            let Some(choice) = cache.best(&name, driver, interp, class).map(|e| e.config) else {
+                continue;
+            };
+            let slices = 2 * class.max(2);
+            let d = measure(&be, default, interp, n, slices, opts.reps, &data)?;
+            let c = measure(&be, choice, interp, n, slices, opts.reps, &data)?;
+            progress(&format!(
+                "  check {interp:<8} {class} slice(s): default {default} {:.1} GU/s, tuned {choice} {:.1} GU/s",
+                d.gups, c.gups
+            ));
+            report
+                .check
+                .push((interp, class, default, d.gups, choice, c.gups));
+        }
+    }
+    Ok(report)
+}

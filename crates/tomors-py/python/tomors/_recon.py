@@ -1,0 +1,445 @@
+"""Reconstruction and projection: :func:`recon`, :func:`fdk`,
+:func:`recon_cone`, :func:`project`, :func:`project_cone`,
+:func:`backproject`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _arrays as A
+from . import _native
+from ._progress import reporter
+
+ITERATIVE = ("sirt", "landweber", "cimmino", "sart", "block-it", "block-parallel", "art")
+
+
+def recon(
+    tomo: Any,
+    theta: Any,
+    center: Union[None, float, Sequence[float]] = None,
+    algorithm: str = "fbp",
+    *,
+    filter: str = "ram-lak",
+    cutoff: float = 1.0,
+    padding: str = "zero",
+    interp: str = "linear",
+    iterations: int = 50,
+    relaxation: Optional[float] = None,
+    projector: str = "joseph",
+    min: Optional[float] = None,
+    max: Optional[float] = None,
+    block_size: Optional[int] = None,
+    tolerance: Optional[float] = None,
+    random_order: bool = False,
+    init: Any = None,
+    sinogram_order: bool = False,
+    backend: str = "auto",
+    devices: Union[None, int, str, Sequence[int]] = None,
+    kernel: Optional[str] = None,
+    slab: int = 32,
+    progress: Optional[Callable[[int, int], object]] = None,
+    verbose: bool = False,
+    return_info: bool = False,
+) -> Any:
+    """Reconstruct parallel-beam projections (FBP or an iterative method).
+
+    Geometry: ASTRA's ``parallel``/``parallel3d`` (the same sinogram gives the
+    same image in both); slice ``z`` is reconstructed from detector row ``z``
+    on ``n × n`` pixels of the bin size (``n`` = bins per row), centred on the
+    rotation axis. FBP output has the object's values (attenuation per pixel).
+
+    Parameters
+    ----------
+    tomo : ndarray
+        3D projections ``[angle][row][col]`` (or sinograms ``[row][angle][col]``
+        with ``sinogram_order=True``), or one sinogram ``[angle][col]`` (2D).
+        Line integrals: flat/dark corrected and -log'ed (see :func:`normalize`,
+        :func:`minus_log`). C-contiguous float32 is read in place; other dtypes
+        and orders are converted once.
+    theta : array_like
+        Projection angles in radians, one per projection.
+    center : float or array_like, optional
+        Rotation-axis position in detector pixels from the left edge of a row
+        (bin ``k`` centred at ``k``); default the detector centre ``(n-1)/2``.
+        One value per projection is accepted too. See :func:`find_center`.
+    algorithm : str
+        ``'fbp'`` (default), or an iterative method: ``'sirt'`` (ASTRA's SIRT),
+        ``'landweber'``, ``'cimmino'``, ``'sart'``, ``'block-it'``,
+        ``'block-parallel'``, ``'art'`` (docs/iterative.md).
+    filter : str
+        FBP filter: ``'ram-lak'`` (TomoPy's ``'ramlak'``), ``'shepp-logan'``
+        (``'shepp'``), ``'cosine'``, ``'hamming'``, ``'hann'``.
+    cutoff : float
+        FBP filter cutoff as a fraction of Nyquist, in (0, 1].
+    padding : str
+        FBP row padding before the FFT: ``'zero'`` or ``'edge'``.
+    interp : str
+        FBP detector interpolation: ``'linear'`` or ``'nearest'``.
+    iterations : int
+        Iterations of an iterative method (sweeps for art and the block methods).
+    relaxation : float, optional
+        Relaxation; default 1 (sirt, sart, art, block-parallel) or 1/ρ from
+        power iteration (landweber, cimmino, block-it).
+    projector : str
+        Projection model of an iterative method: ``'joseph'``, ``'line'``
+        (Siddon) or ``'voxel'`` (Joseph forward, voxel-driven back projection).
+    min, max : float, optional
+        Bounds applied to the iterate after every update (e.g. ``min=0``).
+    block_size : int, optional
+        Projections per block of ``'sart'`` (1), ``'block-it'`` (2),
+        ``'block-parallel'`` (6).
+    tolerance : float, optional
+        Stop once the relative residual ``‖b − Ax‖/‖b‖`` is at most this.
+    random_order : bool
+        Random (seeded, reproducible) ray order for ``'art'``.
+    init : ndarray, optional
+        Initial volume ``[z][y][x]`` of an iterative method (default zeros).
+    sinogram_order : bool
+        ``tomo`` is ``[row][angle][col]`` (read in place, no transposition).
+    backend : str
+        ``'auto'`` (a usable GPU, else the CPU), ``'cpu'`` or ``'cuda'``. The GPU
+        runs FBP and sirt/landweber/cimmino with the joseph projector.
+    devices : int, str or list of int, optional
+        GPUs to use (default all), e.g. ``[0, 1]`` or ``"0,1"``.
+    kernel : str, optional
+        GPU back-projection kernel of FBP (default: the fastest known, see
+        :func:`tune`).
+    slab : int
+        FBP: slices handed to the backend at once.
+    progress : callable, optional
+        ``progress(done, total)``: slices (FBP) or iterations done. An exception
+        raised by it stops the reconstruction and is re-raised.
+    verbose : bool
+        Show a tqdm progress bar (when tqdm is installed).
+    return_info : bool
+        Also return a dict: the device that computed (``'cpu'`` or the GPUs'
+        names) and, for iterative methods, iterations, relaxation, residuals
+        and the stop reason.
+
+    Returns
+    -------
+    ndarray
+        float32 volume ``[z][y][x]`` (``[y][x]`` for a 2D sinogram); with
+        ``return_info``, ``(volume, info)``.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, non-finite values, unknown names, a centre off the detector.
+    RuntimeError
+        A GPU failure (or ``backend='cuda'`` without a usable GPU).
+    """
+    func = "recon"
+    arr = A.f32(tomo, "tomo", func, (2, 3))
+    flat = arr.ndim == 2
+    if flat:
+        arr = arr[:, None, :] if not sinogram_order else arr[None, :, :]
+    th = A.angles(theta, func)
+    c, cs = A.center(center, func)
+    devs = A.devices(devices)
+    alg = str(algorithm).lower().replace("_", "-")
+    info = {}
+    if alg == "fbp":
+        n_slices = arr.shape[0] if sinogram_order else arr.shape[1]
+        with reporter(progress, verbose, "FBP", "slices") as cb:
+            out, device = _native.fbp(
+                arr, th, c, cs, bool(sinogram_order), A.filter_name(filter), float(cutoff),
+                str(padding), str(interp), str(backend), devs, kernel, int(slab), cb,
+            )
+        info = {"slices": n_slices, "device": device}
+    else:
+        x0 = None
+        if init is not None:
+            x0 = A.f32(init, "init", func, (2, 3))
+            if x0.ndim == 2:
+                x0 = x0[None]
+        with reporter(progress, verbose, alg, "iterations") as cb:
+            out, info = _native.recon_iterative(
+                arr, th, c, cs, bool(sinogram_order), alg, int(iterations),
+                None if relaxation is None else float(relaxation), str(projector),
+                None if min is None else float(min), None if max is None else float(max),
+                None if block_size is None else int(block_size),
+                None if tolerance is None else float(tolerance), bool(random_order), x0,
+                str(backend), devs, cb,
+            )
+    if flat:
+        out = out[0]
+    return (out, info) if return_info else out
+
+
+def _cone_args(pixel_size: Any, principal_point: Any, func: str):
+    pp = None if principal_point is None else A.pair(principal_point, "principal_point", func)
+    return A.pair(pixel_size, "pixel_size", func), pp
+
+
+def _shape3(shape: Any, func: str) -> Optional[Tuple[int, int, int]]:
+    if shape is None:
+        return None
+    try:
+        nz, ny, nx = (int(v) for v in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"tomors.{func}: shape must be (nz, ny, nx), got {shape!r}") from None
+    return nz, ny, nx
+
+
+def fdk(
+    proj: Any,
+    theta: Any,
+    sod: float,
+    odd: float,
+    pixel_size: Union[float, Tuple[float, float]],
+    voxel_size: Optional[float] = None,
+    shape: Optional[Tuple[int, int, int]] = None,
+    short_scan: Optional[bool] = None,
+    *,
+    principal_point: Optional[Tuple[float, float]] = None,
+    filter: str = "ram-lak",
+    cutoff: float = 1.0,
+    padding: str = "zero",
+    backend: str = "auto",
+    devices: Union[None, int, str, Sequence[int]] = None,
+    return_info: bool = False,
+) -> Any:
+    """Cone-beam FDK reconstruction (circular orbit, flat detector).
+
+    Geometry: ASTRA's ``cone`` (docs/cone.md). The source orbits at distance
+    ``sod`` from the rotation axis (z), the detector sits ``odd`` beyond it.
+
+    Parameters
+    ----------
+    proj : ndarray
+        Projections ``[angle][row][col]``, line integrals in world units.
+    theta : array_like
+        Source angles in radians, one per projection.
+    sod, odd : float
+        Source-to-axis and axis-to-detector distances (world units, e.g. mm).
+    pixel_size : float or (float, float)
+        Detector pixel size in world units (width, height).
+    voxel_size : float, optional
+        Voxel side in world units (default: the largest whose volume the
+        detector covers at every angle).
+    shape : (nz, ny, nx), optional
+        Volume size in voxels (default ``(rows, cols, cols)``).
+    short_scan : bool, optional
+        True: Parker-weighted short scan; False: full scan; None: decided
+        from the angles (whole turns = full scan).
+    principal_point : (col, row), optional
+        Where the central ray meets the detector, in pixels (default centre).
+    filter, cutoff, padding
+        As :func:`recon`.
+    backend : str
+        ``'auto'``, ``'cpu'`` or ``'cuda'`` (the whole FDK on one GPU).
+    devices : optional
+        The GPU (the first of the list is used).
+    return_info : bool
+        Also return ``{'voxel_size': ...}``.
+
+    Returns
+    -------
+    ndarray
+        float32 volume ``[z][y][x]``, attenuation per world unit.
+    """
+    func = "fdk"
+    arr = A.f32(proj, "proj", func, (3,))
+    th = A.angles(theta, func)
+    px, pp = _cone_args(pixel_size, principal_point, func)
+    out, voxel = _native.fdk(
+        arr, th, float(sod), float(odd), px, pp,
+        None if voxel_size is None else float(voxel_size), _shape3(shape, func),
+        None if short_scan is None else bool(short_scan), A.filter_name(filter),
+        float(cutoff), str(padding), str(backend), A.devices(devices),
+    )
+    return (out, {"voxel_size": voxel}) if return_info else out
+
+
+def recon_cone(
+    proj: Any,
+    theta: Any,
+    sod: float,
+    odd: float,
+    pixel_size: Union[float, Tuple[float, float]],
+    algorithm: str = "sirt",
+    *,
+    iterations: int = 50,
+    relaxation: Optional[float] = None,
+    projector: str = "joseph",
+    min: Optional[float] = None,
+    max: Optional[float] = None,
+    block_size: Optional[int] = None,
+    tolerance: Optional[float] = None,
+    random_order: bool = False,
+    init: Any = None,
+    voxel_size: Optional[float] = None,
+    shape: Optional[Tuple[int, int, int]] = None,
+    principal_point: Optional[Tuple[float, float]] = None,
+    backend: str = "auto",
+    devices: Union[None, int, str, Sequence[int]] = None,
+    progress: Optional[Callable[[int, int], object]] = None,
+    verbose: bool = False,
+    return_info: bool = False,
+) -> Any:
+    """Cone-beam iterative reconstruction (docs/iterative.md).
+
+    ``algorithm`` and its options are those of :func:`recon`; the geometry
+    parameters those of :func:`fdk`. The GPU (``backend='auto'`` or
+    ``'cuda'``) runs sirt/landweber/cimmino with the joseph or voxel
+    projector on one device; everything else runs on the CPU.
+
+    Returns
+    -------
+    ndarray
+        float32 volume ``[z][y][x]``; with ``return_info``, ``(volume, info)``
+        (iterations, relaxation, residuals, stop reason, device, voxel_size).
+    """
+    func = "recon_cone"
+    arr = A.f32(proj, "proj", func, (3,))
+    th = A.angles(theta, func)
+    px, pp = _cone_args(pixel_size, principal_point, func)
+    x0 = None if init is None else A.f32(init, "init", func, (3,))
+    alg = str(algorithm).lower().replace("_", "-")
+    with reporter(progress, verbose, alg, "iterations") as cb:
+        out, info = _native.recon_cone(
+            arr, th, float(sod), float(odd), px, pp,
+            None if voxel_size is None else float(voxel_size), _shape3(shape, func), alg,
+            int(iterations), None if relaxation is None else float(relaxation), str(projector),
+            None if min is None else float(min), None if max is None else float(max),
+            None if block_size is None else int(block_size),
+            None if tolerance is None else float(tolerance), bool(random_order), x0,
+            str(backend), A.devices(devices), cb,
+        )
+    return (out, info) if return_info else out
+
+
+def project(
+    volume: Any,
+    theta: Any,
+    center: Union[None, float, Sequence[float]] = None,
+    *,
+    n_bins: Optional[int] = None,
+    projector: str = "joseph",
+    sinogram_order: bool = False,
+) -> np.ndarray:
+    """Parallel-beam forward projection (line integrals) of a volume.
+
+    Parameters
+    ----------
+    volume : ndarray
+        ``[z][y][x]`` (or one slice ``[y][x]``), unit pixels.
+    theta : array_like
+        Angles in radians.
+    center : float or array_like, optional
+        Rotation-axis position on the detector (default ``(n_bins-1)/2``).
+    n_bins : int, optional
+        Detector bins per row (default ``nx``), of the pixel size.
+    projector : str
+        ``'joseph'``, ``'line'`` or ``'voxel'`` (the voxel model projects with Joseph).
+    sinogram_order : bool
+        Return sinograms ``[z][angle][bin]`` instead of ``[angle][z][bin]``
+        (saves a transposition).
+
+    Returns
+    -------
+    ndarray
+        float32 projections ``[angle][row][bin]`` (``[angle][bin]`` for a 2D slice).
+    """
+    func = "project"
+    vol = A.f32(volume, "volume", func, (2, 3))
+    flat = vol.ndim == 2
+    if flat:
+        vol = vol[None]
+    c, cs = A.center(center, func)
+    out = _native.project(
+        vol, A.angles(theta, func), c, cs, None if n_bins is None else int(n_bins),
+        str(projector), bool(sinogram_order) or flat,
+    )
+    return out[0] if flat else out
+
+
+def backproject(
+    tomo: Any,
+    theta: Any,
+    center: Union[None, float, Sequence[float]] = None,
+    *,
+    shape: Optional[Tuple[int, int]] = None,
+    projector: str = "joseph",
+    sinogram_order: bool = False,
+) -> np.ndarray:
+    """Parallel-beam back projection (no filter): the transpose of
+    :func:`project` for the matched ``'joseph'`` and ``'line'`` models, the
+    voxel-driven back projection of FBP for ``'voxel'``.
+
+    Parameters
+    ----------
+    tomo : ndarray
+        Projections ``[angle][row][bin]`` (sinograms with ``sinogram_order``),
+        or one sinogram ``[angle][bin]``.
+    theta, center
+        As :func:`recon`.
+    shape : (ny, nx), optional
+        Slice size in pixels (default ``n_bins × n_bins``).
+    projector : str
+        ``'joseph'``, ``'line'`` or ``'voxel'``.
+
+    Returns
+    -------
+    ndarray
+        float32 volume ``[z][y][x]`` (``[y][x]`` for one sinogram).
+    """
+    func = "backproject"
+    arr = A.f32(tomo, "tomo", func, (2, 3))
+    flat = arr.ndim == 2
+    if flat:
+        arr = arr[None]
+    c, cs = A.center(center, func)
+    sh = None
+    if shape is not None:
+        ny, nx = (int(v) for v in shape)
+        sh = (ny, nx)
+    out = _native.backproject(
+        arr, A.angles(theta, func), c, cs, bool(sinogram_order) or flat, sh, str(projector)
+    )
+    return out[0] if flat else out
+
+
+def project_cone(
+    volume: Any,
+    theta: Any,
+    sod: float,
+    odd: float,
+    pixel_size: Union[float, Tuple[float, float]],
+    detector: Tuple[int, int],
+    *,
+    voxel_size: Optional[float] = None,
+    principal_point: Optional[Tuple[float, float]] = None,
+    projector: str = "joseph",
+) -> np.ndarray:
+    """Cone-beam forward projection of a volume ``[z][y][x]``.
+
+    Parameters
+    ----------
+    volume : ndarray
+        ``[z][y][x]``.
+    theta, sod, odd, pixel_size, principal_point
+        As :func:`fdk`.
+    detector : (rows, cols)
+        Detector size in pixels.
+    voxel_size : float, optional
+        Voxel side in world units (default: the largest the detector covers).
+    projector : str
+        ``'joseph'``, ``'line'`` or ``'voxel'``.
+
+    Returns
+    -------
+    ndarray
+        float32 projections ``[angle][row][col]``, line integrals in world units.
+    """
+    func = "project_cone"
+    vol = A.f32(volume, "volume", func, (3,))
+    px, pp = _cone_args(pixel_size, principal_point, func)
+    rows, cols = (int(v) for v in detector)
+    return _native.project_cone(
+        vol, A.angles(theta, func), float(sod), float(odd), px, (rows, cols), pp,
+        None if voxel_size is None else float(voxel_size), str(projector),
+    )

@@ -1,0 +1,267 @@
+//! Cone beam (circular orbit, flat detector): `tomors.fdk`,
+//! `tomors.recon_cone` (the iterative methods) and `tomors.project_cone`.
+//!
+//! Projections `[angle][row][col]` (line integrals in world units),
+//! volumes `[z][y][x]`, angles in radians, distances and sizes in world
+//! units (e.g. mm).
+
+use ndarray::Array3;
+use numpy::{IntoPyArray, PyArray3, PyReadonlyArray1, PyReadonlyArray3};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tomors_core::cone::{fdk as run_fdk, ConeGeometry, ConeVolume, FdkOptions, ScanMode};
+use tomors_core::fbp::check_finite;
+use tomors_core::iterative::{
+    all_angles, cone_projector, reconstruct_cone, Algorithm, IterativeOptions, ProjectorKind,
+};
+use tomors_core::{FilterKind, FilterSpec, Padding};
+
+use crate::boundary::{check_size, compute, value, Progress, Result};
+use crate::gpu::{cone_backend, gpu_usable, open_gpu, Choice};
+use crate::parallel::{iterative_options, parse_name, result_info};
+
+/// A circular cone-beam geometry (see `tomors.fdk` for the parameters).
+#[allow(clippy::too_many_arguments)]
+pub fn cone_geometry(
+    theta: Vec<f32>,
+    n_angles: usize,
+    sod: f64,
+    odd: f64,
+    n_rows: usize,
+    n_cols: usize,
+    pixel_size: (f64, f64),
+    principal_point: Option<(f64, f64)>,
+) -> Result<ConeGeometry> {
+    if theta.len() != n_angles {
+        return Err(value(format!(
+            "theta has {} angles for {n_angles} projections",
+            theta.len()
+        )));
+    }
+    let mut g = ConeGeometry::new(theta, sod, odd, n_rows, n_cols, pixel_size.0, pixel_size.1)?;
+    if let Some((c, r)) = principal_point {
+        g = g.with_principal_point(c, r)?;
+    }
+    Ok(g)
+}
+
+/// The volume `shape = (nz, ny, nx)` (default: `n_cols × n_cols × n_rows`
+/// as the CLI) of voxels of `voxel_size` (default: the largest whose volume
+/// the detector covers at every angle), checked against the geometry.
+pub fn cone_volume(
+    g: &ConeGeometry,
+    shape: Option<(usize, usize, usize)>,
+    voxel_size: Option<f32>,
+) -> Result<ConeVolume> {
+    let (nz, ny, nx) = shape.unwrap_or((g.n_rows(), g.n_cols(), g.n_cols()));
+    check_size("the volume", &[nz, ny, nx])?;
+    let v = match voxel_size {
+        Some(s) => ConeVolume::new(nx, ny, nz, s)?,
+        None => g.fitting_volume(nx, ny, nz)?,
+    };
+    g.check_volume(&v)?;
+    Ok(v)
+}
+
+fn scan_mode(short_scan: Option<bool>) -> ScanMode {
+    match short_scan {
+        None => ScanMode::Auto,
+        Some(true) => ScanMode::Short,
+        Some(false) => ScanMode::Full,
+    }
+}
+
+/// `tomors.fdk`.
+#[pyfunction]
+#[pyo3(signature = (proj, theta, sod, odd, pixel_size, principal_point, voxel_size, shape, short_scan, filter, cutoff, padding, backend, devices))]
+#[allow(clippy::too_many_arguments)]
+pub fn fdk<'py>(
+    py: Python<'py>,
+    proj: PyReadonlyArray3<'py, f32>,
+    theta: PyReadonlyArray1<'py, f32>,
+    sod: f64,
+    odd: f64,
+    pixel_size: (f64, f64),
+    principal_point: Option<(f64, f64)>,
+    voxel_size: Option<f32>,
+    shape: Option<(usize, usize, usize)>,
+    short_scan: Option<bool>,
+    filter: &str,
+    cutoff: f32,
+    padding: &str,
+    backend: &str,
+    devices: Option<String>,
+) -> PyResult<(Bound<'py, PyArray3<f32>>, f32)> {
+    let proj = proj.as_array();
+    let theta = theta.as_array().to_vec();
+    let (out, voxel) = compute(py, || {
+        let filter = FilterSpec {
+            kind: parse_name::<FilterKind>(filter)?,
+            cutoff,
+            padding: parse_name::<Padding>(padding)?,
+        };
+        filter.validate()?;
+        let choice = Choice::parse(backend)?;
+        check_finite(proj.view(), "the projections")?;
+        let (na, nr, nc) = proj.dim();
+        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
+        let vol = cone_volume(&g, shape, voxel_size)?;
+        let options = FdkOptions {
+            filter,
+            scan: scan_mode(short_scan),
+            slab: 0,
+        };
+        let backend = cone_backend(choice, devices.as_deref())?;
+        Ok((
+            run_fdk(backend.as_ref(), proj.view(), &g, &vol, &options)?,
+            vol.voxel_size,
+        ))
+    })?;
+    Ok((out.into_pyarray(py), voxel))
+}
+
+fn cone_gpu_capable(options: &IterativeOptions, kind: ProjectorKind) -> bool {
+    matches!(options.algorithm, Algorithm::Sirt(_))
+        && matches!(kind, ProjectorKind::Joseph | ProjectorKind::Voxel)
+}
+
+/// `tomors.recon_cone`: the iterative methods in cone beam.
+#[pyfunction]
+#[pyo3(signature = (proj, theta, sod, odd, pixel_size, principal_point, voxel_size, shape, algorithm, iterations, relaxation, projector_name, min, max, block_size, tolerance, random_order, init, backend, devices, progress))]
+#[allow(clippy::too_many_arguments)]
+pub fn recon_cone<'py>(
+    py: Python<'py>,
+    proj: PyReadonlyArray3<'py, f32>,
+    theta: PyReadonlyArray1<'py, f32>,
+    sod: f64,
+    odd: f64,
+    pixel_size: (f64, f64),
+    principal_point: Option<(f64, f64)>,
+    voxel_size: Option<f32>,
+    shape: Option<(usize, usize, usize)>,
+    algorithm: &str,
+    iterations: usize,
+    relaxation: Option<f64>,
+    projector_name: &str,
+    min: Option<f64>,
+    max: Option<f64>,
+    block_size: Option<usize>,
+    tolerance: Option<f64>,
+    random_order: bool,
+    init: Option<PyReadonlyArray3<'py, f32>>,
+    backend: &str,
+    devices: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>)> {
+    let proj = proj.as_array();
+    let theta = theta.as_array().to_vec();
+    let init = init.as_ref().map(|a| a.as_array());
+    let progress = Progress::new(progress);
+    let (result, device, voxel) = compute(py, || {
+        let options = iterative_options(
+            algorithm,
+            iterations,
+            relaxation,
+            min,
+            max,
+            block_size,
+            tolerance,
+            random_order,
+        )?;
+        let kind = parse_name::<ProjectorKind>(projector_name)?;
+        let choice = Choice::parse(backend)?;
+        let capable = cone_gpu_capable(&options, kind);
+        if choice == Choice::Cuda && !capable {
+            return Err(value(format!(
+                "backend 'cuda' runs cone-beam sirt, landweber and cimmino with the joseph or voxel projector; \
+                 {algorithm} with the {projector_name} projector runs on the CPU (use backend 'cpu' or 'auto')"
+            )));
+        }
+        check_finite(proj.view(), "the projections")?;
+        let (na, nr, nc) = proj.dim();
+        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
+        let vol = cone_volume(&g, shape, voxel_size)?;
+        let on_gpu = match choice {
+            Choice::Cpu => false,
+            Choice::Cuda => true,
+            Choice::Auto => capable && gpu_usable(),
+        };
+        if on_gpu {
+            let gpu = open_gpu(devices.as_deref())?;
+            let name = tomors_core::Backend::name(&gpu);
+            let back = match kind {
+                ProjectorKind::Voxel => tomors_cuda::ConeBackProjector::Voxel,
+                _ => tomors_cuda::ConeBackProjector::Joseph,
+            };
+            let result = tomors_cuda::cone_sirt_cuda_with(
+                &gpu,
+                &g,
+                &vol,
+                proj.view(),
+                init,
+                &options,
+                back,
+                &|info: &tomors_cuda::iterative::GpuIteration| {
+                    progress.report(info.iteration, options.iterations)
+                },
+            )
+            .map(|(r, _)| r)
+            .map_err(Into::into);
+            return Ok((progress.finish(result)?, name, vol.voxel_size));
+        }
+        let p = cone_projector::<f32>(kind, &g, &vol, None)?;
+        let result = reconstruct_cone(p.as_ref(), proj.view(), init, &options, &mut |info| {
+            progress.report(info.iteration, options.iterations)
+        })
+        .map_err(Into::into);
+        Ok((
+            progress.finish(result)?,
+            tomors_core::Backend::name(&tomors_core::cpu::CpuBackend::new()),
+            vol.voxel_size,
+        ))
+    })?;
+    let info = result_info(py, &result, &device)?;
+    info.set_item("voxel_size", voxel)?;
+    Ok((result.x.into_pyarray(py), info))
+}
+
+/// `tomors.project_cone`: cone-beam forward projection of a volume.
+#[pyfunction]
+#[pyo3(signature = (volume, theta, sod, odd, pixel_size, detector, principal_point, voxel_size, projector_name))]
+#[allow(clippy::too_many_arguments)]
+pub fn project_cone<'py>(
+    py: Python<'py>,
+    volume: PyReadonlyArray3<'py, f32>,
+    theta: PyReadonlyArray1<'py, f32>,
+    sod: f64,
+    odd: f64,
+    pixel_size: (f64, f64),
+    detector: (usize, usize),
+    principal_point: Option<(f64, f64)>,
+    voxel_size: Option<f32>,
+    projector_name: &str,
+) -> PyResult<Bound<'py, PyArray3<f32>>> {
+    let volume = volume.as_array();
+    let theta = theta.as_array().to_vec();
+    let out = compute(py, || {
+        let kind = parse_name::<ProjectorKind>(projector_name)?;
+        check_finite(volume.view(), "the volume")?;
+        let (nz, ny, nx) = volume.dim();
+        let na = theta.len();
+        let (nr, nc) = detector;
+        check_size("the projections", &[na, nr, nc])?;
+        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
+        let vol = cone_volume(&g, Some((nz, ny, nx)), voxel_size)?;
+        let p = cone_projector::<f32>(kind, &g, &vol, None)?;
+        let x = volume.as_standard_layout();
+        let x = x
+            .view()
+            .into_shape_with_order((1, nz * ny, nx))
+            .map_err(|e| value(e.to_string()))?;
+        let mut out = Array3::<f32>::zeros((1, na, nr * nc));
+        p.forward(x, &all_angles(na), out.view_mut())?;
+        out.into_shape_with_order((na, nr, nc))
+            .map_err(|e| value(e.to_string()))
+    })?;
+    Ok(out.into_pyarray(py))
+}

@@ -1,0 +1,219 @@
+//! Backend choice (`backend="auto" | "cpu" | "cuda"`, `devices="0,1"`),
+//! `tomors.devices()` and `tomors.tune()`.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use tomors_core::cone::ConeBackend;
+use tomors_core::cpu::CpuBackend;
+use tomors_core::Backend;
+use tomors_cuda::{CudaBackend, CudaOptions, KernelChoice, MultiCudaBackend};
+
+use crate::boundary::{compute, value, Error, Result};
+
+/// The backend a call asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// A usable GPU, else the CPU.
+    Auto,
+    /// Every CPU core.
+    Cpu,
+    /// NVIDIA GPUs; an error when none is usable.
+    Cuda,
+}
+
+impl Choice {
+    /// Parses `auto`, `cpu`, `cuda` (also `gpu`).
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "cpu" => Ok(Self::Cpu),
+            "cuda" | "gpu" => Ok(Self::Cuda),
+            _ => Err(value(format!(
+                "unknown backend '{s}' (use auto, cpu or cuda)"
+            ))),
+        }
+    }
+}
+
+/// The devices of `spec` ("0,1"; `None` = all), opened as one multi-GPU
+/// backend.
+pub fn open_gpus(devices: Option<&str>, kernel: KernelChoice) -> Result<MultiCudaBackend> {
+    let available = tomors_cuda::device_count()?;
+    let list = tomors_cuda::parse_devices(devices, available)?;
+    let options = CudaOptions {
+        kernel,
+        ..CudaOptions::default()
+    };
+    Ok(MultiCudaBackend::new(&list, options)?)
+}
+
+/// The first device of `devices`, for the methods that run on one GPU.
+pub fn open_gpu(devices: Option<&str>) -> Result<CudaBackend> {
+    let available = tomors_cuda::device_count()?;
+    let list = tomors_cuda::parse_devices(devices, available)?;
+    Ok(CudaBackend::new(list[0])?)
+}
+
+fn parse_kernel(kernel: Option<&str>) -> Result<KernelChoice> {
+    match kernel {
+        None => Ok(KernelChoice::Auto),
+        Some(k) => k.parse::<KernelChoice>().map_err(|e| value(e.to_string())),
+    }
+}
+
+/// The FBP backend for `choice` (as the CLI's `--backend`).
+pub fn fbp_backend(
+    choice: Choice,
+    devices: Option<&str>,
+    kernel: Option<&str>,
+) -> Result<Box<dyn Backend>> {
+    let open = || -> Result<Box<dyn Backend>> {
+        let kernel = parse_kernel(kernel)?;
+        let gpus = open_gpus(devices, kernel)?;
+        Ok(Box::new(gpus))
+    };
+    match choice {
+        Choice::Cpu => Ok(Box::new(CpuBackend::new())),
+        Choice::Cuda => open(),
+        Choice::Auto => match open() {
+            Ok(b) => Ok(b),
+            Err(Error::Value(m)) => Err(Error::Value(m)),
+            Err(_) => Ok(Box::new(CpuBackend::new())),
+        },
+    }
+}
+
+/// The cone-beam (FDK) backend for `choice`: one GPU, or the CPU.
+pub fn cone_backend(choice: Choice, devices: Option<&str>) -> Result<Box<dyn ConeBackend>> {
+    match choice {
+        Choice::Cpu => Ok(Box::new(CpuBackend::new())),
+        Choice::Cuda => Ok(Box::new(open_gpu(devices)?)),
+        Choice::Auto => match open_gpu(devices) {
+            Ok(b) => Ok(Box::new(b)),
+            Err(_) => Ok(Box::new(CpuBackend::new())),
+        },
+    }
+}
+
+/// Whether a GPU is usable, for `auto` choices of methods that run there.
+pub fn gpu_usable() -> bool {
+    tomors_cuda::device_count().is_ok_and(|n| n > 0)
+}
+
+/// `tomors.devices()`: the usable CUDA devices, or why there are none.
+#[pyfunction]
+pub fn devices(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let found = compute(py, || {
+        let n = match tomors_cuda::device_count() {
+            Ok(n) => n,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let mut list = Vec::new();
+        for i in 0..n {
+            match tomors_cuda::driver::Context::new(i) {
+                Ok(c) => list.push(Ok((i, c.name.clone(), c.cc, c.sm_count, c.mem_info().ok()))),
+                Err(e) => list.push(Err((i, e.to_string()))),
+            }
+        }
+        Ok(Ok(list))
+    })?;
+    let out = PyDict::new(py);
+    let devs = PyList::empty(py);
+    match found {
+        Err(reason) => {
+            out.set_item("usable", false)?;
+            out.set_item("reason", reason)?;
+        }
+        Ok(list) => {
+            let mut reasons = Vec::new();
+            for d in list {
+                match d {
+                    Ok((i, name, cc, sms, mem)) => {
+                        let e = PyDict::new(py);
+                        e.set_item("index", i)?;
+                        e.set_item("name", name)?;
+                        e.set_item("compute_capability", cc)?;
+                        e.set_item("multiprocessors", sms)?;
+                        if let Some((free, total)) = mem {
+                            e.set_item("memory_free", free)?;
+                            e.set_item("memory_total", total)?;
+                        }
+                        devs.append(e)?;
+                    }
+                    Err((i, why)) => reasons.push(format!("device {i}: {why}")),
+                }
+            }
+            out.set_item("usable", !devs.is_empty())?;
+            out.set_item(
+                "reason",
+                if reasons.is_empty() {
+                    None
+                } else {
+                    Some(reasons.join("; "))
+                },
+            )?;
+        }
+    }
+    out.set_item("devices", devs)?;
+    Ok(out)
+}
+
+/// `tomors.tune()`: times the GPU back-projection kernels on one device and
+/// stores the fastest per configuration in the tuning cache (as `tomors
+/// tune`); returns the entries found.
+#[pyfunction]
+#[pyo3(signature = (device=0, size=2048, reps=5, quick=false, out=None, dry_run=false))]
+pub fn tune(
+    py: Python<'_>,
+    device: usize,
+    size: usize,
+    reps: usize,
+    quick: bool,
+    out: Option<PathBuf>,
+    dry_run: bool,
+) -> PyResult<Bound<'_, PyList>> {
+    use tomors_cuda::tune::{tune as run_tune, TuneOptions};
+    use tomors_cuda::tuning::TuningCache;
+    if size < 64 || reps == 0 {
+        return Err(value("size must be at least 64 and reps at least 1").into());
+    }
+    let entries = compute(py, || {
+        let path = match out {
+            Some(p) => p,
+            None => TuningCache::default_path().ok_or_else(|| {
+                Error::Runtime(
+                    "no place for the tuning cache: set TOMORS_TUNING_FILE or HOME".into(),
+                )
+            })?,
+        };
+        let mut cache = TuningCache::load(&path)?;
+        let opts = TuneOptions {
+            device,
+            size,
+            reps,
+            quick,
+        };
+        let report = run_tune(&opts, &mut |_| {})?;
+        let entries = report.entries.clone();
+        if !dry_run {
+            cache.merge(report.entries);
+            cache.save(&path)?;
+        }
+        Ok(entries)
+    })?;
+    let list = PyList::empty(py);
+    for e in entries {
+        let d = PyDict::new(py);
+        d.set_item("device", e.device)?;
+        d.set_item("driver", e.driver)?;
+        d.set_item("kernel", e.kernel)?;
+        d.set_item("interp", e.interp.to_string())?;
+        d.set_item("slices", e.slices)?;
+        d.set_item("config", e.config.to_string())?;
+        d.set_item("gups", e.gups)?;
+        list.append(d)?;
+    }
+    Ok(list)
+}

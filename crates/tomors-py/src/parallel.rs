@@ -1,0 +1,389 @@
+//! Parallel beam: FBP and the iterative methods (`tomors.recon`), forward
+//! projection (`tomors.project`) and back projection (`tomors.backproject`).
+//!
+//! Arrays arrive as C-contiguous float32 (the Python layer converts other
+//! dtypes and orders once) and are read in place. Projections are
+//! `[angle][row][col]`, or sinograms `[row][angle][col]` with
+//! `sinogram_order`; volumes `[z][y][x]`.
+
+use ndarray::{s, Array3, ArrayView3};
+use numpy::{IntoPyArray, PyArray3, PyReadonlyArray1, PyReadonlyArray3};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tomors_core::cpu::CpuBackend;
+use tomors_core::fbp::{check_finite, projections_to_sinograms};
+use tomors_core::iterative::{
+    all_angles, projector, reconstruct, Algorithm, Constraint, IterativeOptions, IterativeResult,
+    ProjectorKind, RayOrder, Weighting,
+};
+use tomors_core::{
+    Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, ParallelGeometry, SliceGrid,
+};
+
+use crate::boundary::{check_size, compute, value, Progress, Result};
+use crate::gpu::{fbp_backend, gpu_usable, open_gpus, Choice};
+
+/// Parses a name with the library's `FromStr` (whose error is a message).
+pub fn parse_name<T: std::str::FromStr>(s: &str) -> Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    s.parse::<T>().map_err(|e| value(e.to_string()))
+}
+
+/// The geometry of `theta` (radians) on `n_bins` bins with the axis at
+/// `center` (one for all projections) or `centers` (one per projection).
+pub fn parallel_geometry(
+    theta: Vec<f32>,
+    n_angles: usize,
+    n_bins: usize,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+) -> Result<ParallelGeometry> {
+    if theta.len() != n_angles {
+        return Err(value(format!(
+            "theta has {} angles for {n_angles} projections",
+            theta.len()
+        )));
+    }
+    let mut g = ParallelGeometry::new(theta, n_bins)?;
+    if let Some(c) = center {
+        if !c.is_finite() {
+            return Err(value(format!("center {c} is not finite")));
+        }
+        g = g.with_center(c)?;
+    }
+    if let Some(cs) = centers {
+        g = g.with_centers(cs)?;
+    }
+    Ok(g)
+}
+
+/// `(angles, rows, bins)` of projections or sinograms.
+fn scan_dims(tomo: &ArrayView3<'_, f32>, sinogram_order: bool) -> (usize, usize, usize) {
+    let (a, b, c) = tomo.dim();
+    if sinogram_order {
+        (b, a, c)
+    } else {
+        (a, b, c)
+    }
+}
+
+/// Sinograms `[row][angle][bin]` of rows `rows`: a view of `tomo` when it
+/// is in sinogram order, else a transposed copy of those rows.
+fn sinograms<'a>(
+    tomo: &ArrayView3<'a, f32>,
+    sinogram_order: bool,
+    rows: std::ops::Range<usize>,
+) -> Result<ndarray::CowArray<'a, f32, ndarray::Ix3>> {
+    if sinogram_order {
+        Ok((*tomo).slice_move(s![rows, .., ..]).into())
+    } else {
+        Ok(projections_to_sinograms(*tomo, rows)?.into())
+    }
+}
+
+/// `tomors.recon(..., algorithm="fbp")`.
+#[pyfunction]
+#[pyo3(signature = (tomo, theta, center, centers, sinogram_order, filter, cutoff, padding, interp, backend, devices, kernel, slab, progress))]
+#[allow(clippy::too_many_arguments)]
+pub fn fbp<'py>(
+    py: Python<'py>,
+    tomo: PyReadonlyArray3<'py, f32>,
+    theta: PyReadonlyArray1<'py, f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    sinogram_order: bool,
+    filter: &str,
+    cutoff: f32,
+    padding: &str,
+    interp: &str,
+    backend: &str,
+    devices: Option<String>,
+    kernel: Option<String>,
+    slab: usize,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(Bound<'py, PyArray3<f32>>, String)> {
+    let tomo = tomo.as_array();
+    let theta = theta.as_array().to_vec();
+    let progress = Progress::new(progress);
+    let (out, device) = compute(py, || {
+        let filter = FilterSpec {
+            kind: parse_name::<FilterKind>(filter)?,
+            cutoff,
+            padding: parse_name::<Padding>(padding)?,
+        };
+        filter.validate()?;
+        let interpolation = parse_name::<Interpolation>(interp)?;
+        let choice = Choice::parse(backend)?;
+        let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
+        check_finite(tomo.view(), "the projections")?;
+        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+        let grid = SliceGrid::for_geometry(&geometry);
+        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+        let backend: Box<dyn Backend> = fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
+        let slab = slab.max(1);
+        let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
+        let mut start = 0;
+        while start < n_rows {
+            let end = (start + slab).min(n_rows);
+            let sino = sinograms(&tomo, sinogram_order, start..end)?;
+            backend.fbp(
+                sino.view(),
+                &geometry,
+                &grid,
+                &filter,
+                interpolation,
+                out.slice_mut(s![start..end, .., ..]),
+            )?;
+            start = end;
+            if !progress.report(start, n_rows) {
+                return progress.finish(Err(CoreError::Cancelled.into()));
+            }
+        }
+        Ok((out, backend.name()))
+    })?;
+    Ok((out.into_pyarray(py), device))
+}
+
+/// The core's options for the CLI's `--algorithm` names and flags.
+#[allow(clippy::too_many_arguments)]
+pub fn iterative_options(
+    name: &str,
+    iterations: usize,
+    relaxation: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+    block_size: Option<usize>,
+    tolerance: Option<f64>,
+    random_order: bool,
+) -> Result<IterativeOptions> {
+    let name = name.trim().to_ascii_lowercase().replace('_', "-");
+    let block = |default: usize| block_size.unwrap_or(default);
+    let algorithm = match name.as_str() {
+        "sirt" => Algorithm::Sirt(Weighting::RowColumnSums),
+        "landweber" => Algorithm::Sirt(Weighting::Landweber),
+        "cimmino" => Algorithm::Sirt(Weighting::Cimmino),
+        "sart" => Algorithm::BlockSequential {
+            weighting: Weighting::RowColumnSums,
+            projections_per_block: block(1),
+        },
+        "block-it" => Algorithm::BlockSequential {
+            weighting: Weighting::Cimmino,
+            projections_per_block: block(2),
+        },
+        "block-parallel" => Algorithm::BlockParallel {
+            projections_per_block: block(6),
+        },
+        "art" => Algorithm::Art {
+            order: if random_order {
+                RayOrder::Random { seed: 1 }
+            } else {
+                RayOrder::Sequential
+            },
+        },
+        other => {
+            return Err(value(format!(
+                "unknown algorithm '{other}' (use fbp, sirt, landweber, cimmino, sart, block-it, block-parallel or art)"
+            )))
+        }
+    };
+    if block_size.is_some() && !matches!(name.as_str(), "sart" | "block-it" | "block-parallel") {
+        return Err(value("block_size is for sart, block-it and block-parallel"));
+    }
+    if random_order && name != "art" {
+        return Err(value("random_order is for art"));
+    }
+    Ok(IterativeOptions {
+        algorithm,
+        iterations,
+        relaxation,
+        constraint: Constraint { min, max },
+        tolerance,
+        track_residual: true,
+    })
+}
+
+/// Whether the GPU runs `options` with `projector` (parallel beam).
+fn gpu_capable(options: &IterativeOptions, kind: ProjectorKind) -> bool {
+    matches!(options.algorithm, Algorithm::Sirt(_)) && kind == ProjectorKind::Joseph
+}
+
+/// What `recon(..., return_info=True)` returns besides the volume.
+pub fn result_info<'py>(
+    py: Python<'py>,
+    r: &IterativeResult<f32>,
+    device: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("iterations", r.iterations)?;
+    d.set_item("relaxation", r.relaxation)?;
+    d.set_item("residuals", r.residuals.clone())?;
+    d.set_item("stop", format!("{:?}", r.stop).to_ascii_lowercase())?;
+    d.set_item("device", device)?;
+    Ok(d)
+}
+
+/// `tomors.recon` with an iterative algorithm.
+#[pyfunction]
+#[pyo3(signature = (tomo, theta, center, centers, sinogram_order, algorithm, iterations, relaxation, projector_name, min, max, block_size, tolerance, random_order, init, backend, devices, progress))]
+#[allow(clippy::too_many_arguments)]
+pub fn recon_iterative<'py>(
+    py: Python<'py>,
+    tomo: PyReadonlyArray3<'py, f32>,
+    theta: PyReadonlyArray1<'py, f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    sinogram_order: bool,
+    algorithm: &str,
+    iterations: usize,
+    relaxation: Option<f64>,
+    projector_name: &str,
+    min: Option<f64>,
+    max: Option<f64>,
+    block_size: Option<usize>,
+    tolerance: Option<f64>,
+    random_order: bool,
+    init: Option<PyReadonlyArray3<'py, f32>>,
+    backend: &str,
+    devices: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>)> {
+    let tomo = tomo.as_array();
+    let theta = theta.as_array().to_vec();
+    let init = init.as_ref().map(|a| a.as_array());
+    let progress = Progress::new(progress);
+    let (result, device) = compute(py, || {
+        let options = iterative_options(
+            algorithm,
+            iterations,
+            relaxation,
+            min,
+            max,
+            block_size,
+            tolerance,
+            random_order,
+        )?;
+        let kind = parse_name::<ProjectorKind>(projector_name)?;
+        let choice = Choice::parse(backend)?;
+        let capable = gpu_capable(&options, kind);
+        if choice == Choice::Cuda && !capable {
+            return Err(value(format!(
+                "backend 'cuda' runs sirt, landweber and cimmino with the joseph projector; \
+                 {algorithm} with the {projector_name} projector runs on the CPU (use backend 'cpu' or 'auto')"
+            )));
+        }
+        let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
+        check_finite(tomo.view(), "the projections")?;
+        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+        let grid = SliceGrid::for_geometry(&geometry);
+        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+        let sino = sinograms(&tomo, sinogram_order, 0..n_rows)?;
+        let on_gpu = match choice {
+            Choice::Cpu => false,
+            Choice::Cuda => true,
+            Choice::Auto => capable && gpu_usable(),
+        };
+        if on_gpu {
+            let gpus = open_gpus(devices.as_deref(), tomors_cuda::KernelChoice::Auto)?;
+            let names: Vec<String> = gpus.devices().iter().map(|d| d.name()).collect();
+            let result = tomors_cuda::sirt_cuda_multi(
+                &gpus,
+                &geometry,
+                &grid,
+                sino.view(),
+                init,
+                &options,
+                &tomors_cuda::GpuSirtOptions::default(),
+                &|info: &tomors_cuda::iterative::GpuIteration| {
+                    progress.report(info.iteration, options.iterations)
+                },
+            )
+            .map(|(r, _)| r)
+            .map_err(Into::into);
+            return Ok((progress.finish(result)?, names.join(" + ")));
+        }
+        let p = projector::<f32>(kind, &geometry, &grid, None)?;
+        let result = reconstruct(p.as_ref(), sino.view(), init, &options, &mut |info| {
+            progress.report(info.iteration, options.iterations)
+        })
+        .map_err(Into::into);
+        Ok((progress.finish(result)?, CpuBackend::new().name()))
+    })?;
+    let info = result_info(py, &result, &device)?;
+    Ok((result.x.into_pyarray(py), info))
+}
+
+/// `tomors.project`: forward projection of a volume `[z][y][x]` (unit
+/// pixels, detector bins of the pixel size).
+#[pyfunction]
+#[pyo3(signature = (volume, theta, center, centers, n_bins, projector_name, sinogram_order))]
+#[allow(clippy::too_many_arguments)]
+pub fn project<'py>(
+    py: Python<'py>,
+    volume: PyReadonlyArray3<'py, f32>,
+    theta: PyReadonlyArray1<'py, f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    n_bins: Option<usize>,
+    projector_name: &str,
+    sinogram_order: bool,
+) -> PyResult<Bound<'py, PyArray3<f32>>> {
+    let volume = volume.as_array();
+    let theta = theta.as_array().to_vec();
+    let out = compute(py, || {
+        let kind = parse_name::<ProjectorKind>(projector_name)?;
+        check_finite(volume.view(), "the volume")?;
+        let (nz, ny, nx) = volume.dim();
+        let n_bins = n_bins.unwrap_or(nx);
+        let n_angles = theta.len();
+        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+        let grid = SliceGrid::new(nx, ny)?;
+        check_size("the projections", &[nz, n_angles, n_bins])?;
+        let p = projector::<f32>(kind, &geometry, &grid, None)?;
+        let mut out = Array3::<f32>::zeros((nz, n_angles, n_bins));
+        p.forward(volume.view(), &all_angles(n_angles), out.view_mut())?;
+        Ok(if sinogram_order {
+            out
+        } else {
+            out.permuted_axes([1, 0, 2])
+                .as_standard_layout()
+                .into_owned()
+        })
+    })?;
+    Ok(out.into_pyarray(py))
+}
+
+/// `tomors.backproject`: the back projection of the projector `projector_name`
+/// (the exact adjoint of `project` for joseph and line) onto `n × n` slices.
+#[pyfunction]
+#[pyo3(signature = (tomo, theta, center, centers, sinogram_order, shape, projector_name))]
+#[allow(clippy::too_many_arguments)]
+pub fn backproject<'py>(
+    py: Python<'py>,
+    tomo: PyReadonlyArray3<'py, f32>,
+    theta: PyReadonlyArray1<'py, f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    sinogram_order: bool,
+    shape: Option<(usize, usize)>,
+    projector_name: &str,
+) -> PyResult<Bound<'py, PyArray3<f32>>> {
+    let tomo = tomo.as_array();
+    let theta = theta.as_array().to_vec();
+    let out = compute(py, || {
+        let kind = parse_name::<ProjectorKind>(projector_name)?;
+        let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
+        check_finite(tomo.view(), "the projections")?;
+        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+        let (ny, nx) = shape.unwrap_or((n_bins, n_bins));
+        let grid = SliceGrid::new(nx, ny)?;
+        check_size("the volume", &[n_rows, ny, nx])?;
+        let p = projector::<f32>(kind, &geometry, &grid, None)?;
+        let sino = sinograms(&tomo, sinogram_order, 0..n_rows)?;
+        let mut out = Array3::<f32>::zeros((n_rows, ny, nx));
+        p.back(sino.view(), &all_angles(n_angles), out.view_mut())?;
+        Ok(out)
+    })?;
+    Ok(out.into_pyarray(py))
+}
