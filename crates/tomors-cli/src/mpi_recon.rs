@@ -68,10 +68,7 @@ fn rank_job(job: &Job, route: Route) -> Result<ReconJob> {
     let backend_args = job.backend.clone();
     let (angles, rows, method) = if cone {
         let angles = match scan.angles_from {
-            AnglesFrom::Default => job
-                .geometry
-                .cone
-                .default_angles(n_angles, n_rows, n_cols)?,
+            AnglesFrom::Default => job.geometry.cone.default_angles(n_angles, n_rows, n_cols)?,
             _ => scan.angles.clone(),
         };
         let geometry = job

@@ -33,6 +33,9 @@ pub trait Comm: Send + Sync {
     /// The minimum over the ranks of `value`.
     fn allreduce_min_u64(&self, value: u64) -> u64;
 
+    /// The maximum over the ranks of `value`.
+    fn allreduce_max_f64(&self, value: f64) -> f64;
+
     /// Replaces `buf` on every rank with `root`'s `buf` (any length).
     fn broadcast_bytes(&self, root: usize, buf: &mut Vec<u8>);
 
@@ -179,6 +182,16 @@ impl Comm for ThreadComm {
         }
         self.shared.barrier.wait();
         b[0] as u64
+    }
+    fn allreduce_max_f64(&self, value: f64) -> f64 {
+        self.shared.f64_slots.lock().expect("slots")[self.rank] = vec![value];
+        self.shared.barrier.wait();
+        let m = {
+            let s = self.shared.f64_slots.lock().expect("slots");
+            s.iter().map(|v| v[0]).fold(f64::NEG_INFINITY, f64::max)
+        };
+        self.shared.barrier.wait();
+        m
     }
     fn broadcast_bytes(&self, root: usize, buf: &mut Vec<u8>) {
         if self.rank == root {

@@ -25,6 +25,7 @@
 
 pub mod comm;
 pub mod cone;
+pub mod dist_op;
 pub mod job;
 pub mod launch;
 pub mod log;

@@ -95,6 +95,11 @@ impl Comm for MpiComm {
         self.with(|w| w.all_reduce_into(&value, &mut out, SystemOperation::min()));
         out
     }
+    fn allreduce_max_f64(&self, value: f64) -> f64 {
+        let mut out = 0f64;
+        self.with(|w| w.all_reduce_into(&value, &mut out, SystemOperation::max()));
+        out
+    }
     fn broadcast_bytes(&self, root: usize, buf: &mut Vec<u8>) {
         self.with(|w| {
             let p = w.process_at_rank(root as i32);
