@@ -5,6 +5,8 @@ mod cmd;
 mod cuda_cli;
 mod iteration_report;
 mod job;
+#[cfg(feature = "mpi")]
+mod mpi_recon;
 mod output;
 mod plot;
 mod progress;
@@ -58,12 +60,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(cli.quiet, cli.verbose);
+    // Under mpirun, ranks other than 0 log warnings only, prefixed with
+    // their rank, and show no progress bar.
+    #[cfg(feature = "mpi")]
+    let other_rank = tomors_mpi::log::init_rank_logging();
+    #[cfg(not(feature = "mpi"))]
+    let other_rank = false;
+    if !other_rank {
+        init_logging(cli.quiet, cli.verbose);
+    }
     // Ctrl-C, SIGTERM, SIGHUP: remove unfinished outputs, exit 130/143/129.
     if let Err(e) = tomors_io::output::install_interrupt_cleanup() {
         tracing::warn!("cannot handle interrupts ({e}): an interrupted run may leave a temporary");
     }
-    progress::set_quiet(cli.quiet);
+    progress::set_quiet(cli.quiet || other_rank);
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Phantom(args) => cmd::phantom::run(args),
