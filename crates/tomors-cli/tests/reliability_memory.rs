@@ -29,7 +29,11 @@ fn run_measured(cmd: &mut Command) -> (bool, String, u64) {
     };
     std::mem::forget(child);
     let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    (ok, std::fs::read_to_string(err.path()).unwrap_or_default(), rss)
+    (
+        ok,
+        std::fs::read_to_string(err.path()).unwrap_or_default(),
+        rss,
+    )
 }
 
 #[cfg(target_os = "linux")]
