@@ -1,26 +1,32 @@
 //! The volume output of a distributed job, written by all ranks at once
 //! and appearing under its final name only when every rank has finished:
 //!
-//! - `.npy`: rank 0 creates `.NAME.partial` with the header and the full
-//!   length; every rank writes its slices at their byte offsets;
-//! - TIFF stack: rank 0 creates `NAME.partial/` with `tomors.txt`; every
-//!   rank writes its slices' files;
+//! - `.npy`: rank 0 creates the temporary file (a
+//!   [`StagedFile`] of `tomors_io::output`) with the header and the full
+//!   length and broadcasts its name; every rank writes its slices at their
+//!   byte offsets;
+//! - TIFF stack: rank 0 creates the temporary directory (a [`StagedDir`],
+//!   with the marker) and `tomors.txt` and broadcasts its name; every rank
+//!   writes its slices' files;
 //! - HDF5: rank 0 writes the file (the `tomors-io` writer, ordered slabs);
 //!   the other ranks send it their slabs, in chunks, as they finish them.
 //!
 //! [`DistOutput::finish`] agrees on the outcome of every rank; rank 0 then
-//! renames the temporary output to the final name, or removes it when any
-//! rank failed. The bytes are those the single-process writers produce.
+//! commits the stage (the output layer's no-clobber move, or replacement of
+//! a tomors output with `overwrite`), or drops it (removed) when any rank
+//! failed. The bytes are those the single-process writers produce.
 
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use ndarray::{ArrayView3, Axis};
+use tomors_io::output::{OutputKind, StagedDir, StagedFile};
 use tomors_io::tiffio::{write_image, TiffDepth};
-use tomors_io::writer::{create_writer_with, partial_dir_name, partial_file_name};
+use tomors_io::writer::create_writer_with;
 use tomors_io::{VolumeFormat, VolumeMeta, VolumeWriter};
 
 use crate::comm::{f32_to_bytes, Comm};
@@ -33,12 +39,19 @@ const FEED_BYTES: usize = 64 << 20;
 enum Sink {
     Npy {
         file: File,
+        /// The temporary file (rank 0's stage, or the name it broadcast).
+        tmp: PathBuf,
         data_offset: u64,
+        /// Rank 0 only: commits or (dropped) removes the temporary.
+        stage: Option<StagedFile>,
     },
     Tiff {
+        /// The temporary directory.
         dir: PathBuf,
         depth: TiffDepth,
         digits: usize,
+        /// Rank 0 only: commits or (dropped) removes the temporary.
+        stage: Option<StagedDir>,
     },
     Hdf5Writer(Box<dyn VolumeWriter>),
     Hdf5Feeder,
@@ -47,25 +60,23 @@ enum Sink {
 /// A volume `[z][y][x]` being written by every rank of a job.
 pub struct DistOutput {
     path: PathBuf,
-    format: VolumeFormat,
     shape: [usize; 3],
-    overwrite: bool,
     sink: Option<Sink>,
 }
 
-/// The `.npy` header of the `tomors-io` writer (float32, C order), data
-/// aligned to 64 bytes.
+/// The `.npy` header of the `tomors-io` writer (float32, C order), written
+/// as it writes it (`ndarray-npy`).
 fn npy_header(shape: [usize; 3]) -> Vec<u8> {
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}, {}), }}",
-        shape[0], shape[1], shape[2]
-    );
-    let total = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - total % 64) % 64));
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
+    use ndarray_npy::npy::header::{Header, Layout};
+    use ndarray_npy::WritableElement;
+    let mut bytes = Vec::new();
+    Header {
+        type_descriptor: <f32 as WritableElement>::type_descriptor(),
+        layout: Layout::Standard,
+        shape: shape.to_vec(),
+    }
+    .write(&mut bytes)
+    .expect("writing into memory");
     bytes
 }
 
@@ -73,18 +84,22 @@ fn tiff_digits(nz: usize) -> usize {
     nz.saturating_sub(1).to_string().len().max(5)
 }
 
-fn remove_any(path: &Path) {
-    let _ = if path.is_dir() {
-        std::fs::remove_dir_all(path)
-    } else {
-        std::fs::remove_file(path)
-    };
+impl Sink {
+    /// The temporary output every rank writes into (none for HDF5).
+    fn temporary(&self) -> Option<&Path> {
+        match self {
+            Sink::Npy { tmp, .. } => Some(tmp),
+            Sink::Tiff { dir, .. } => Some(dir),
+            Sink::Hdf5Writer(_) | Sink::Hdf5Feeder => None,
+        }
+    }
 }
 
 impl DistOutput {
     /// Collective: creates the temporary output of a `shape` volume at
-    /// `path` (rank 0 creates, the others open it). The target has been
-    /// checked (writable directory, not existing unless `overwrite`).
+    /// `path`: rank 0 creates it (checking the target, see
+    /// [`tomors_io::output::check_target`]) and broadcasts its name; the
+    /// others open it.
     pub fn create(
         comm: &dyn Comm,
         path: &Path,
@@ -100,31 +115,26 @@ impl DistOutput {
             Ok(None)
         };
         let made = agree(comm, made)?;
+        let mut name = made
+            .as_ref()
+            .and_then(Sink::temporary)
+            .map(|p| p.as_os_str().as_bytes().to_vec())
+            .unwrap_or_default();
+        comm.broadcast_bytes(0, &mut name);
+        let tmp = PathBuf::from(std::ffi::OsString::from_vec(name));
         let opened = if root {
             Ok(made)
         } else {
-            Self::open_other(path, format, shape).map(Some)
+            Self::open_other(&tmp, format, shape).map(Some)
         };
-        let mut this = Self {
+        // On a failure, rank 0's sink is dropped here with its stage, which
+        // removes the temporary.
+        let sink = agree(comm, opened)?;
+        Ok(Self {
             path: path.to_path_buf(),
-            format,
             shape,
-            overwrite,
-            sink: None,
-        };
-        match agree(comm, opened) {
-            Ok(sink) => {
-                this.sink = sink;
-                Ok(this)
-            }
-            Err(f) => {
-                // Rank 0's sink (dropped here) held the only handle.
-                if root {
-                    this.remove_partial();
-                }
-                Err(f)
-            }
-        }
+            sink,
+        })
     }
 
     fn create_root(
@@ -139,30 +149,24 @@ impl DistOutput {
         }
         Ok(match format {
             VolumeFormat::Npy => {
-                let tmp = partial_file_name(path);
-                let mut f = File::create(&tmp)
-                    .with_context(|| format!("{}: cannot create", tmp.display()))?;
+                let (stage, mut f) = StagedFile::create(path, OutputKind::NPY, overwrite)?;
+                let tmp = stage.path().to_path_buf();
                 let header = npy_header(shape);
                 let len = header.len() as u64 + 4 * (shape[0] * shape[1] * shape[2]) as u64;
-                let r = f.write_all(&header).and_then(|_| f.set_len(len));
-                if let Err(e) = r {
-                    remove_any(&tmp);
-                    return Err(anyhow!("{}: cannot write: {e}", tmp.display()));
-                }
+                f.write_all(&header)
+                    .and_then(|_| f.set_len(len))
+                    .with_context(|| format!("{}: cannot write", tmp.display()))?;
                 Sink::Npy {
                     file: f,
+                    tmp,
                     data_offset: header.len() as u64,
+                    stage: Some(stage),
                 }
             }
             VolumeFormat::TiffStack(depth) => {
                 depth.validate()?;
-                let tmp = partial_dir_name(path);
-                if tmp.exists() {
-                    std::fs::remove_dir_all(&tmp)
-                        .with_context(|| format!("{}: cannot remove", tmp.display()))?;
-                }
-                std::fs::create_dir(&tmp)
-                    .with_context(|| format!("{}: cannot create", tmp.display()))?;
+                let stage = StagedDir::create(path, overwrite)?;
+                let tmp = stage.path().to_path_buf();
                 let text = format!(
                     "# tomors volume as a TIFF stack: one image per z slice, [y][x]\nshape = [{}, {}, {}]\nscaling = {:?}\n{}",
                     shape[0],
@@ -172,14 +176,13 @@ impl DistOutput {
                     meta.to_text()
                 );
                 let mp = tmp.join("tomors.txt");
-                if let Err(e) = std::fs::write(&mp, text) {
-                    remove_any(&tmp);
-                    return Err(anyhow!("{}: cannot write: {e}", mp.display()));
-                }
+                std::fs::write(&mp, text)
+                    .with_context(|| format!("{}: cannot write", mp.display()))?;
                 Sink::Tiff {
                     dir: tmp,
                     depth,
                     digits: tiff_digits(shape[0]),
+                    stage: Some(stage),
                 }
             }
             VolumeFormat::Hdf5 => {
@@ -188,23 +191,25 @@ impl DistOutput {
         })
     }
 
-    fn open_other(path: &Path, format: VolumeFormat, shape: [usize; 3]) -> Result<Sink> {
+    /// Opens the temporary `tmp` that rank 0 created.
+    fn open_other(tmp: &Path, format: VolumeFormat, shape: [usize; 3]) -> Result<Sink> {
         Ok(match format {
             VolumeFormat::Npy => {
-                let tmp = partial_file_name(path);
                 let file = std::fs::OpenOptions::new()
                     .write(true)
-                    .open(&tmp)
+                    .open(tmp)
                     .with_context(|| {
                         format!("{}: cannot open the output rank 0 created", tmp.display())
                     })?;
                 Sink::Npy {
                     file,
+                    tmp: tmp.to_path_buf(),
                     data_offset: npy_header(shape).len() as u64,
+                    stage: None,
                 }
             }
             VolumeFormat::TiffStack(depth) => {
-                let dir = partial_dir_name(path);
+                let dir = tmp.to_path_buf();
                 if !dir.is_dir() {
                     bail!(
                         "{}: the directory rank 0 created is not visible here (outputs must be on a file system every rank shares)",
@@ -215,6 +220,7 @@ impl DistOutput {
                     dir,
                     depth,
                     digits: tiff_digits(shape[0]),
+                    stage: None,
                 }
             }
             VolumeFormat::Hdf5 => Sink::Hdf5Feeder,
@@ -243,15 +249,21 @@ impl DistOutput {
             .as_mut()
             .ok_or_else(|| anyhow!("{}: output already closed", self.path.display()))?;
         match sink {
-            Sink::Npy { file, data_offset } => {
+            Sink::Npy {
+                file,
+                tmp,
+                data_offset,
+                ..
+            } => {
                 let std = slab.as_standard_layout();
                 let bytes = f32_to_bytes(std.as_slice().expect("standard layout"));
                 let at = *data_offset + 4 * (z0 * ny * nx) as u64;
-                file.write_all_at(&bytes, at).with_context(|| {
-                    format!("{}: cannot write", partial_file_name(&self.path).display())
-                })
+                file.write_all_at(&bytes, at)
+                    .with_context(|| format!("{}: cannot write", tmp.display()))
             }
-            Sink::Tiff { dir, depth, digits } => {
+            Sink::Tiff {
+                dir, depth, digits, ..
+            } => {
                 for (k, img) in slab.outer_iter().enumerate() {
                     let p = dir.join(format!("slice_{:0w$}.tif", z0 + k, w = *digits));
                     write_image(&p, img, *depth)?;
@@ -273,21 +285,30 @@ impl DistOutput {
     }
 
     /// Collective: ends the output given this rank's outcome `local`. When
-    /// every rank succeeded, rank 0 moves the output to its final name
+    /// every rank succeeded, rank 0 commits the output to its final name
     /// (replacing an existing one only with `overwrite`); otherwise the
     /// temporary output is removed and every rank gets the first failure.
     pub fn finish(mut self, comm: &dyn Comm, local: Result<()>) -> Result<(), Failure> {
         let root = comm.rank() == 0;
         let mut local = local;
-        let mut writer = None;
+        // Rank 0's way to the final name: a stage, or the HDF5 writer.
+        let mut commit = Commit::Nothing;
         match self.sink.take() {
-            Some(Sink::Npy { file, .. }) => {
+            Some(Sink::Npy {
+                file, tmp, stage, ..
+            }) => {
                 if local.is_ok() {
-                    local = file.sync_all().with_context(|| {
-                        format!("{}: cannot write", partial_file_name(&self.path).display())
-                    });
+                    local = file
+                        .sync_all()
+                        .with_context(|| format!("{}: cannot write", tmp.display()));
+                }
+                drop(file);
+                if let Some(s) = stage {
+                    commit = Commit::File(s);
                 }
             }
+            Some(Sink::Tiff { stage: Some(s), .. }) => commit = Commit::Dir(s),
+            Some(Sink::Tiff { stage: None, .. }) => {}
             Some(Sink::Hdf5Feeder) => {
                 let kind = if local.is_ok() {
                     FEED_DONE
@@ -322,78 +343,34 @@ impl DistOutput {
                         }
                     }
                 }
-                writer = Some(w);
+                commit = Commit::Writer(w);
             }
-            Some(Sink::Tiff { .. }) | None => {}
+            None => {}
         }
         let outcome = agree(comm, local);
         if !root {
             outcome?;
             return agree(comm, Ok(()));
         }
-        let committed = match outcome {
-            Err(f) => {
-                drop(writer); // the tomors-io writer removes its file
-                self.remove_partial();
-                return Err(f);
-            }
-            Ok(()) => self.commit(writer),
+        // On a failure, dropping the stage or the writer removes the
+        // temporary; a failed commit removes it too.
+        outcome?;
+        let committed = match commit {
+            Commit::File(s) => s.commit().map_err(Into::into),
+            Commit::Dir(s) => s.commit().map_err(Into::into),
+            Commit::Writer(w) => w.finish().map_err(Into::into),
+            Commit::Nothing => Err(anyhow!("{}: output already closed", self.path.display())),
         };
-        if committed.is_err() {
-            self.remove_partial();
-        }
         agree(comm, committed)
     }
+}
 
-    fn remove_partial(&self) {
-        match self.format {
-            VolumeFormat::Npy => remove_any(&partial_file_name(&self.path)),
-            VolumeFormat::TiffStack(_) => remove_any(&partial_dir_name(&self.path)),
-            VolumeFormat::Hdf5 => {}
-        }
-    }
-
-    fn commit(&self, writer: Option<Box<dyn VolumeWriter>>) -> Result<()> {
-        let path = &self.path;
-        match self.format {
-            VolumeFormat::Hdf5 => {
-                writer
-                    .ok_or_else(|| anyhow!("{}: no writer", path.display()))?
-                    .finish()?;
-            }
-            VolumeFormat::Npy => {
-                if path.exists() && !self.overwrite {
-                    bail!(
-                        "{}: exists already; remove it or choose another output",
-                        path.display()
-                    );
-                }
-                std::fs::rename(partial_file_name(path), path)
-                    .with_context(|| format!("{}: cannot move into place", path.display()))?;
-            }
-            VolumeFormat::TiffStack(_) => {
-                if path.is_dir() {
-                    let empty = std::fs::read_dir(path)
-                        .map(|mut d| d.next().is_none())
-                        .unwrap_or(false);
-                    if self.overwrite {
-                        std::fs::remove_dir_all(path)
-                    } else if empty {
-                        std::fs::remove_dir(path)
-                    } else {
-                        bail!(
-                            "{}: exists already; remove it or choose another output",
-                            path.display()
-                        );
-                    }
-                    .with_context(|| format!("{}: cannot replace", path.display()))?;
-                }
-                std::fs::rename(partial_dir_name(path), path)
-                    .with_context(|| format!("{}: cannot move into place", path.display()))?;
-            }
-        }
-        Ok(())
-    }
+/// What rank 0 does to move a complete output to its final name.
+enum Commit {
+    Nothing,
+    File(StagedFile),
+    Dir(StagedDir),
+    Writer(Box<dyn VolumeWriter>),
 }
 
 const FEED_DATA: u8 = 1;

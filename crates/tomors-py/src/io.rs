@@ -56,6 +56,8 @@ pub fn read<'py>(
                 dtype: parse_name::<RawDtype>(raw_dtype)?,
                 endian: parse_name::<Endian>(raw_endian)?,
                 offset: raw_offset,
+                // Sizes must match exactly (the strict default of the CLI).
+                allow_trailing: false,
             }),
         };
         let opts = OpenOptions {
