@@ -57,6 +57,10 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.quiet, cli.verbose);
+    // Ctrl-C, SIGTERM, SIGHUP: remove unfinished outputs, exit 130/143/129.
+    if let Err(e) = tomors_io::output::install_interrupt_cleanup() {
+        tracing::warn!("cannot handle interrupts ({e}): an interrupted run may leave a temporary");
+    }
     progress::set_quiet(cli.quiet);
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
