@@ -28,13 +28,13 @@
 
 pub mod angles;
 pub mod center;
-pub mod compression;
 pub mod checks;
+pub mod compression;
 pub mod error;
 pub mod hdf5io;
 pub mod info;
-pub mod nexus;
 pub mod memory;
+pub mod nexus;
 pub mod npy;
 pub mod output;
 pub mod preprocess;
@@ -51,8 +51,10 @@ pub mod zarr;
 pub use hdf5;
 
 pub use center::{find_center, CenterOptions, CenterResult};
+pub use compression::Compression;
 pub use error::{IoError, Result};
 pub use preprocess::{remove_stripe_based_sorting, Average, LogMode, Preprocess};
 pub use source::{open, AngleUnit, FrameGroup, OpenOptions, ProjectionSource, RawSlab};
-pub use compression::Compression;
-pub use writer::{create_writer, create_writer_opts, VolumeFormat, VolumeMeta, VolumeWriter, WriteOptions};
+pub use writer::{
+    create_writer, create_writer_opts, VolumeFormat, VolumeMeta, VolumeWriter, WriteOptions,
+};

@@ -62,7 +62,11 @@ impl VolumeMeta {
 
     /// The last value named `name`.
     pub fn get(&self, name: &str) -> Option<&AttrValue> {
-        self.attrs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v)
+        self.attrs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
     }
 
     /// The run's recorded configuration ([`crate::provenance::CONFIG_ATTR`]).
@@ -229,7 +233,8 @@ pub fn create_writer_opts(
     }
     let overwrite = options.overwrite;
     let compression = options.compression;
-    if compression != Compression::None && !matches!(format, VolumeFormat::Hdf5 | VolumeFormat::Nexus)
+    if compression != Compression::None
+        && !matches!(format, VolumeFormat::Hdf5 | VolumeFormat::Nexus)
     {
         return Err(IoError::Parameter(format!(
             "{}: --compression applies to HDF5 and NeXus outputs (.h5, .nxs); OME-Zarr is always compressed",
@@ -336,7 +341,12 @@ impl SlabCursor {
     }
 
     /// Checks that `slab` comes next and fits, and moves past it.
-    pub(crate) fn check(&mut self, path: &Path, z0: usize, slab: &ArrayView3<'_, f32>) -> Result<()> {
+    pub(crate) fn check(
+        &mut self,
+        path: &Path,
+        z0: usize,
+        slab: &ArrayView3<'_, f32>,
+    ) -> Result<()> {
         let (n, y, x) = slab.dim();
         if [y, x] != self.shape[1..] {
             return Err(IoError::Parameter(format!(
@@ -578,8 +588,8 @@ impl Hdf5Writer {
         };
         limit_hdf5_free_lists();
         let f = hdf5::File::create(&tmp).map_err(|e| h5w(&tmp, e))?;
-        let ds = volume_dataset(&f, "volume", shape, options.compression)
-            .map_err(|e| h5w(&tmp, e))?;
+        let ds =
+            volume_dataset(&f, "volume", shape, options.compression).map_err(|e| h5w(&tmp, e))?;
         write_attrs(&ds, &meta.attrs, &tmp)?;
         this.file = Some(f);
         this.ds = Some(ds);

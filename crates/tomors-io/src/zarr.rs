@@ -131,8 +131,9 @@ impl OmeZarrWriter {
                 "dimension_separator": "/",
             }))
             .map_err(|e| zerr(&tmp, e))?;
-            let array = Array::new_with_metadata(store.clone(), &format!("/{k}"), ArrayMetadata::V2(md))
-                .map_err(|e| zerr(&tmp, e))?;
+            let array =
+                Array::new_with_metadata(store.clone(), &format!("/{k}"), ArrayMetadata::V2(md))
+                    .map_err(|e| zerr(&tmp, e))?;
             array.store_metadata().map_err(|e| zerr(&tmp, e))?;
             let halve = match shapes.get(k + 1) {
                 Some(n) => [0, 1, 2].map(|a| n[a] < s[a]),

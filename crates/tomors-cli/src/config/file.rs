@@ -161,10 +161,18 @@ mod tests {
         let e = parse("short-scan = 3", Path::new("r.toml"), &known()).unwrap_err();
         assert!(e.to_string().contains("is a switch"), "{e}");
         let e = parse("center = ", Path::new("r.toml"), &known()).unwrap_err();
-        assert!(e.to_string().starts_with("r.toml: not a valid configuration"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("r.toml: not a valid configuration"),
+            "{e}"
+        );
         assert!(!e.to_string().contains('\n'), "{e}");
-        let e = parse("center = 1\n[recon]\ncenter = 2", Path::new("r.toml"), &known())
-            .unwrap_err();
+        let e = parse(
+            "center = 1\n[recon]\ncenter = 2",
+            Path::new("r.toml"),
+            &known(),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("given twice"), "{e}");
         let e = parse("[inputs]\nx = 1", Path::new("r.toml"), &known()).unwrap_err();
         assert!(e.to_string().starts_with("r.toml:"), "{e}");

@@ -70,8 +70,10 @@ impl InputIdentity {
             h.update(&buf);
             if size > END_BYTES {
                 buf.clear();
-                f.seek(SeekFrom::Start(size.saturating_sub(END_BYTES).max(END_BYTES)))
-                    .with_context(name)?;
+                f.seek(SeekFrom::Start(
+                    size.saturating_sub(END_BYTES).max(END_BYTES),
+                ))
+                .with_context(name)?;
                 f.read_to_end(&mut buf).with_context(name)?;
                 h.update(&buf);
             }

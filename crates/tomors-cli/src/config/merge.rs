@@ -58,7 +58,11 @@ fn push_tokens(tokens: &mut Vec<OsString>, arg: &clap::Arg, value: Option<&std::
 /// `matches` (the command line) over `config` (read from `source`): the
 /// recon arguments and their matches. An option given on the command line
 /// replaces the file's.
-pub fn merge(matches: &ArgMatches, config: &Config, source: &Path) -> Result<(ReconArgs, ArgMatches)> {
+pub fn merge(
+    matches: &ArgMatches,
+    config: &Config,
+    source: &Path,
+) -> Result<(ReconArgs, ArgMatches)> {
     let cmd = recon_command();
     let mut tokens: Vec<OsString> = vec!["recon".into()];
     let mut given = BTreeSet::new();
@@ -85,9 +89,13 @@ pub fn merge(matches: &ArgMatches, config: &Config, source: &Path) -> Result<(Re
             push_tokens(&mut tokens, arg, v.as_deref().map(std::ffi::OsStr::new));
         }
     }
-    let m = cmd
-        .try_get_matches_from(tokens)
-        .map_err(|e| anyhow!("{} with the command line: {}", source.display(), one_line(&e)))?;
+    let m = cmd.try_get_matches_from(tokens).map_err(|e| {
+        anyhow!(
+            "{} with the command line: {}",
+            source.display(),
+            one_line(&e)
+        )
+    })?;
     let args = ReconArgs::from_arg_matches(&m)
         .map_err(|e| anyhow!("{}: {}", source.display(), one_line(&e)))?;
     Ok((args, m))

@@ -123,7 +123,9 @@ impl Job {
         }
         if route == Route::ConeIterative {
             if let Some(kind) = m.iterative.projector.filter(|k| !k.has_cone()) {
-                bail!("--projector {kind} is parallel beam only (cone beam: joseph, line or voxel)");
+                bail!(
+                    "--projector {kind} is parallel beam only (cone beam: joseph, line or voxel)"
+                );
             }
         }
         if route == Route::ConeFdk {

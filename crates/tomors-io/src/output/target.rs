@@ -96,7 +96,10 @@ pub fn check_target(path: &Path, kind: OutputKind, overwrite: bool) -> Result<()
             )
         });
     }
-    if matches!(kind, OutputKind::TiffDir | OutputKind::ZarrDir) && meta.is_dir() && is_empty_dir(path) {
+    if matches!(kind, OutputKind::TiffDir | OutputKind::ZarrDir)
+        && meta.is_dir()
+        && is_empty_dir(path)
+    {
         return Ok(());
     }
     if !overwrite {
@@ -188,7 +191,9 @@ pub fn is_replaceable(path: &Path, kind: OutputKind) -> Result<()> {
             if !meta.is_dir() {
                 return Err(refused(
                     path,
-                    format!("is {what}, not a Zarr store tomors wrote; --overwrite does not replace it"),
+                    format!(
+                        "is {what}, not a Zarr store tomors wrote; --overwrite does not replace it"
+                    ),
                 ));
             }
             if !path.join(MARKER).is_file() && !is_empty_dir(path) {
