@@ -79,9 +79,12 @@ pub fn limited_angle_warning(angles: &[f32]) -> Option<String> {
 }
 
 /// The unit of stored angles that carry none: radians when every value lies
-/// within one turn (|v| ≤ 2π), degrees otherwise. Returns the guess and the
-/// warning that says how to override it (`--angles-unit`).
-pub fn guess_unit(values: &[f64], what: &str) -> (AngleUnit, String) {
+/// within one turn (|v| ≤ 2π), degrees otherwise (the DXchange convention;
+/// such values cannot be a scan in radians anyway). The first guess is
+/// doubtful — a scan of a few degrees would look the same — so it comes
+/// with a warning that says how to override it (`--angles-unit`); the
+/// second comes with none.
+pub fn guess_unit(values: &[f64], what: &str) -> (AngleUnit, Option<String>) {
     let max_abs = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     let (lo, hi) = values
         .iter()
@@ -91,19 +94,13 @@ pub fn guess_unit(values: &[f64], what: &str) -> (AngleUnit, String) {
     if max_abs <= 2.0 * std::f64::consts::PI + EPS {
         (
             AngleUnit::Radians,
-            format!(
+            Some(format!(
                 "{what} has no units attribute; its values {lo:.4}…{hi:.4} are read as radians \
-                 (they would be a scan of a few degrees otherwise); if they are degrees, use --angles-unit deg"
-            ),
+                 (in degrees they would be a scan of a few degrees); if they are degrees, use --angles-unit deg"
+            )),
         )
     } else {
-        (
-            AngleUnit::Degrees,
-            format!(
-                "{what} has no units attribute; its values {lo:.4}…{hi:.4} are read as degrees; \
-                 if they are radians, use --angles-unit rad"
-            ),
-        )
+        (AngleUnit::Degrees, None)
     }
 }
 
@@ -158,9 +155,12 @@ mod tests {
             .map(|i| i as f64 * std::f64::consts::PI / 180.0)
             .collect();
         assert_eq!(guess_unit(&rad, "theta").0, AngleUnit::Radians);
+        let (u, w) = guess_unit(&rad, "theta");
+        assert_eq!(u, AngleUnit::Radians);
+        assert!(w.unwrap().contains("--angles-unit deg"));
         let deg: Vec<f64> = (0..180).map(|i| i as f64).collect();
         let (u, w) = guess_unit(&deg, "theta");
         assert_eq!(u, AngleUnit::Degrees);
-        assert!(w.contains("--angles-unit rad"), "{w}");
+        assert!(w.is_none());
     }
 }

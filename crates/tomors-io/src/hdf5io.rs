@@ -347,8 +347,8 @@ fn read_1d(file: &File, path: &Path, name: &str) -> Result<Array1<f64>> {
 }
 
 /// The unit of an angle dataset: the override, else its `units` attribute,
-/// else a guess from the values (see [`crate::angles::guess_unit`]) with a
-/// warning that says how to set it.
+/// else a guess from the values (see [`crate::angles::guess_unit`]), with a
+/// warning that says how to set it where the guess is doubtful.
 fn angle_unit(
     file: &File,
     path: &Path,
@@ -372,7 +372,13 @@ fn angle_unit(
         .map(|s| s.to_vec())
         .unwrap_or_else(|| values.to_vec());
     let (unit, warning) = crate::angles::guess_unit(&v, name);
-    tracing::warn!("{}: {warning}", path.display());
+    match warning {
+        Some(w) => tracing::warn!("{}: {w}", path.display()),
+        None => tracing::debug!(
+            "{}: {name} has no units attribute; read as degrees",
+            path.display()
+        ),
+    }
     unit
 }
 
