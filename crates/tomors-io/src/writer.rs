@@ -418,7 +418,11 @@ impl NpyWriter {
                 let kind = OutputKind::File {
                     magic: crate::provenance::CONFIG_HEADER.as_bytes(),
                 };
-                let (st, mut f) = StagedFile::create(&side, kind, overwrite)?;
+                // The sidecar follows its volume: a tomors sidecar left
+                // without its `.npy` (the volume was deleted) is replaced;
+                // anything else at its name is refused.
+                let orphan = side.exists() && crate::output::is_replaceable(&side, kind).is_ok();
+                let (st, mut f) = StagedFile::create(&side, kind, overwrite || orphan)?;
                 f.write_all(config.as_bytes())
                     .and_then(|()| f.sync_all())
                     .map_err(|e| os_err(st.path(), e))?;
