@@ -2,6 +2,7 @@
 
 mod backend_select;
 mod cmd;
+mod config;
 mod cuda_cli;
 mod iteration_report;
 mod job;
@@ -14,7 +15,7 @@ mod run;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Fast tomographic reconstruction (FBP) on NVIDIA GPUs and multi-core CPUs.
 #[derive(Parser)]
@@ -51,8 +52,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         // Help and version go to stdout as clap writes them.
         Err(err) if !err.use_stderr() => err.exit(),
         Err(err) => {
@@ -77,7 +81,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Phantom(args) => cmd::phantom::run(args),
-        Command::Recon(args) => cmd::recon::run(*args),
+        Command::Recon(args) => {
+            let recon = matches
+                .subcommand_matches("recon")
+                .expect("the recon subcommand's matches");
+            cmd::recon::run(*args, recon)
+        }
         Command::Bench(args) => cmd::bench::run(args),
         Command::Tune(args) => cmd::tune::run(&args),
         Command::Model(args) => cmd::model::run(&args),

@@ -29,25 +29,32 @@
 pub mod angles;
 pub mod center;
 pub mod checks;
+pub mod compression;
 pub mod error;
 pub mod hdf5io;
 pub mod info;
 pub mod memory;
+pub mod nexus;
 pub mod npy;
 pub mod output;
 pub mod preprocess;
 pub mod preview;
+pub mod provenance;
 pub mod source;
 pub mod stream;
 pub mod tiffio;
 pub mod writer;
+pub mod zarr;
 
 /// The HDF5 bindings used by the readers and writers (`hdf5-metno`), for
 /// callers that inspect files themselves.
 pub use hdf5;
 
 pub use center::{find_center, CenterOptions, CenterResult};
+pub use compression::Compression;
 pub use error::{IoError, Result};
 pub use preprocess::{remove_stripe_based_sorting, Average, LogMode, Preprocess};
 pub use source::{open, AngleUnit, FrameGroup, OpenOptions, ProjectionSource, RawSlab};
-pub use writer::{create_writer, VolumeFormat, VolumeMeta, VolumeWriter};
+pub use writer::{
+    create_writer, create_writer_opts, VolumeFormat, VolumeMeta, VolumeWriter, WriteOptions,
+};

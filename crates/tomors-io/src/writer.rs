@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use ndarray::{s, Array3, ArrayView3};
 
+pub use crate::compression::Compression;
 use crate::error::{format_err, os_err, IoError, Result};
 use crate::output::{OutputKind, StagedDir, StagedFile};
 use crate::tiffio::{write_image, TiffDepth};
@@ -59,6 +60,50 @@ impl VolumeMeta {
         self
     }
 
+    /// The last value named `name`.
+    pub fn get(&self, name: &str) -> Option<&AttrValue> {
+        self.attrs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    }
+
+    /// The run's recorded configuration ([`crate::provenance::CONFIG_ATTR`]).
+    pub fn config(&self) -> Option<&str> {
+        match self.get(crate::provenance::CONFIG_ATTR) {
+            Some(AttrValue::Text(t)) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The attributes without the recorded configuration.
+    pub fn without_config(&self) -> Self {
+        Self {
+            attrs: self
+                .attrs
+                .iter()
+                .filter(|(k, _)| k != crate::provenance::CONFIG_ATTR)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The voxel size and its unit: `voxel_size` (cone beam, world units,
+    /// unit unknown) or `pixel_size` (parallel beam, in detector pixels);
+    /// `(1, pixel)` when neither is given.
+    pub fn voxel(&self) -> (f64, Option<&'static str>) {
+        let num = |k: &str| match self.get(k) {
+            Some(AttrValue::Float(v)) if v.is_finite() && *v > 0.0 => Some(*v),
+            _ => None,
+        };
+        if let Some(v) = num("voxel_size") {
+            (v, None)
+        } else {
+            (num("pixel_size").unwrap_or(1.0), Some("pixel"))
+        }
+    }
+
     /// One `name = value` per line.
     pub fn to_text(&self) -> String {
         let mut s = String::new();
@@ -81,14 +126,20 @@ pub enum VolumeFormat {
     Npy,
     /// HDF5, dataset `/volume` float32 `[z][y][x]`, attributes from the meta.
     Hdf5,
+    /// NeXus (HDF5): `/entry` (NXentry) with `/entry/data` (NXdata) whose
+    /// signal is the volume, with axes z, y, x.
+    Nexus,
+    /// OME-Zarr (NGFF 0.4, Zarr v2): a directory with a mean-pooled
+    /// multiscale pyramid.
+    OmeZarr,
     /// A directory of TIFF images `slice_00000.tif`, one per z.
     TiffStack(TiffDepth),
 }
 
 impl VolumeFormat {
-    /// The format a path asks for: `.npy`, `.h5`/`.hdf5`/`.nxs`, and a
-    /// directory (no extension, or `.tif`/`.tiff` directory name ending in
-    /// `/`) for a float32 TIFF stack.
+    /// The format a path asks for: `.npy`, `.h5`/`.hdf5`/`.hdf`, `.nxs`
+    /// (NeXus), `.zarr` (OME-Zarr), and a directory (no extension) for a
+    /// float32 TIFF stack.
     pub fn from_path(path: &Path) -> Result<Self> {
         let ext = path
             .extension()
@@ -96,14 +147,16 @@ impl VolumeFormat {
             .unwrap_or_default();
         match ext.as_str() {
             "npy" => Ok(Self::Npy),
-            "h5" | "hdf5" | "hdf" | "nxs" => Ok(Self::Hdf5),
+            "h5" | "hdf5" | "hdf" => Ok(Self::Hdf5),
+            "nxs" | "nx5" => Ok(Self::Nexus),
+            "zarr" => Ok(Self::OmeZarr),
             "" => Ok(Self::TiffStack(TiffDepth::F32)),
             "tif" | "tiff" => Err(IoError::Parameter(format!(
                 "{}: a TIFF output is a directory of slices; name it without an extension",
                 path.display()
             ))),
             e => Err(IoError::Parameter(format!(
-                "{}: unknown output format '.{e}' (use .npy, .h5 or a directory for TIFF slices)",
+                "{}: unknown output format '.{e}' (use .npy, .h5, .nxs, .zarr or a directory for TIFF slices)",
                 path.display()
             ))),
         }
@@ -148,12 +201,55 @@ pub fn create_writer_with(
     meta: &VolumeMeta,
     overwrite: bool,
 ) -> Result<Box<dyn VolumeWriter>> {
+    let options = WriteOptions {
+        overwrite,
+        ..Default::default()
+    };
+    create_writer_opts(path, format, shape, meta, &options)
+}
+
+/// Options of a volume output beyond its format.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WriteOptions {
+    /// Replace an existing output that tomors wrote.
+    pub overwrite: bool,
+    /// Chunk compression of HDF5 and NeXus outputs (refused for the other
+    /// formats unless `None`).
+    pub compression: Compression,
+}
+
+/// Creates a writer of a `[nz, ny, nx]` volume with `options`. The
+/// recorded configuration in `meta` ([`VolumeMeta::config`]) goes where
+/// the format keeps it (see [`crate::provenance`]).
+pub fn create_writer_opts(
+    path: &Path,
+    format: VolumeFormat,
+    shape: [usize; 3],
+    meta: &VolumeMeta,
+    options: &WriteOptions,
+) -> Result<Box<dyn VolumeWriter>> {
     if shape.contains(&0) {
         return Err(IoError::Parameter(format!("empty volume {shape:?}")));
     }
+    let overwrite = options.overwrite;
+    let compression = options.compression;
+    if compression != Compression::None
+        && !matches!(format, VolumeFormat::Hdf5 | VolumeFormat::Nexus)
+    {
+        return Err(IoError::Parameter(format!(
+            "{}: --compression applies to HDF5 and NeXus outputs (.h5, .nxs); OME-Zarr is always compressed",
+            path.display()
+        )));
+    }
     Ok(match format {
         VolumeFormat::Npy => Box::new(NpyWriter::create_with(path, shape, meta, overwrite)?),
-        VolumeFormat::Hdf5 => Box::new(Hdf5Writer::create_with(path, shape, meta, overwrite)?),
+        VolumeFormat::Hdf5 => Box::new(Hdf5Writer::create_opts(path, shape, meta, options)?),
+        VolumeFormat::Nexus => Box::new(crate::nexus::NexusWriter::create(
+            path, shape, meta, options,
+        )?),
+        VolumeFormat::OmeZarr => Box::new(crate::zarr::OmeZarrWriter::create(
+            path, shape, meta, overwrite,
+        )?),
         VolumeFormat::TiffStack(depth) => Box::new(TiffStackWriter::create_with(
             path, shape, depth, meta, overwrite,
         )?),
@@ -178,7 +274,8 @@ impl VolumeFormat {
     pub fn output_kind(self) -> OutputKind {
         match self {
             Self::Npy => OutputKind::NPY,
-            Self::Hdf5 => OutputKind::HDF5,
+            Self::Hdf5 | Self::Nexus => OutputKind::HDF5,
+            Self::OmeZarr => OutputKind::ZarrDir,
             Self::TiffStack(_) => OutputKind::TiffDir,
         }
     }
@@ -213,7 +310,7 @@ pub fn temporaries_of(path: &Path) -> Vec<PathBuf> {
 
 /// Refuses a slab with a non-finite value: the volume would hold NaN or
 /// ±inf (inputs near the float range, a diverging method).
-fn check_finite_slab(path: &Path, z0: usize, slab: &ArrayView3<'_, f32>) -> Result<()> {
+pub(crate) fn check_finite_slab(path: &Path, z0: usize, slab: &ArrayView3<'_, f32>) -> Result<()> {
     if slab.iter().all(|v| v.is_finite()) {
         return Ok(());
     }
@@ -232,13 +329,24 @@ fn check_finite_slab(path: &Path, z0: usize, slab: &ArrayView3<'_, f32>) -> Resu
     })
 }
 
-struct SlabCursor {
-    shape: [usize; 3],
-    next: usize,
+pub(crate) struct SlabCursor {
+    pub(crate) shape: [usize; 3],
+    pub(crate) next: usize,
 }
 
 impl SlabCursor {
-    fn check(&mut self, path: &Path, z0: usize, slab: &ArrayView3<'_, f32>) -> Result<()> {
+    /// A cursor at slice 0 of a `shape` volume.
+    pub(crate) fn new(shape: [usize; 3]) -> Self {
+        Self { shape, next: 0 }
+    }
+
+    /// Checks that `slab` comes next and fits, and moves past it.
+    pub(crate) fn check(
+        &mut self,
+        path: &Path,
+        z0: usize,
+        slab: &ArrayView3<'_, f32>,
+    ) -> Result<()> {
         let (n, y, x) = slab.dim();
         if [y, x] != self.shape[1..] {
             return Err(IoError::Parameter(format!(
@@ -260,7 +368,8 @@ impl SlabCursor {
         self.next += n;
         Ok(())
     }
-    fn complete(&self, path: &Path) -> Result<()> {
+    /// Fails unless every slice was written.
+    pub(crate) fn complete(&self, path: &Path) -> Result<()> {
         if self.next != self.shape[0] {
             return Err(IoError::Parameter(format!(
                 "{}: only {} of {} slices were written",
@@ -279,6 +388,9 @@ pub struct NpyWriter {
     path: PathBuf,
     file: Option<BufWriter<File>>,
     stage: Option<StagedFile>,
+    /// The provenance sidecar (see [`crate::provenance::npy_sidecar`]),
+    /// written already, moved into place just before the volume.
+    sidecar: Option<StagedFile>,
     cursor: SlabCursor,
 }
 
@@ -294,12 +406,30 @@ impl NpyWriter {
     pub fn create_with(
         path: &Path,
         shape: [usize; 3],
-        _meta: &VolumeMeta,
+        meta: &VolumeMeta,
         overwrite: bool,
     ) -> Result<Self> {
         use ndarray_npy::npy::header::{Header, Layout};
         use ndarray_npy::WritableElement;
         let (stage, file) = StagedFile::create(path, OutputKind::NPY, overwrite)?;
+        let sidecar = match meta.config() {
+            Some(config) => {
+                let side = crate::provenance::npy_sidecar(path);
+                let kind = OutputKind::File {
+                    magic: crate::provenance::CONFIG_HEADER.as_bytes(),
+                };
+                // The sidecar follows its volume: a tomors sidecar left
+                // without its `.npy` (the volume was deleted) is replaced;
+                // anything else at its name is refused.
+                let orphan = side.exists() && crate::output::is_replaceable(&side, kind).is_ok();
+                let (st, mut f) = StagedFile::create(&side, kind, overwrite || orphan)?;
+                f.write_all(config.as_bytes())
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| os_err(st.path(), e))?;
+                Some(st)
+            }
+            None => None,
+        };
         let tmp = stage.path().to_path_buf();
         let mut w = BufWriter::new(file);
         Header {
@@ -313,6 +443,7 @@ impl NpyWriter {
             path: path.to_path_buf(),
             file: Some(w),
             stage: Some(stage),
+            sidecar,
             cursor: SlabCursor { shape, next: 0 },
         })
     }
@@ -356,7 +487,17 @@ impl VolumeWriter for NpyWriter {
         f.sync_all().map_err(|e| os_err(&tmp, e))?;
         drop(f);
         let stage = self.stage.take().expect("a writer finishes once");
-        stage.commit()
+        let sidecar = self.sidecar.take();
+        let side_path = sidecar.as_ref().map(|s| s.target().to_path_buf());
+        if let Some(side) = sidecar {
+            side.commit()?;
+        }
+        stage.commit().inspect_err(|_| {
+            // No provenance without its volume.
+            if let Some(p) = side_path {
+                let _ = std::fs::remove_file(p);
+            }
+        })
     }
 }
 
@@ -365,6 +506,7 @@ impl Drop for NpyWriter {
         // Close the file before the stage removes an unfinished one.
         self.file.take();
         self.stage.take();
+        self.sidecar.take();
     }
 }
 
@@ -379,7 +521,7 @@ pub struct Hdf5Writer {
     cursor: SlabCursor,
 }
 
-fn h5w(path: &Path, e: hdf5::Error) -> IoError {
+pub(crate) fn h5w(path: &Path, e: hdf5::Error) -> IoError {
     format_err(path, format!("HDF5 write: {e}"))
 }
 
@@ -392,7 +534,7 @@ pub fn hdf5_write_cache_bytes(shape: [usize; 3]) -> usize {
 /// Caps the HDF5 library's free lists (memory it keeps for reuse instead of
 /// returning it) at 1 MiB per list and 4 MiB in all per kind, so that the
 /// writer's buffers stay within the memory budget.
-fn limit_hdf5_free_lists() {
+pub(crate) fn limit_hdf5_free_lists() {
     hdf5::sync::sync(|| {
         // SAFETY: a plain library call with integer limits.
         unsafe {
@@ -423,7 +565,21 @@ impl Hdf5Writer {
         meta: &VolumeMeta,
         overwrite: bool,
     ) -> Result<Self> {
-        let (stage, file) = StagedFile::create(path, OutputKind::HDF5, overwrite)?;
+        let options = WriteOptions {
+            overwrite,
+            ..Default::default()
+        };
+        Self::create_opts(path, shape, meta, &options)
+    }
+
+    /// As [`Hdf5Writer::create`] with `options` (overwrite, compression).
+    pub fn create_opts(
+        path: &Path,
+        shape: [usize; 3],
+        meta: &VolumeMeta,
+        options: &WriteOptions,
+    ) -> Result<Self> {
+        let (stage, file) = StagedFile::create(path, OutputKind::HDF5, options.overwrite)?;
         drop(file);
         let tmp = stage.path().to_path_buf();
         let mut this = Self {
@@ -436,38 +592,71 @@ impl Hdf5Writer {
         };
         limit_hdf5_free_lists();
         let f = hdf5::File::create(&tmp).map_err(|e| h5w(&tmp, e))?;
-        let ds = f
-            .new_dataset::<f32>()
-            .chunk((1, shape[1], shape[2]))
-            .chunk_cache(521, hdf5_write_cache_bytes(shape), 1.0)
-            .shape(shape)
-            .create("volume")
-            .map_err(|e| h5w(&tmp, e))?;
-        for (k, v) in &meta.attrs {
-            match v {
-                AttrValue::Float(x) => ds
-                    .new_attr::<f64>()
-                    .create(k.as_str())
-                    .and_then(|a| a.write_scalar(x)),
-                AttrValue::Int(x) => ds
-                    .new_attr::<i64>()
-                    .create(k.as_str())
-                    .and_then(|a| a.write_scalar(x)),
-                AttrValue::Text(t) => {
-                    let s: hdf5::types::VarLenUnicode = t.parse().map_err(|_| {
-                        IoError::Parameter(format!("attribute {k}: text with a NUL"))
-                    })?;
-                    ds.new_attr::<hdf5::types::VarLenUnicode>()
-                        .create(k.as_str())
-                        .and_then(|a| a.write_scalar(&s))
-                }
-            }
-            .map_err(|e| h5w(&tmp, e))?;
-        }
+        let ds =
+            volume_dataset(&f, "volume", shape, options.compression).map_err(|e| h5w(&tmp, e))?;
+        write_attrs(&ds, &meta.attrs, &tmp)?;
         this.file = Some(f);
         this.ds = Some(ds);
         Ok(this)
     }
+}
+
+/// Creates the chunked (one slice per chunk), optionally compressed
+/// float32 volume dataset `name` in `group`.
+pub(crate) fn volume_dataset(
+    group: &hdf5::Group,
+    name: &str,
+    shape: [usize; 3],
+    compression: Compression,
+) -> hdf5::Result<hdf5::Dataset> {
+    let b = group
+        .new_dataset::<f32>()
+        .chunk((1, shape[1], shape[2]))
+        .chunk_cache(521, hdf5_write_cache_bytes(shape), 1.0);
+    compression.apply(b).shape(shape).create(name)
+}
+
+/// Writes `attrs` as HDF5 attributes of `loc` (errors name `tmp`).
+pub(crate) fn write_attrs(
+    loc: &hdf5::Location,
+    attrs: &[(String, AttrValue)],
+    tmp: &Path,
+) -> Result<()> {
+    for (k, v) in attrs {
+        if loc.attr(k).is_ok() {
+            loc.delete_attr(k).map_err(|e| h5w(tmp, e))?;
+        }
+        write_attr(loc, k, v).map_err(|e| match e {
+            AttrError::H5(e) => h5w(tmp, e),
+            AttrError::Nul => IoError::Parameter(format!("attribute {k}: text with a NUL")),
+        })?;
+    }
+    Ok(())
+}
+
+enum AttrError {
+    H5(hdf5::Error),
+    Nul,
+}
+
+fn write_attr(loc: &hdf5::Location, k: &str, v: &AttrValue) -> std::result::Result<(), AttrError> {
+    match v {
+        AttrValue::Float(x) => loc
+            .new_attr::<f64>()
+            .create(k)
+            .and_then(|a| a.write_scalar(x)),
+        AttrValue::Int(x) => loc
+            .new_attr::<i64>()
+            .create(k)
+            .and_then(|a| a.write_scalar(x)),
+        AttrValue::Text(t) => {
+            let s: hdf5::types::VarLenUnicode = t.parse().map_err(|_| AttrError::Nul)?;
+            loc.new_attr::<hdf5::types::VarLenUnicode>()
+                .create(k)
+                .and_then(|a| a.write_scalar(&s))
+        }
+    }
+    .map_err(AttrError::H5)
 }
 
 impl VolumeWriter for Hdf5Writer {
@@ -562,10 +751,14 @@ impl TiffStackWriter {
             shape[1],
             shape[2],
             depth.description(),
-            meta.to_text()
+            meta.without_config().to_text()
         );
         let mp = tmp.join("tomors.txt");
         std::fs::write(&mp, text).map_err(|e| os_err(&mp, e))?;
+        if let Some(config) = meta.config() {
+            let cp = tmp.join(crate::output::CONFIG_FILE);
+            std::fs::write(&cp, config).map_err(|e| os_err(&cp, e))?;
+        }
         Ok(this)
     }
 

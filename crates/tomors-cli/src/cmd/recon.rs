@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
+use clap::ArgMatches;
 
 use super::args::{
     index_range, memory_size, three_sizes, value_range, ConeArgs, FilterArgs, InputArgs,
@@ -22,11 +23,29 @@ pub struct ReconArgs {
     /// darks), a TIFF stack (directory, glob such as 'proj_*.tif', or
     /// multi-page file), an .npy file [angle][row][col] (or [angle][col]),
     /// or raw with --raw-shape.
-    pub input: PathBuf,
+    #[arg(required_unless_present_any = ["config", "config_from"])]
+    pub input: Option<PathBuf>,
     /// Output: a .npy file, an .h5 file (dataset /volume with the geometry as
-    /// attributes), or a directory that receives a TIFF per slice.
-    #[arg(long)]
-    pub out: PathBuf,
+    /// attributes), a .nxs file (NeXus NXentry/NXdata), a .zarr store
+    /// (OME-Zarr with a multiscale pyramid), or a directory that receives a
+    /// TIFF per slice. Every output records the run's configuration
+    /// (`--config-from` repeats it).
+    #[arg(long, required_unless_present_any = ["config", "config_from"])]
+    pub out: Option<PathBuf>,
+    /// Options from a TOML file (keys are the long flag names, e.g.
+    /// `filter = "hann"`, `center = 1021.5`, `input = "scan.h5"`); flags
+    /// given on the command line override it. Unknown keys are errors.
+    #[arg(long, value_name = "FILE", conflicts_with = "config_from")]
+    pub config: Option<PathBuf>,
+    /// Repeat the run that wrote OUTPUT, from the configuration recorded in
+    /// it (give a new --out; other flags override the recorded ones). Fails
+    /// when a recorded input changed since.
+    #[arg(long, value_name = "OUTPUT")]
+    pub config_from: Option<PathBuf>,
+    /// Chunk compression of an HDF5 or NeXus output: deflate[:LEVEL] (0–9,
+    /// default 4), lzf or none (default none); both read by h5py.
+    #[arg(long, value_name = "METHOD")]
+    pub compression: Option<tomors_io::Compression>,
     /// Projection angles as a 1-D .npy file (radians unless --angles-unit deg).
     #[arg(long, conflicts_with = "angle_range")]
     pub angles: Option<PathBuf>,
@@ -104,10 +123,16 @@ pub struct ReconArgs {
 impl ReconArgs {
     /// The job these flags describe (one field per flag; the checks are
     /// the job's).
-    pub fn job(self) -> Job {
-        Job {
+    pub fn job(self) -> Result<Job> {
+        let Some(input) = self.input else {
+            bail!("no input: give it on the command line or as `input` in the configuration");
+        };
+        let Some(out) = self.out else {
+            bail!("no output: give --out (or `out` in the configuration)");
+        };
+        Ok(Job {
             input: InputSpec {
-                path: self.input,
+                path: input,
                 open: self.io.open_options(),
                 raw: RawArgs {
                     shape: self.raw_shape,
@@ -135,17 +160,45 @@ impl ReconArgs {
             },
             backend: self.backend,
             output: OutputSpec {
-                path: self.out,
+                path: out,
                 overwrite: self.overwrite,
                 tiff_bits: self.tiff_bits,
                 tiff_range: self.tiff_range,
+                compression: self.compression,
+                provenance: None,
             },
             memory: self.memory,
-        }
+        })
     }
 }
 
-/// Runs `tomors recon`: parse → job → run.
-pub fn run(args: ReconArgs) -> Result<()> {
-    crate::run::run(&args.job())
+/// Runs `tomors recon`: the flags (over `--config` or `--config-from`'s
+/// options) → job → run; `matches` are the recon subcommand's, for which
+/// options the command line gave.
+pub fn run(args: ReconArgs, matches: &ArgMatches) -> Result<()> {
+    use crate::config::{file, merge, record};
+    let (args, matches) = match (&args.config, &args.config_from) {
+        (Some(path), _) => {
+            let config = file::read(path, &merge::known())?;
+            merge::merge(matches, &config, path)?
+        }
+        (None, Some(output)) => {
+            let text = tomors_io::provenance::read_config(output)?;
+            let config = file::parse(&text, output, &merge::known())?;
+            let (args, m) = merge::merge(matches, &config, output)?;
+            // The recorded inputs this run reads again must be unchanged.
+            let now = record::options(&m);
+            for id in &config.inputs {
+                if now.get(&id.role).and_then(|v| v.as_str()) == Some(id.path.as_str()) {
+                    id.verify(output)?;
+                }
+            }
+            (args, m)
+        }
+        (None, None) => (args, matches.clone()),
+    };
+    let provenance = record::text(&matches)?;
+    let mut job = args.job()?;
+    job.output.provenance = Some(provenance);
+    crate::run::run(&job)
 }

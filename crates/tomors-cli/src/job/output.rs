@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use ndarray::ArrayView3;
 use tomors_io::tiffio::TiffDepth;
-use tomors_io::{VolumeFormat, VolumeMeta, VolumeWriter};
+use tomors_io::{Compression, VolumeFormat, VolumeMeta, VolumeWriter, WriteOptions};
 
 /// Where and how the volume is written.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -20,6 +20,11 @@ pub struct OutputSpec {
     pub tiff_bits: Option<u32>,
     /// `--tiff-range lo:hi` (16/8-bit TIFF output only).
     pub tiff_range: Option<(f32, f32)>,
+    /// `--compression` (HDF5 and NeXus outputs only; default none).
+    pub compression: Option<Compression>,
+    /// The run's effective configuration as TOML, recorded in the output
+    /// (see [`crate::config::record`]).
+    pub provenance: Option<String>,
 }
 
 impl OutputSpec {
@@ -27,6 +32,11 @@ impl OutputSpec {
     /// that would not be used.
     pub fn format(&self) -> Result<VolumeFormat> {
         let format = VolumeFormat::from_path(&self.path)?;
+        if let Some(c) = self.compression {
+            if !matches!(format, VolumeFormat::Hdf5 | VolumeFormat::Nexus) {
+                bail!("--compression {c} applies to HDF5 and NeXus outputs (.h5, .nxs) only");
+            }
+        }
         let is_tiff = matches!(format, VolumeFormat::TiffStack(_));
         if let Some(b) = self.tiff_bits {
             if !is_tiff {
@@ -72,12 +82,16 @@ pub fn create(
     meta: &VolumeMeta,
 ) -> Result<Box<dyn VolumeWriter>> {
     crate::output::check_target(&out.path, out.overwrite)?;
-    Ok(tomors_io::writer::create_writer_with(
-        &out.path,
-        format,
-        shape,
-        meta,
-        out.overwrite,
+    let mut meta = meta.clone();
+    if let Some(p) = &out.provenance {
+        meta = meta.text(tomors_io::provenance::CONFIG_ATTR, p);
+    }
+    let options = WriteOptions {
+        overwrite: out.overwrite,
+        compression: out.compression.unwrap_or_default(),
+    };
+    Ok(tomors_io::create_writer_opts(
+        &out.path, format, shape, &meta, &options,
     )?)
 }
 

@@ -33,4 +33,4 @@ mod target;
 pub use inputs::{register_input, registered_inputs};
 pub use interrupt::{install_interrupt_cleanup, remove_live_temporaries};
 pub use staged::{write_npy_array, StagedDir, StagedFile};
-pub use target::{check_target, is_replaceable, OutputKind, MARKER};
+pub use target::{check_target, is_replaceable, OutputKind, CONFIG_FILE, MARKER};

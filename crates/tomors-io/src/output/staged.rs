@@ -173,6 +173,7 @@ impl Drop for StagedFile {
 #[derive(Debug)]
 pub struct StagedDir {
     target: PathBuf,
+    kind: OutputKind,
     overwrite: bool,
     temp: Option<TempDir>,
     id: u64,
@@ -182,12 +183,19 @@ impl StagedDir {
     /// Checks `target` ([`check_target`]) and creates its temporary
     /// directory beside it, with the marker inside.
     pub fn create(target: &Path, overwrite: bool) -> Result<Self> {
-        check_target(target, OutputKind::TiffDir, overwrite)?;
+        Self::create_as(target, OutputKind::TiffDir, overwrite)
+    }
+
+    /// As [`StagedDir::create`] for a directory output of `kind`
+    /// ([`OutputKind::TiffDir`] or [`OutputKind::ZarrDir`]).
+    pub fn create_as(target: &Path, kind: OutputKind, overwrite: bool) -> Result<Self> {
+        check_target(target, kind, overwrite)?;
         let dir = parent_dir(target);
         let temp = make_temp(target, true, |b| b.tempdir_in(&dir))?;
         let id = register(target, temp.path())?;
         let this = Self {
             target: target.to_path_buf(),
+            kind,
             overwrite,
             temp: Some(temp),
             id,
@@ -247,7 +255,7 @@ impl StagedDir {
                 if !self.overwrite {
                     return Err(appeared(target));
                 }
-                check_target(target, OutputKind::TiffDir, true)?;
+                check_target(target, self.kind, true)?;
                 exchange(tmp, target)
             }
         }

@@ -9,6 +9,10 @@ use crate::error::{IoError, Result};
 /// directories that carry it may be replaced with `overwrite`.
 pub const MARKER: &str = ".tomors-output";
 
+/// The provenance file in a TIFF-stack directory: the run's configuration
+/// as TOML (see [`crate::provenance`]).
+pub const CONFIG_FILE: &str = "tomors.toml";
+
 /// What an output is on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputKind {
@@ -19,6 +23,8 @@ pub enum OutputKind {
     },
     /// A directory of TIFF slices with the [`MARKER`].
     TiffDir,
+    /// An OME-Zarr store (a directory) with the [`MARKER`].
+    ZarrDir,
 }
 
 impl OutputKind {
@@ -90,7 +96,10 @@ pub fn check_target(path: &Path, kind: OutputKind, overwrite: bool) -> Result<()
             )
         });
     }
-    if kind == OutputKind::TiffDir && meta.is_dir() && is_empty_dir(path) {
+    if matches!(kind, OutputKind::TiffDir | OutputKind::ZarrDir)
+        && meta.is_dir()
+        && is_empty_dir(path)
+    {
         return Ok(());
     }
     if !overwrite {
@@ -161,7 +170,9 @@ pub fn is_replaceable(path: &Path, kind: OutputKind) -> Result<()> {
                 let is_file = e.file_type().map(|t| t.is_file()).unwrap_or(false);
                 if is_file && name == MARKER {
                     marker = true;
-                } else if !(is_file && (name == "tomors.txt" || is_slice_name(&name))) {
+                } else if !(is_file
+                    && (name == "tomors.txt" || name == CONFIG_FILE || is_slice_name(&name)))
+                {
                     return Err(refused(
                         path,
                         format!("holds {name}, which tomors did not write; --overwrite replaces only a directory of tomors's TIFF slices"),
@@ -169,6 +180,23 @@ pub fn is_replaceable(path: &Path, kind: OutputKind) -> Result<()> {
                 }
             }
             if !marker && !is_empty_dir(path) {
+                return Err(refused(
+                    path,
+                    format!("has no {MARKER} marker, so tomors did not write it; --overwrite does not replace it"),
+                ));
+            }
+            Ok(())
+        }
+        OutputKind::ZarrDir => {
+            if !meta.is_dir() {
+                return Err(refused(
+                    path,
+                    format!(
+                        "is {what}, not a Zarr store tomors wrote; --overwrite does not replace it"
+                    ),
+                ));
+            }
+            if !path.join(MARKER).is_file() && !is_empty_dir(path) {
                 return Err(refused(
                     path,
                     format!("has no {MARKER} marker, so tomors did not write it; --overwrite does not replace it"),
