@@ -185,7 +185,9 @@ impl DistOutput {
                     stage: Some(stage),
                 }
             }
-            VolumeFormat::Hdf5 => {
+            // HDF5, NeXus and OME-Zarr: rank 0 writes through the tomors-io
+            // writer, the other ranks feed it their slabs in order.
+            VolumeFormat::Hdf5 | VolumeFormat::Nexus | VolumeFormat::OmeZarr => {
                 Sink::Hdf5Writer(create_writer_with(path, format, shape, meta, overwrite)?)
             }
         })
@@ -223,7 +225,7 @@ impl DistOutput {
                     stage: None,
                 }
             }
-            VolumeFormat::Hdf5 => Sink::Hdf5Feeder,
+            VolumeFormat::Hdf5 | VolumeFormat::Nexus | VolumeFormat::OmeZarr => Sink::Hdf5Feeder,
         })
     }
 
