@@ -11,6 +11,11 @@
 //!   multi-page TIFF), [`npy::NpySource`] (`.npy` and raw binary);
 //! - [`preprocess`]: flat/dark normalisation (flats before and after the
 //!   scan interpolated), −log, zinger removal, sorting-based stripe removal;
+//! - [`phase`]: Paganin single-material phase retrieval;
+//! - [`correct`]: projection rotation (detector tilt), row shifts;
+//! - [`stripe`]: Vo's filtering, large, dead and all-stripe methods, and the
+//!   wavelet–Fourier filter;
+//! - [`subset`]: a source seen through a region of interest and binning;
 //! - [`center`]: rotation-centre finding (Vo et al. 2014 Fourier metric);
 //! - [`writer`]: atomic `.npy`, HDF5 and TIFF-stack volume writers;
 //! - [`stream`]: rows per slab for a memory budget and the slab driver;
@@ -22,14 +27,18 @@
 #![warn(missing_docs)]
 
 pub mod center;
+pub mod correct;
 pub mod error;
 pub mod hdf5io;
 pub mod info;
 pub mod npy;
+pub mod phase;
 pub mod preprocess;
 pub mod preview;
 pub mod source;
 pub mod stream;
+pub mod stripe;
+pub mod subset;
 pub mod tiffio;
 pub mod writer;
 
@@ -39,6 +48,8 @@ pub use hdf5;
 
 pub use center::{find_center, CenterOptions, CenterResult};
 pub use error::{IoError, Result};
+pub use phase::Paganin;
 pub use preprocess::{remove_stripe_based_sorting, Average, LogMode, Preprocess};
+pub use stripe::StripeMethod;
 pub use source::{open, AngleUnit, FrameGroup, OpenOptions, ProjectionSource, RawSlab};
 pub use writer::{create_writer, VolumeFormat, VolumeMeta, VolumeWriter};

@@ -74,10 +74,13 @@ pub trait ProjectionSource: Send {
     }
 
     /// Reads detector rows `rows` and preprocesses them as `pre` says:
-    /// `[angle][row][col]`.
+    /// `[angle][row][col]`. Steps that need neighbouring rows (rotation,
+    /// phase retrieval) read [`Preprocess::read_range`] and crop.
     fn read_rows(&self, rows: Range<usize>, pre: &Preprocess) -> Result<Array3<f32>> {
-        let raw = self.read_raw(rows)?;
-        pre.apply(raw, self.path())
+        let [_, n_rows, n_cols] = self.shape();
+        check_rows(self.path(), &rows, n_rows)?;
+        let raw = self.read_raw(pre.read_range(&rows, n_rows, n_cols))?;
+        pre.apply_within(raw, self.path(), n_rows, rows)
     }
 }
 
