@@ -50,6 +50,6 @@ pub use center::{find_center, CenterOptions, CenterResult};
 pub use error::{IoError, Result};
 pub use phase::Paganin;
 pub use preprocess::{remove_stripe_based_sorting, Average, LogMode, Preprocess};
-pub use stripe::StripeMethod;
 pub use source::{open, AngleUnit, FrameGroup, OpenOptions, ProjectionSource, RawSlab};
+pub use stripe::StripeMethod;
 pub use writer::{create_writer, VolumeFormat, VolumeMeta, VolumeWriter};

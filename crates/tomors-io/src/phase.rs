@@ -73,11 +73,8 @@ impl Paganin {
     /// `π λ z δ/β` in squared pixels along (columns, rows): the filter is
     /// `1 / (1 + a_c f_c² + a_r f_r²)` with `f` in cycles per pixel.
     pub fn coefficients(&self) -> (f64, f64) {
-        let a = std::f64::consts::PI
-            * self.wavelength_m()
-            * self.distance_mm
-            * 1e-3
-            * self.delta_beta;
+        let a =
+            std::f64::consts::PI * self.wavelength_m() * self.distance_mm * 1e-3 * self.delta_beta;
         let (pc, pr) = (self.pixel_um.0 * 1e-6, self.pixel_um.1 * 1e-6);
         (a / (pc * pc), a / (pr * pr))
     }
@@ -122,7 +119,11 @@ impl Paganin {
         fft2(&mut buf, &mut planner, false);
         let (ac, ar) = self.coefficients();
         let freq = |k: usize, m: usize| -> f64 {
-            let k = if k <= m / 2 { k as f64 } else { k as f64 - m as f64 };
+            let k = if k <= m / 2 {
+                k as f64
+            } else {
+                k as f64 - m as f64
+            };
             k / m as f64
         };
         let scale = 1.0 / (mr * mc) as f64;
@@ -206,7 +207,14 @@ mod tests {
     /// exit wave `exp(−k(β + iδ)T)`, by the Fresnel propagator
     /// `exp(−iπλz|f|²)` on a periodic canvas (the object is far from its
     /// edges; the background is a transmission of 1).
-    fn fresnel_intensity(t: &Array2<f64>, lambda: f64, z: f64, delta: f64, beta: f64, px: f64) -> Array2<f32> {
+    fn fresnel_intensity(
+        t: &Array2<f64>,
+        lambda: f64,
+        z: f64,
+        delta: f64,
+        beta: f64,
+        px: f64,
+    ) -> Array2<f32> {
         use rustfft::num_complex::Complex64;
         let (n, m) = t.dim();
         let k = 2.0 * std::f64::consts::PI / lambda;
@@ -216,7 +224,9 @@ mod tests {
         let fc = planner.plan_fft_forward(n);
         let ir = planner.plan_fft_inverse(m);
         let ic = planner.plan_fft_inverse(n);
-        let pass = |w: &mut Array2<Complex64>, row: &dyn rustfft::Fft<f64>, col: &dyn rustfft::Fft<f64>| {
+        let pass = |w: &mut Array2<Complex64>,
+                    row: &dyn rustfft::Fft<f64>,
+                    col: &dyn rustfft::Fft<f64>| {
             for mut r in w.rows_mut() {
                 let mut v = r.to_vec();
                 row.process(&mut v);
@@ -230,7 +240,11 @@ mod tests {
         };
         pass(&mut w, fr.as_ref(), fc.as_ref());
         let f = |i: usize, len: usize| {
-            let i = if i <= len / 2 { i as f64 } else { i as f64 - len as f64 };
+            let i = if i <= len / 2 {
+                i as f64
+            } else {
+                i as f64 - len as f64
+            };
             i / (len as f64 * px)
         };
         for ((r, c), v) in w.indexed_iter_mut() {
@@ -276,7 +290,10 @@ mod tests {
             .fold(0f32, |a, &b| a.max(b));
         eprintln!("max μT {max:.4}; max error {err:.5} retrieved, {raw_err:.5} without");
         assert!(err < 0.05 * max, "retrieval error {err} vs max μT {max}");
-        assert!(raw_err > 5.0 * err, "phase contrast {raw_err} should dominate {err}");
+        assert!(
+            raw_err > 5.0 * err,
+            "phase contrast {raw_err} should dominate {err}"
+        );
     }
 
     /// A slab with the row margin gives the whole image's values.

@@ -181,10 +181,7 @@ impl Preprocess {
         let n = raw.rows.len();
         let keep = raw.rows.clone();
         let first = raw.rows.start;
-        let raw = RawSlab {
-            rows: 0..n,
-            ..raw
-        };
+        let raw = RawSlab { rows: 0..n, ..raw };
         let keep = keep.start - first..keep.end - first;
         self.apply_within(raw, path, n, keep)
     }

@@ -217,12 +217,10 @@ impl std::str::FromStr for StripeMethod {
                 },
                 2,
             ),
-            _ => {
-                return Err(format!(
-                    "unknown stripe method '{s}' (use N, sorting, filtering, large, dead, all or fw, \
+            _ => return Err(format!(
+                "unknown stripe method '{s}' (use N, sorting, filtering, large, dead, all or fw, \
                      with parameters after ':')"
-                ))
-            }
+            )),
         };
         if params.len() > n_params {
             return Err(format!(
@@ -336,7 +334,8 @@ fn sort_columns(sino: &ArrayViewMut2<'_, f32>) -> (Array2<f32>, Array2<u32>) {
 }
 
 /// Large-stripe removal (Vo 2018 algorithm 5; algotom `remove_large_stripe`
-/// with `drop_ratio` 0.1 and `norm`), in place on `[angle][bin]`.
+/// with `drop_ratio` 0.1, without its column normalisation), in place on
+/// `[angle][bin]`: only the detected stripe columns change.
 pub fn remove_large_stripe(mut sino: ArrayViewMut2<'_, f32>, snr: f32, size: usize) {
     let (na, nb) = sino.dim();
     if na < 3 || nb < 8 {
@@ -356,14 +355,19 @@ pub fn remove_large_stripe(mut sino: ArrayViewMut2<'_, f32>, snr: f32, size: usi
         .zip(m2.iter())
         .map(|(&a, &b)| if b != 0.0 { a / b } else { 1.0 })
         .collect();
-    let mask = dilate(&detect_stripe(&fact, snr));
-    // Normalise every column by its factor, sort again, replace the
-    // stripe columns by the median-smoothed sorted values.
-    for (b, &f) in fact.iter().enumerate() {
-        if f != 0.0 {
-            sino.column_mut(b).mapv_inplace(|v| v / f);
-        }
+    let mut mask = dilate(&detect_stripe(&fact, snr));
+    // The median across bins is biased within half a window of the edges
+    // (reflected sloped profiles): no stripes are detected there.
+    let edge = (size / 2).min(nb / 4);
+    for m in mask.iter_mut().take(edge) {
+        *m = false;
     }
+    for m in mask.iter_mut().rev().take(edge) {
+        *m = false;
+    }
+    // After −log a gain error is an offset: no column is rescaled (algotom's
+    // `norm` step, made for transmissions); the stripe columns' sorted
+    // values are replaced by the median-smoothed ones.
     if !mask.iter().any(|&m| m) {
         return;
     }
@@ -438,7 +442,11 @@ pub fn remove_stripe_based_filtering(mut sino: ArrayViewMut2<'_, f32>, sigma: f3
     let inv = planner.plan_fft_inverse(m);
     let window: Vec<f32> = (0..m)
         .map(|k| {
-            let k = if k <= m / 2 { k as f32 } else { k as f32 - m as f32 };
+            let k = if k <= m / 2 {
+                k as f32
+            } else {
+                k as f32 - m as f32
+            };
             (-(k * k) / (2.0 * sigma * sigma)).exp() / m as f32
         })
         .collect();
@@ -573,7 +581,11 @@ pub fn remove_stripe_fw(mut sino: ArrayViewMut2<'_, f32>, level: usize, sigma: f
         let inv = planner.plan_fft_inverse(ha);
         let damp: Vec<f32> = (0..ha)
             .map(|k| {
-                let k = if k <= ha / 2 { k as f32 } else { k as f32 - ha as f32 };
+                let k = if k <= ha / 2 {
+                    k as f32
+                } else {
+                    k as f32 - ha as f32
+                };
                 (1.0 - (-(k * k) / (2.0 * sigma * sigma)).exp()) / ha as f32
             })
             .collect();
@@ -650,7 +662,9 @@ mod tests {
 
     #[test]
     fn detect_stripe_finds_outliers() {
-        let mut v: Vec<f32> = (0..100).map(|i| 1.0 + 0.001 * ((i * 37) % 13) as f32).collect();
+        let mut v: Vec<f32> = (0..100)
+            .map(|i| 1.0 + 0.001 * ((i * 37) % 13) as f32)
+            .collect();
         v[40] = 1.5;
         let m = detect_stripe(&v, 3.0);
         assert!(m[40]);

@@ -99,6 +99,10 @@ impl Job {
                 &[(g.slices.is_some(), "--slices")],
                 "is for parallel geometry (cone beam reconstructs every detector row)",
             )?;
+            refuse(
+                &self.input.roi.given(),
+                "is for parallel geometry (cone beam needs the whole detector and its own pixel size)",
+            )?;
         } else {
             refuse(
                 &g.cone.given(),
@@ -123,7 +127,9 @@ impl Job {
         }
         if route == Route::ConeIterative {
             if let Some(kind) = m.iterative.projector.filter(|k| !k.has_cone()) {
-                bail!("--projector {kind} is parallel beam only (cone beam: joseph, line or voxel)");
+                bail!(
+                    "--projector {kind} is parallel beam only (cone beam: joseph, line or voxel)"
+                );
             }
         }
         if route == Route::ConeFdk {
