@@ -217,10 +217,12 @@ impl std::str::FromStr for StripeMethod {
                 },
                 2,
             ),
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "unknown stripe method '{s}' (use N, sorting, filtering, large, dead, all or fw, \
                      with parameters after ':')"
-            )),
+            ))
+            }
         };
         if params.len() > n_params {
             return Err(format!(
