@@ -318,8 +318,11 @@ pub fn index_range(s: &str) -> Result<(Option<usize>, Option<usize>), String> {
     Ok((end(a)?, end(b)?))
 }
 
+/// `a:b[:step]` as given: start, end, step (each optional).
+pub type RangeStep = (Option<usize>, Option<usize>, Option<usize>);
+
 /// `a:b[:step]` with either end possibly empty (`--projections`).
-pub fn index_range_step(s: &str) -> Result<(Option<usize>, Option<usize>, Option<usize>), String> {
+pub fn index_range_step(s: &str) -> Result<RangeStep, String> {
     let (ab, step) = match s.matches(':').count() {
         2 => {
             let (ab, st) = s.rsplit_once(':').expect("two colons");

@@ -59,7 +59,7 @@ pub struct ReconArgs {
     pub cols: Option<(Option<usize>, Option<usize>)>,
     /// Projections to use, as a:b[:step] (end excluded).
     #[arg(long, value_name = "A:B[:STEP]", value_parser = index_range_step)]
-    pub projections: Option<(Option<usize>, Option<usize>, Option<usize>)>,
+    pub projections: Option<super::args::RangeStep>,
     /// Average blocks of ROWS×COLS detector pixels (one factor: both);
     /// --slices and --center-row then count binned rows, --center stays in
     /// detector pixels.
