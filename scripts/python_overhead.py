@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
-"""Python-call overhead of tomors.recon (FBP, CPU) against the same Rust
-code without Python (crates/tomors-py/examples/fbp_timing.rs), on the same
-1024-bin × 1024-angle projections; docs/python.md reports the result.
+"""Python-call overhead of tomors.recon (FBP) against the same Rust code
+without Python (crates/tomors-py/examples/fbp_timing.rs), on the same
+1024-bin × 1024-angle projections (slices of 1024²); docs/python.md reports
+the result.
 
     cargo build --release -p tomors-py --example fbp_timing
-    python3 scripts/python_overhead.py [ROWS] [REPS]
+    python3 scripts/python_overhead.py [ROWS] [REPS] [cpu|cuda]
+
+The example is looked up in $CARGO_TARGET_DIR (default target/) under
+release/examples; on the GPU machine `bash .pydevice/run.sh overhead ...`
+(scripts/python-device-pack.sh) runs this script with the packed example.
 
 Runs alternate (Python, Rust, Python, Rust, ...) so that a changing machine
 load hits both alike; prints every wall-clock and CPU time (user + system of
 all threads: less sensitive to other processes on a shared machine), their
 medians and minima.
 """
+import os
 import statistics
 import subprocess
 import sys
@@ -24,7 +30,11 @@ import tomors
 
 rows = int(sys.argv[1]) if len(sys.argv) > 1 else 24
 reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-exe = Path(__file__).resolve().parents[1] / "target/release/examples/fbp_timing"
+backend = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+target = Path(os.environ.get("CARGO_TARGET_DIR", Path(__file__).resolve().parents[1] / "target"))
+exe = target / "release/examples/fbp_timing"
+if not exe.exists():
+    sys.exit(f"python_overhead: {exe} is missing; cargo build --release -p tomors-py --example fbp_timing")
 theta = tomors.angles(1024)
 sino = tomors.shepp_logan_projections(theta, 1024)
 proj = np.ascontiguousarray(np.repeat(sino[:, None, :], rows, axis=1))
@@ -32,17 +42,17 @@ with tempfile.TemporaryDirectory() as d:
     np.save(f"{d}/p.npy", proj)
     np.save(f"{d}/t.npy", theta)
     py, rs, pyc, rsc = [], [], [], []
-    tomors.recon(proj[:, :2], theta, backend="cpu")  # warm up (thread pool, FFT plans)
+    tomors.recon(proj[:, :2], theta, backend=backend)  # warm up (thread pool, FFT plans)
     for _ in range(reps):
         t, c = time.perf_counter(), time.process_time()
-        tomors.recon(proj, theta, backend="cpu")
+        tomors.recon(proj, theta, backend=backend)
         py.append(time.perf_counter() - t)
         pyc.append(time.process_time() - c)
-        out = subprocess.run([str(exe), f"{d}/p.npy", f"{d}/t.npy", "1"], capture_output=True,
+        out = subprocess.run([str(exe), f"{d}/p.npy", f"{d}/t.npy", "1", backend], capture_output=True,
                              text=True, check=True).stdout
         rs.append(float(out.split()[0]))
         rsc.append(float(out.split()[1]))
-print(f"{rows} slices of 1024² from 1024 angles × 1024 bins, {reps} runs each")
+print(f"{rows} slices of 1024² from 1024 angles × 1024 bins, backend {backend}, {reps} runs each")
 for what, p, r in (("wall", py, rs), ("cpu", pyc, rsc)):
     print(f"{what} python:", " ".join(f"{v:.3f}" for v in p))
     print(f"{what} rust:  ", " ".join(f"{v:.3f}" for v in r))

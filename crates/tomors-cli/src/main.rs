@@ -5,6 +5,8 @@ mod cmd;
 mod cuda_cli;
 mod iteration_report;
 mod job;
+#[cfg(feature = "mpi")]
+mod mpi_recon;
 mod output;
 mod plot;
 mod progress;
@@ -40,6 +42,8 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     /// Time the GPU kernels and their parameters here; store the fastest for recon.
     Tune(cmd::tune::TuneArgs),
+    /// Predict each GPU back-projection kernel's time from the device's unit rates; print it beside the measurement.
+    Model(cmd::model::ModelArgs),
     /// What is in a data file (datasets, shapes, angles, flats/darks) and how tomors reads it.
     Info(cmd::info::InfoArgs),
     /// Find the rotation centre; print it with a quality figure and write a PNG strip of trials.
@@ -56,17 +60,34 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(cli.quiet, cli.verbose);
-    progress::set_quiet(cli.quiet);
+    // Under mpirun, ranks other than 0 log warnings only, prefixed with
+    // their rank, and show no progress bar.
+    #[cfg(feature = "mpi")]
+    let other_rank = tomors_mpi::log::init_rank_logging();
+    #[cfg(not(feature = "mpi"))]
+    let other_rank = false;
+    if !other_rank {
+        init_logging(cli.quiet, cli.verbose);
+    }
+    // Ctrl-C, SIGTERM, SIGHUP: remove unfinished outputs, exit 130/143/129.
+    if let Err(e) = tomors_io::output::install_interrupt_cleanup() {
+        tracing::warn!("cannot handle interrupts ({e}): an interrupted run may leave a temporary");
+    }
+    progress::set_quiet(cli.quiet || other_rank);
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Phantom(args) => cmd::phantom::run(args),
         Command::Recon(args) => cmd::recon::run(*args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Tune(args) => cmd::tune::run(&args),
+        Command::Model(args) => cmd::model::run(&args),
         Command::Info(args) => cmd::info::run(args),
         Command::Center(args) => cmd::center::run(args),
     };
+    // INFO: shown at the default verbosity, hidden by --quiet.
+    if let Some(line) = tomors_cuda::compile::cache_summary() {
+        tracing::info!("{line}");
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

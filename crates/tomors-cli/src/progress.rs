@@ -11,6 +11,12 @@ pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
 }
 
+/// Whether progress bars are silenced.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub fn is_quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
 /// A bar counting `total` items of `unit`; hidden when quiet (and by
 /// indicatif itself when stderr is no terminal).
 pub fn bar(total: u64, message: &str, unit: &str) -> ProgressBar {

@@ -321,8 +321,8 @@ fn cone_iterative_beats_fdk_on_sparse_data() {
 
 /// Cone-beam SIRT under `--backend cuda` equals the CPU's SIRT where a GPU
 /// is usable; without one, one error line and no output (a failure under
-/// `TOMORS_REQUIRE_GPU=1`). SART (CPU only) under `--backend cuda` is an
-/// error that says so.
+/// `TOMORS_REQUIRE_GPU=1`); so does SART with the Joseph pair. ART (CPU
+/// only) under `--backend cuda` is an error that says so.
 #[test]
 fn cone_sirt_on_cuda_matches_cpu_or_says_why_not() {
     let tmp = tempfile::tempdir().unwrap();
@@ -373,6 +373,21 @@ fn cone_sirt_on_cuda_matches_cpu_or_says_why_not() {
             let d = rel_l2(&read_npy(&target_v).unwrap(), &cpu_v);
             println!("cone SIRT voxel pair GPU vs CPU: relative L2 {d:.2e}");
             assert!(d < 2e-3, "{d}");
+            // SART (blocks of projections) through the shared solver on the
+            // device operator's block views: exact f32 arithmetic on both
+            // sides, so the SIRT bound applies.
+            let sart = ["--algorithm", "sart", "--iterations", "3", "--min", "0"];
+            let cpu_s = recon(dir, "cpu_sart.npy", &sart);
+            let target_s = dir.join("gpu_sart.npy");
+            let out = run(&sart, &target_s);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let d = rel_l2(&read_npy(&target_s).unwrap(), &cpu_s);
+            println!("cone SART GPU vs CPU: relative L2 {d:.2e}");
+            assert!(d < 1e-5, "{d}");
         }
         Some(why) => {
             assert!(
@@ -384,8 +399,8 @@ fn cone_sirt_on_cuda_matches_cpu_or_says_why_not() {
             println!("no GPU ({why}): {err}");
         }
     }
-    let bad = dir.join("sart.npy");
-    let out = run(&["--algorithm", "sart"], &bad);
+    let bad = dir.join("art.npy");
+    let out = run(&["--algorithm", "art"], &bad);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("runs on the CPU"), "{err}");

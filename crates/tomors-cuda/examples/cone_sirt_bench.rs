@@ -137,13 +137,18 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             gu / tb
         );
     }
-    drop(op);
+    drop((op, xd, bd, pd, vd));
     let t = std::time::Instant::now();
     let vop = CudaConeJoseph::with_back(&be, &g, &v, ConeBackProjector::Voxel)?;
     println!(
         "voxel projector setup (module load/compile, textures): {:.3} s",
         t.elapsed().as_secs_f64()
     );
+    // Device vectors belong to the projector (queue) that made them.
+    let xd = vop.upload_volume(x.view())?;
+    let bd = vop.upload_projections(b.view())?;
+    let mut pd = vop.alloc_projections()?;
+    let mut vd = vop.alloc_volume()?;
     let tb = time(&vop, &mut |op| op.back_dev(&bd, &mut vd))?;
     println!(
         "back (voxel): {tb:.4} s, {:.1} GU/s (n {n}, angles {na})",

@@ -76,12 +76,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         println!("device: {}", op.context().name);
         let vol = Array3::from_shape_vec((n, n, n), random01(n * n * n, 1))?;
         let sino = Array3::from_shape_vec((n, na, n), random01(n * na * n, 2))?;
-        let (v, vt) = op.upload_volume(vol.view())?;
-        drop(vol);
-        let s = op.upload_sinograms(sino.view())?;
-        drop(sino);
-        let mut out_s = op.alloc_sinograms(n)?;
-        let mut out_v = op.alloc_volume(n)?;
+        let (v, _) = op.upload_volume(vol.view())?;
         let mut vt2 = op.alloc_volume(n)?;
         let (e0, e1) = (Event::new(op.context())?, Event::new(op.context())?);
         let time = |op: &CudaJoseph,
@@ -110,6 +105,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     paired: pair,
                 },
             )?;
+            // Device vectors belong to the projector (queue) that made them:
+            // upload this variant's own copies (outside the timing).
+            let (v, vt) = op.upload_volume(vol.view())?;
+            let s = op.upload_sinograms(sino.view())?;
+            let mut out_s = op.alloc_sinograms(n)?;
+            let mut out_v = op.alloc_volume(n)?;
             let fp = time(&op, &mut || op.forward_dev(&v, &vt, &mut out_s))?;
             println!(
                 "bench forward projection (jp_forward, {sg} slices × {ap} projections per thread, \
@@ -128,6 +129,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         let tr = time(&op, &mut || op.transpose_dev(&v, &mut vt2))?;
+        drop((vol, sino));
         println!("bench transpose of the volume: {tr:.5} s");
     }
 

@@ -59,6 +59,7 @@ pub mod tune;
 
 pub use cone::{ConeKernel, ConeStats, FdkStats};
 pub use error::{CudaError, Result};
+pub use fbp::device::DeviceOrder;
 pub use fbp::fft::FftVariant;
 pub use fbp::kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
 pub use fbp::{CudaBackend, CudaOptions, MultiCudaBackend, PipelineStats, TexStorage};
@@ -73,6 +74,8 @@ pub use fbp::{fft, kernels, tuning};
 pub use iterative::cone as cone_iterative;
 pub use runtime as driver;
 pub use runtime::compile;
+pub use runtime::transfer::transfer_bytes;
+pub use runtime::{wait_foreign_stream, DeviceBuffer, ForeignDevicePtr};
 pub use tune::model;
 
 /// Number of usable CUDA devices. Errors (one line, with the reason) when

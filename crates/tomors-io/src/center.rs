@@ -58,6 +58,43 @@ impl Default for CenterOptions {
     }
 }
 
+impl CenterOptions {
+    /// Checks the parameters: finite, `smin < smax`, positive `srad`,
+    /// `step` and `ratio ≤ 1`.
+    pub fn validate(&self) -> Result<()> {
+        let all_finite = [self.smin, self.smax, self.srad, self.step, self.ratio]
+            .iter()
+            .all(|v| v.is_finite());
+        if !all_finite {
+            return Err(IoError::Parameter(format!(
+                "centre search parameters must be finite: {self:?}"
+            )));
+        }
+        if self.smin >= self.smax {
+            return Err(IoError::Parameter(format!(
+                "centre search range: smin {} must be below smax {}",
+                self.smin, self.smax
+            )));
+        }
+        if !(self.srad > 0.0 && self.step > 0.0) {
+            return Err(IoError::Parameter(format!(
+                "centre search: srad {} and step {} must be positive",
+                self.srad, self.step
+            )));
+        }
+        if !(self.ratio > 0.0 && self.ratio <= 1.0) {
+            return Err(IoError::Parameter(format!(
+                "centre search: mask ratio {} must be in (0, 1]",
+                self.ratio
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Quality below which a centre is reported as unreliable.
+pub const MIN_QUALITY: f32 = 0.05;
+
 /// The result of a centre search.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CenterResult {
@@ -72,6 +109,27 @@ pub struct CenterResult {
     pub at_edge: bool,
     /// The fine search: `(centre, metric)` pairs.
     pub fine_metric: Vec<(f32, f32)>,
+}
+
+impl CenterResult {
+    /// A warning when the centre is unreliable (no clear minimum, or the
+    /// minimum at the edge of the search range); `None` when it is clear.
+    pub fn warning(&self) -> Option<String> {
+        if self.quality < MIN_QUALITY {
+            Some(format!(
+                "the centre metric has no clear minimum (quality {:.3} < {MIN_QUALITY}): centre {:.2} is unreliable; \
+                 check it with `tomors center` and give --center",
+                self.quality, self.center
+            ))
+        } else if self.at_edge {
+            Some(format!(
+                "the centre {:.2} lies at the edge of the search range: the true centre may lie outside; widen the search",
+                self.center
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 /// The rows of a sinogram covering the first 180° of a scan, in angle
@@ -93,6 +151,12 @@ pub fn half_turn(sinogram: ArrayView2<'_, f32>, angles: &[f32]) -> Result<Array2
     let span = angles[order[n - 1]] as f64 - a0;
     let step = span / (n.max(2) - 1) as f64;
     let pi = std::f64::consts::PI;
+    if span + step < 0.95 * pi {
+        return Err(IoError::Parameter(format!(
+            "centre finding needs a scan over 180°, the angles cover {:.1}°",
+            (span + step).to_degrees()
+        )));
+    }
     let keep: Vec<usize> = order
         .into_iter()
         .filter(|&i| angles[i] as f64 - a0 < pi - 0.5 * step + 1e-9 || span < pi + 0.5 * step)
@@ -114,6 +178,7 @@ pub fn find_center(
     angles: &[f32],
     options: &CenterOptions,
 ) -> Result<CenterResult> {
+    options.validate()?;
     let sino = half_turn(sinogram, angles)?;
     let (nrow, ncol) = sino.dim();
     if ncol < 16 {
@@ -125,6 +190,16 @@ pub fn find_center(
         return Err(IoError::Parameter(
             "the sinogram holds non-finite values (preprocess it first)".into(),
         ));
+    }
+    let (lo, hi) = sino
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| {
+            (l.min(v), h.max(v))
+        });
+    if hi - lo <= 1e-6 * hi.abs().max(lo.abs()).max(1e-30) {
+        return Err(IoError::Parameter(format!(
+            "the sinogram is constant ({lo}): it holds no information on the rotation centre"
+        )));
     }
     let cs = gaussian_filter(sino.view(), 3.0, 1.0);
     let fs = gaussian_filter(sino.view(), 2.0, 2.0);
@@ -193,6 +268,9 @@ fn search_coarse(
             metric(&fft, sino, shifted.view(), &mask)
         })
         .collect();
+    if cors.is_empty() {
+        return (cen_fliplr, true);
+    }
     let k = argmin(&metrics);
     (cors[k], k == 0 || k + 1 == cors.len())
 }

@@ -65,6 +65,15 @@ pub enum IoError {
         /// The registered HDF5 filter id.
         id: i32,
     },
+    /// An output that may not be written (it exists, it is an input, it is
+    /// a link, it appeared meanwhile, ...).
+    #[error("{}: {message}", path.display())]
+    Output {
+        /// The output.
+        path: PathBuf,
+        /// Why it is refused, one line.
+        message: String,
+    },
     /// A parameter outside its allowed range.
     #[error("invalid parameter: {0}")]
     Parameter(String),

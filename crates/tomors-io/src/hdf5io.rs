@@ -200,12 +200,127 @@ fn check_virtual_sources(path: &Path, name: &str, ds: &Dataset) -> Result<()> {
     Ok(())
 }
 
+/// The file an external link points to, when `link` (absolute in the file)
+/// is one.
+fn external_target(file: &File, link: &str) -> Option<String> {
+    use hdf5_sys::h5l::{H5Lget_val, H5Lunpack_elink_val};
+    use hdf5_sys::h5p::H5P_DEFAULT;
+    let cname = std::ffi::CString::new(link).ok()?;
+    let id = file.id();
+    hdf5::sync::sync(|| {
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: `id` is a live file, `cname` a NUL-terminated string and
+        // `buf` as large as the size given; the unpacked pointers point into
+        // `buf`, which outlives their use.
+        unsafe {
+            if H5Lget_val(
+                id,
+                cname.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                H5P_DEFAULT,
+            ) < 0
+            {
+                return None;
+            }
+            let mut flags = 0u32;
+            let mut fname: *const std::ffi::c_char = std::ptr::null();
+            let mut obj: *const std::ffi::c_char = std::ptr::null();
+            if H5Lunpack_elink_val(
+                buf.as_ptr().cast(),
+                buf.len(),
+                &mut flags,
+                &mut fname,
+                &mut obj,
+            ) < 0
+                || fname.is_null()
+            {
+                return None;
+            }
+            Some(
+                std::ffi::CStr::from_ptr(fname)
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        }
+    })
+}
+
+/// The first link on the way to `name` that is an external link to a file
+/// that cannot be opened: `(link, file)`.
+fn broken_external_link(file: &File, name: &str) -> Option<(String, String)> {
+    let mut cur = String::new();
+    for part in name.split('/').filter(|p| !p.is_empty()) {
+        cur.push('/');
+        cur.push_str(part);
+        if !file.link_exists(&cur) {
+            return None;
+        }
+        if file.loc_type_by_name(&cur).is_err() {
+            return external_target(file, &cur).map(|f| (cur.clone(), f));
+        }
+    }
+    None
+}
+
+/// Every external link in the file (groups walked to depth 8) whose target
+/// file is missing: `(link, file)`.
+pub(crate) fn broken_external_links(file: &File) -> Vec<(String, String)> {
+    fn walk(file: &File, group: &str, depth: usize, out: &mut Vec<(String, String)>) {
+        if depth > 8 || out.len() > 16 {
+            return;
+        }
+        let Ok(g) = file.group(group) else { return };
+        for n in g.member_names().unwrap_or_default() {
+            let p = format!("{}/{}", group.trim_end_matches('/'), n);
+            if file.loc_type_by_name(&p).is_err() {
+                if let Some(f) = external_target(file, &p) {
+                    out.push((p, f));
+                }
+            } else if file.group(&p).is_ok() {
+                walk(file, &p, depth + 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(file, "/", 0, &mut out);
+    out
+}
+
 fn open_dataset(file: &File, path: &Path, name: &str) -> Result<Dataset> {
     if !exists(file, name) {
+        if let Some((link, target)) = broken_external_link(file, name) {
+            return Err(format_err(
+                path,
+                format!("{link} is an external link to {target}, which is missing or unreadable"),
+            ));
+        }
         return Err(format_err(path, format!("missing dataset {name}")));
     }
     file.dataset(name)
         .map_err(|e| h5err(path, &format!("cannot open dataset {name}"), e))
+}
+
+/// The size of a file now (0 when it cannot be read).
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// HDF5 reads past the end of a file as zeros (the sec2 driver fills them
+/// in): a file that shrank since it was opened — still being written, or
+/// replaced — must stop the run instead.
+fn check_not_shrunk(path: &Path, len_at_open: u64) -> Result<()> {
+    let now = file_len(path);
+    if now < len_at_open {
+        return Err(format_err(
+            path,
+            format!(
+                "the file shrank while it was read ({len_at_open} bytes at opening, {now} now): \
+                 is it still being written?"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a 1-D numeric dataset as f64.
@@ -232,8 +347,15 @@ fn read_1d(file: &File, path: &Path, name: &str) -> Result<Array1<f64>> {
 }
 
 /// The unit of an angle dataset: the override, else its `units` attribute,
-/// else degrees.
-fn angle_unit(file: &File, name: &str, over: Option<AngleUnit>) -> AngleUnit {
+/// else a guess from the values (see [`crate::angles::guess_unit`]), with a
+/// warning that says how to set it where the guess is doubtful.
+fn angle_unit(
+    file: &File,
+    path: &Path,
+    name: &str,
+    values: &Array1<f64>,
+    over: Option<AngleUnit>,
+) -> AngleUnit {
     if let Some(u) = over {
         return u;
     }
@@ -242,9 +364,33 @@ fn angle_unit(file: &File, name: &str, over: Option<AngleUnit>) -> AngleUnit {
             if let Ok(u) = u.parse::<AngleUnit>() {
                 return u;
             }
+            tracing::warn!("{}: {name} has the unknown units '{u}'", path.display());
         }
     }
-    AngleUnit::Degrees
+    let v = values
+        .as_slice()
+        .map(|s| s.to_vec())
+        .unwrap_or_else(|| values.to_vec());
+    let (unit, warning) = crate::angles::guess_unit(&v, name);
+    match warning {
+        Some(w) => tracing::warn!("{}: {w}", path.display()),
+        None => tracing::debug!(
+            "{}: {name} has no units attribute; read as degrees",
+            path.display()
+        ),
+    }
+    unit
+}
+
+/// The angles in radians, checked (see [`crate::angles::check_angles`]).
+fn checked_radians(path: &Path, name: &str, a: &Array1<f64>, unit: AngleUnit) -> Result<Vec<f32>> {
+    let rad = to_radians(a, unit);
+    crate::angles::check_angles(&rad, unit)
+        .map_err(|m| format_err(path, format!("{name}: {m}")))?;
+    if let Some(w) = crate::angles::limited_angle_warning(&rad) {
+        tracing::warn!("{}: {name}: {w}", path.display());
+    }
+    Ok(rad)
 }
 
 fn to_radians(a: &Array1<f64>, unit: AngleUnit) -> Vec<f32> {
@@ -277,6 +423,7 @@ fn row_chunk_of(ds: &Dataset, n_rows: usize) -> Option<usize> {
 
 /// Opens an HDF5 scan as DXchange or NXtomo (see [`crate::source::open`]).
 pub fn open_hdf5(path: &Path, options: &OpenOptions) -> Result<Box<dyn ProjectionSource>> {
+    crate::output::register_input(path);
     let file = open_file(path)?;
     if options.image_key_path.is_some() {
         return Ok(Box::new(NxTomoSource::from_file(file, path, options)?));
@@ -311,6 +458,7 @@ pub struct DxSource {
     n_flats: usize,
     n_darks: usize,
     angles: Vec<f32>,
+    len_at_open: u64,
     _file: File,
 }
 
@@ -327,6 +475,7 @@ fn shape3(path: &Path, name: &str, s: &[usize]) -> Result<[usize; 3]> {
 impl DxSource {
     /// Opens a DXchange file.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
+        crate::output::register_input(path);
         Self::from_file(open_file(path)?, path, options)
     }
 
@@ -378,7 +527,8 @@ impl DxSource {
                     format!("{theta} holds the non-finite angle {x}"),
                 ));
             }
-            to_radians(&a, angle_unit(&file, &theta, options.angles_unit))
+            let unit = angle_unit(&file, path, &theta, &a, options.angles_unit);
+            checked_radians(path, &theta, &a, unit)?
         } else if options.angles_path.is_some() {
             return Err(format_err(path, format!("missing dataset {theta}")));
         } else {
@@ -398,6 +548,7 @@ impl DxSource {
             n_flats,
             n_darks,
             angles,
+            len_at_open: file_len(path),
             _file: file,
         })
     }
@@ -427,6 +578,7 @@ impl ProjectionSource for DxSource {
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;
+        check_not_shrunk(&self.path, self.len_at_open)?;
         let projections = read_slab3(
             &self.data,
             &self.path,
@@ -443,12 +595,14 @@ impl ProjectionSource for DxSource {
                 None => Vec::new(),
             })
         };
-        Ok(RawSlab {
+        let slab = RawSlab {
             flats: group(&self.flats, self.n_flats, "/exchange/data_white")?,
             darks: group(&self.darks, self.n_darks, "/exchange/data_dark")?,
             rows,
             projections,
-        })
+        };
+        check_not_shrunk(&self.path, self.len_at_open)?;
+        Ok(slab)
     }
 }
 
@@ -567,12 +721,14 @@ pub struct NxTomoSource {
     n_flats: usize,
     n_darks: usize,
     angles: Vec<f32>,
+    len_at_open: u64,
     _file: File,
 }
 
 impl NxTomoSource {
     /// Opens an NXtomo file.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
+        crate::output::register_input(path);
         Self::from_file(open_file(path)?, path, options)
     }
 
@@ -583,16 +739,25 @@ impl NxTomoSource {
 
     fn from_file(file: File, path: &Path, options: &OpenOptions) -> Result<Self> {
         let found = find_nxtomo(&file);
-        let data_name =
-            match (&options.data_path, &found) {
-                (Some(d), _) => d.clone(),
-                (None, Some(f)) => f.data.clone(),
-                (None, None) => return Err(format_err(
+        let data_name = match (&options.data_path, &found) {
+            (Some(d), _) => d.clone(),
+            (None, Some(f)) => f.data.clone(),
+            (None, None) => {
+                if let Some((link, target)) = broken_external_links(&file).into_iter().next() {
+                    return Err(format_err(
+                            path,
+                            format!(
+                                "no detector data found; {link} is an external link to {target}, which is missing or unreadable"
+                            ),
+                        ));
+                }
+                return Err(format_err(
                     path,
                     "no /exchange/data (DXchange) and no NXtomo entry with detector data (NeXus); \
                      give the dataset with --data-path",
-                )),
-            };
+                ));
+            }
+        };
         let key_name = match &options.image_key_path {
             Some(k) => Some(k.clone()),
             None => found
@@ -686,7 +851,8 @@ impl NxTomoSource {
                         ),
                     ));
                 };
-                to_radians(&v, angle_unit(&file, a, options.angles_unit))
+                let unit = angle_unit(&file, path, a, &v, options.angles_unit);
+                checked_radians(path, a, &v, unit)?
             }
             None => {
                 tracing::warn!(
@@ -709,6 +875,7 @@ impl NxTomoSource {
             n_flats,
             n_darks,
             angles,
+            len_at_open: file_len(path),
             _file: file,
         })
     }
@@ -738,6 +905,7 @@ impl ProjectionSource for NxTomoSource {
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;
+        check_not_shrunk(&self.path, self.len_at_open)?;
         let mut projections = Array3::<f32>::zeros((self.shape[0], rows.len(), self.shape[2]));
         let (mut flats, mut darks) = (Vec::new(), Vec::new());
         let mut p = 0usize;
@@ -768,6 +936,7 @@ impl ProjectionSource for NxTomoSource {
                 }),
             }
         }
+        check_not_shrunk(&self.path, self.len_at_open)?;
         Ok(RawSlab {
             rows,
             projections,

@@ -73,6 +73,16 @@ fn walk(f: &hdf5::File, group: &str, depth: usize, limit: usize, out: &mut Vec<S
 /// HDF5 files) and, when tomors can read it as a scan, the reader used, the
 /// shape, angle range, flat/dark counts; otherwise why it cannot.
 pub fn describe(path: &Path, options: &OpenOptions) -> Result<String> {
+    describe_checked(path, options).map(|(s, _)| s)
+}
+
+/// As [`describe`], and the error that keeps tomors from reading `path`
+/// as a scan, if any (`tomors info` prints the description, then fails with
+/// it).
+pub fn describe_checked(
+    path: &Path,
+    options: &OpenOptions,
+) -> Result<(String, Option<crate::IoError>)> {
     let kind = input_kind(path, options)?;
     let mut s = String::new();
     let _ = writeln!(s, "{}", path.display());
@@ -107,6 +117,12 @@ pub fn describe(path: &Path, options: &OpenOptions) -> Result<String> {
     }
     match open(path, options) {
         Ok(src) => {
+            // The data must read too (a truncated or damaged dataset opens).
+            let [_, nr, _] = src.shape();
+            if let Err(e) = src.read_raw(0..nr.min(1)) {
+                let _ = writeln!(s, "  tomors cannot read its data: {e}");
+                return Ok((s, Some(e)));
+            }
             let [na, nr, nc] = src.shape();
             let a = src.angles();
             let (lo, hi) = a
@@ -149,7 +165,8 @@ pub fn describe(path: &Path, options: &OpenOptions) -> Result<String> {
         }
         Err(e) => {
             let _ = writeln!(s, "  tomors cannot read it as a scan: {e}");
+            return Ok((s, Some(e)));
         }
     }
-    Ok(s)
+    Ok((s, None))
 }

@@ -16,22 +16,31 @@
 //! - [`stripe`]: Vo's filtering, large, dead and all-stripe methods, and the
 //!   wavelet–Fourier filter;
 //! - [`subset`]: a source seen through a region of interest and binning;
+//! - [`angles`]: what can be a scan (angle checks, unit guess);
+//! - [`checks`]: the non-finite rule of every reader;
 //! - [`center`]: rotation-centre finding (Vo et al. 2014 Fourier metric);
-//! - [`writer`]: atomic `.npy`, HDF5 and TIFF-stack volume writers;
+//! - [`writer`]: `.npy`, HDF5 and TIFF-stack volume writers;
+//! - [`output`]: safe outputs (unique temporaries, no clobbering, never
+//!   onto an input, interrupts clean up);
 //! - [`stream`]: rows per slab for a memory budget and the slab driver;
 //! - [`info`]: a printable description of a file;
+//! - [`memory`]: checks of sizes against the memory available;
 //! - [`preview`]: grey PNG previews.
 //!
 //! Errors are [`IoError`]s that print as one line naming the file.
 
 #![warn(missing_docs)]
 
+pub mod angles;
 pub mod center;
+pub mod checks;
 pub mod correct;
 pub mod error;
 pub mod hdf5io;
 pub mod info;
+pub mod memory;
 pub mod npy;
+pub mod output;
 pub mod phase;
 pub mod preprocess;
 pub mod preview;

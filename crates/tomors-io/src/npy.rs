@@ -42,25 +42,34 @@ pub struct NpyHeader {
     pub data_offset: u64,
 }
 
-/// Parses the header of an `.npy` file.
+/// Parses the header of an `.npy` file with `ndarray-npy` (format versions
+/// 1, 2 and 3); the declared header length is checked first (at most 1 MiB),
+/// so a damaged file cannot make the parser allocate gigabytes.
 pub fn read_npy_header(path: &Path) -> Result<NpyHeader> {
+    use ndarray_npy::npy::header::{Header, ReadHeaderError};
     let mut f = File::open(path).map_err(|e| os_err(path, e))?;
-    let mut pre = [0u8; 10];
-    read_exact_or(&mut f, &mut pre, path, "truncated .npy header")?;
-    if &pre[..6] != b"\x93NUMPY" {
+    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(format_err(path, "is a directory, not a .npy file"));
+    }
+    let mut pre = [0u8; 12];
+    let mut n = 0;
+    while n < pre.len() {
+        match f.read(&mut pre[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) => return Err(os_err(path, e)),
+        }
+    }
+    if n < 6 || &pre[..6] != b"\x93NUMPY" {
         return Err(format_err(path, "not a .npy file (bad magic bytes)"));
     }
-    let major = pre[6];
-    let (len, start) = match major {
-        1 => (u16::from_le_bytes([pre[8], pre[9]]) as usize, 10u64),
-        2 | 3 => {
-            let mut b = [0u8; 2];
-            read_exact_or(&mut f, &mut b, path, "truncated .npy header")?;
-            (
-                u32::from_le_bytes([pre[8], pre[9], b[0], b[1]]) as usize,
-                12u64,
-            )
-        }
+    if n < 10 {
+        return Err(format_err(path, "truncated .npy header"));
+    }
+    let len = match pre[6] {
+        1 => u16::from_le_bytes([pre[8], pre[9]]) as usize,
+        2 | 3 if n == 12 => u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize,
+        2 | 3 => return Err(format_err(path, "truncated .npy header")),
         v => return Err(unsupported(path, format!(".npy format version {v}"))),
     };
     if len > 1 << 20 {
@@ -69,53 +78,27 @@ pub fn read_npy_header(path: &Path) -> Result<NpyHeader> {
             format!(".npy header of {len} bytes is implausible"),
         ));
     }
-    let mut h = vec![0u8; len];
-    read_exact_or(&mut f, &mut h, path, "truncated .npy header")?;
-    let h = String::from_utf8_lossy(&h).to_string();
-    let descr = dict_value(&h, "descr")
-        .map(|v| v.trim_matches(|c| c == '\'' || c == '"').to_string())
-        .ok_or_else(|| format_err(path, ".npy header has no 'descr'"))?;
-    let fortran_order = match dict_value(&h, "fortran_order").as_deref() {
-        Some("True") => true,
-        Some("False") => false,
-        _ => return Err(format_err(path, ".npy header has no valid 'fortran_order'")),
-    };
-    let shape_s =
-        dict_value(&h, "shape").ok_or_else(|| format_err(path, ".npy header has no 'shape'"))?;
-    let inner = shape_s.trim().trim_start_matches('(').trim_end_matches(')');
-    let mut shape = Vec::new();
-    for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        shape.push(
-            part.trim_end_matches('L')
-                .parse::<usize>()
-                .map_err(|_| format_err(path, format!(".npy shape '{shape_s}' is not valid")))?,
-        );
-    }
+    f.seek(SeekFrom::Start(0)).map_err(|e| os_err(path, e))?;
+    let mut r = std::io::BufReader::new(&mut f);
+    let header = Header::from_reader(&mut r).map_err(|e| match e {
+        ReadHeaderError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            format_err(path, "truncated .npy header")
+        }
+        ReadHeaderError::Io(e) => os_err(path, e),
+        ReadHeaderError::Parse(e) => format_err(path, format!("bad .npy header: {e}")),
+    })?;
+    let data_offset = r.stream_position().map_err(|e| os_err(path, e))?;
+    let descr = header
+        .type_descriptor
+        .to_string()
+        .trim_matches(|c| c == '\'' || c == '"')
+        .to_string();
     Ok(NpyHeader {
         descr,
-        fortran_order,
-        shape,
-        data_offset: start + len as u64,
+        fortran_order: header.layout.is_fortran(),
+        shape: header.shape,
+        data_offset,
     })
-}
-
-/// The value text of `key` in a Python dict literal (values without nested
-/// dicts; tuples are kept whole).
-fn dict_value(h: &str, key: &str) -> Option<String> {
-    let k1 = format!("'{key}'");
-    let k2 = format!("\"{key}\"");
-    let pos = h
-        .find(&k1)
-        .map(|p| p + k1.len())
-        .or_else(|| h.find(&k2).map(|p| p + k2.len()))?;
-    let rest = h[pos..].trim_start().strip_prefix(':')?.trim_start();
-    if rest.starts_with('(') {
-        let end = rest.find(')')?;
-        Some(rest[..=end].to_string())
-    } else {
-        let end = rest.find([',', '}']).unwrap_or(rest.len());
-        Some(rest[..end].trim().to_string())
-    }
 }
 
 fn read_exact_or(f: &mut File, buf: &mut [u8], path: &Path, what: &str) -> Result<()> {
@@ -161,6 +144,13 @@ impl BinArray {
     /// Opens an `.npy` file holding a 3-D `[frame][row][col]` or 2-D
     /// `[frame][col]` array.
     pub fn open_npy(path: &Path) -> Result<Self> {
+        crate::output::register_input(path);
+        Self::open_npy_unregistered(path)
+    }
+
+    /// As [`BinArray::open_npy`], without registering the file as an input
+    /// (reading back an output).
+    pub(crate) fn open_npy_unregistered(path: &Path) -> Result<Self> {
         let h = read_npy_header(path)?;
         let (dtype, endian) = parse_descr(path, &h.descr)?;
         let shape = match h.shape.as_slice() {
@@ -179,8 +169,62 @@ impl BinArray {
         Self::new(path, shape, dtype, endian, h.data_offset, h.fortran_order)
     }
 
-    /// A raw file with the given layout.
+    /// A raw file with the given layout: the file's size must be
+    /// `offset + shape · element size` exactly (unless
+    /// [`RawSpec::allow_trailing`]), and a file that starts with the `.npy`
+    /// magic bytes is refused (its header would be read as data).
     pub fn open_raw(path: &Path, spec: &RawSpec) -> Result<Self> {
+        crate::output::register_input(path);
+        let meta = std::fs::metadata(path).map_err(|e| os_err(path, e))?;
+        if meta.is_dir() {
+            return Err(format_err(
+                path,
+                "is a directory, not a raw file (a TIFF stack? drop --raw-shape)",
+            ));
+        }
+        let len = meta.len();
+        let mut magic = [0u8; 6];
+        if len >= 6 {
+            let mut f = File::open(path).map_err(|e| os_err(path, e))?;
+            read_exact_or(&mut f, &mut magic, path, "truncated")?;
+            if &magic == b"\x93NUMPY" {
+                return Err(format_err(
+                    path,
+                    "is a .npy file (it starts with the .npy magic bytes); read it without --raw-shape",
+                ));
+            }
+        }
+        if spec.offset > len {
+            return Err(format_err(
+                path,
+                format!(
+                    "raw offset {} is beyond the end of the file ({len} bytes)",
+                    spec.offset
+                ),
+            ));
+        }
+        let need = spec
+            .shape
+            .iter()
+            .try_fold(spec.dtype.size() as u64, |acc, &n| {
+                acc.checked_mul(n as u64)
+            })
+            .and_then(|b| b.checked_add(spec.offset));
+        if let Some(need) = need {
+            if len > need && !spec.allow_trailing {
+                return Err(format_err(
+                    path,
+                    format!(
+                        "holds {len} bytes, but shape {:?} of {} after {} header bytes needs {need} \
+                         ({} bytes too many: check the shape and data type, or allow trailing bytes)",
+                        spec.shape,
+                        dtype_name(spec.dtype),
+                        spec.offset,
+                        len - need
+                    ),
+                ));
+            }
+        }
         Self::new(
             path,
             spec.shape,
@@ -207,7 +251,15 @@ impl BinArray {
             .iter()
             .try_fold(dtype.size() as u64, |acc, &n| acc.checked_mul(n as u64))
             .and_then(|b| b.checked_add(offset))
-            .ok_or_else(|| format_err(path, format!("shape {shape:?} is too large")))?;
+            .ok_or_else(|| {
+                format_err(
+                    path,
+                    format!(
+                        "shape {shape:?} of {} is too large (over 2^64 bytes)",
+                        dtype_name(dtype)
+                    ),
+                )
+            })?;
         if len < need {
             return Err(format_err(
                 path,
@@ -286,6 +338,53 @@ impl BinArray {
             "truncated while reading (the file shrank?)",
         )
     }
+}
+
+/// Reads a whole `.npy` array (any dimension, element types as
+/// [`BinArray`], C or Fortran order) as f32: angles files and other small
+/// arrays. The file is registered as an input (see
+/// [`crate::output::register_input`]); a file shorter than its header says
+/// is an error.
+pub fn read_npy_f32(path: &Path) -> Result<ndarray::ArrayD<f32>> {
+    crate::output::register_input(path);
+    let h = read_npy_header(path)?;
+    let (dtype, endian) = parse_descr(path, &h.descr)?;
+    let n = h
+        .shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| format_err(path, format!("shape {:?} is too large", h.shape)))?;
+    let bytes = n
+        .checked_mul(dtype.size())
+        .ok_or_else(|| format_err(path, format!("shape {:?} is too large", h.shape)))?;
+    let len = std::fs::metadata(path).map_err(|e| os_err(path, e))?.len();
+    if len < h.data_offset + bytes as u64 {
+        return Err(format_err(
+            path,
+            format!(
+                "truncated: shape {:?} of {} needs {} bytes of data, the file has {}",
+                h.shape,
+                dtype_name(dtype),
+                bytes,
+                len.saturating_sub(h.data_offset)
+            ),
+        ));
+    }
+    crate::memory::ensure_fits(path, bytes + 4 * n, "the array")?;
+    let mut f = File::open(path).map_err(|e| os_err(path, e))?;
+    f.seek(SeekFrom::Start(h.data_offset))
+        .map_err(|e| os_err(path, e))?;
+    let mut buf = vec![0u8; bytes];
+    read_exact_or(&mut f, &mut buf, path, "truncated while reading")?;
+    let mut vals = vec![0f32; n];
+    decode(&buf, dtype, endian, &mut vals);
+    let shape = ndarray::IxDyn(&h.shape);
+    let a = if h.fortran_order {
+        ndarray::ArrayD::from_shape_vec(ndarray::ShapeBuilder::f(shape), vals)
+    } else {
+        ndarray::ArrayD::from_shape_vec(shape, vals)
+    };
+    a.map_err(|e| format_err(path, format!("shape {:?}: {e}", h.shape)))
 }
 
 /// Short name of a raw element type.
@@ -422,6 +521,7 @@ pub(crate) enum SideStack {
 impl SideStack {
     /// Opens a flat/dark stack and checks its frame size `[rows, cols]`.
     pub(crate) fn open(path: &Path, frame: [usize; 2]) -> Result<Self> {
+        crate::output::register_input(path);
         let s = match crate::source::input_kind(path, &OpenOptions::default())? {
             crate::source::InputKind::Npy => Self::Npy(BinArray::open_npy(path)?),
             crate::source::InputKind::Tiff => Self::Tiff(crate::tiffio::TiffStack::open(path)?),

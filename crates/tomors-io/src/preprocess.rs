@@ -15,6 +15,17 @@
 //! and cropped afterwards ([`Preprocess::apply_within`]): a slab then gives
 //! the same values as the whole scan would (exactly for the rotation, to
 //! about e⁻¹⁰ of the filter's tails for the phase retrieval).
+//!
+//! Bad flat/dark pixels: a pixel whose flat is not above its dark
+//! (`flat − dark ≤ 0` for any flat group against the largest dark, or
+//! `flat ≤ 0` without darks) has no gain to divide by. Such pixels are
+//! masked and their normalised values interpolated linearly along the
+//! detector row from the nearest good pixels, with a warning giving their
+//! count; when more than [`MAX_BAD_FRACTION`] of a slab's pixels are bad,
+//! or a whole row is, the slab is an error naming the file. Negative raw
+//! values (offset-corrected detectors produce a few) are reported in a
+//! warning; their transmissions are clamped to `epsilon` before −log, as
+//! any non-positive transmission is.
 
 use std::ops::Range;
 use std::path::Path;
@@ -27,6 +38,11 @@ use crate::error::{shape_err, IoError, Result};
 use crate::phase::Paganin;
 use crate::source::{FrameGroup, RawSlab};
 use crate::stripe::StripeMethod;
+
+/// The largest fraction of a slab's pixels that may have a bad flat
+/// (`flat − dark ≤ 0`) and be interpolated; above it the flats and darks
+/// are an error.
+pub const MAX_BAD_FRACTION: f64 = 0.01;
 
 /// How the frames of a flat or dark group are combined.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -180,10 +196,8 @@ impl Preprocess {
     pub fn apply(&self, raw: RawSlab, path: &Path) -> Result<Array3<f32>> {
         let n = raw.rows.len();
         let keep = raw.rows.clone();
-        let first = raw.rows.start;
-        let raw = RawSlab { rows: 0..n, ..raw };
-        let keep = keep.start - first..keep.end - first;
-        self.apply_within(raw, path, n, keep)
+        let origin = raw.rows.start;
+        self.process(raw, path, origin, n, keep)
     }
 
     /// Preprocesses a raw slab (`raw.rows`, read with
@@ -193,6 +207,20 @@ impl Preprocess {
         &self,
         raw: RawSlab,
         path: &Path,
+        n_rows: usize,
+        keep: Range<usize>,
+    ) -> Result<Array3<f32>> {
+        self.process(raw, path, 0, n_rows, keep)
+    }
+
+    /// [`Self::apply_within`] on a detector whose first row is `origin`
+    /// (the rows of `raw` and `keep` are in the same numbering, kept for
+    /// messages; the rotation works relative to `origin`).
+    fn process(
+        &self,
+        raw: RawSlab,
+        path: &Path,
+        origin: usize,
         n_rows: usize,
         keep: Range<usize>,
     ) -> Result<Array3<f32>> {
@@ -227,14 +255,67 @@ impl Preprocess {
         if self.flat_dark && (!flats.is_empty() || !darks.is_empty()) {
             let f = average_groups(&flats, self.average);
             let d = average_groups(&darks, self.average);
+            let negative = count_negative(&projections)
+                + flats
+                    .iter()
+                    .chain(&darks)
+                    .map(|g| count_negative(&g.frames))
+                    .sum::<usize>();
+            if negative > 0 {
+                tracing::warn!(
+                    "{}: rows {}..{}: {negative} negative detector values (their transmissions are clamped before −log)",
+                    path.display(),
+                    rows.start,
+                    rows.end
+                );
+            }
+            let mask = bad_gain_mask(&f, &d);
+            let bad = mask
+                .as_ref()
+                .map_or(0, |m| m.iter().filter(|&&b| b).count());
+            if bad > 0 {
+                let frac = bad as f64 / (nr * nc) as f64;
+                if frac > MAX_BAD_FRACTION {
+                    return Err(crate::error::format_err(
+                        path,
+                        format!(
+                            "{bad} of {} pixels of detector rows {}..{} have a flat not above the dark \
+                             ({:.1} %, more than {} %): check the flats and darks",
+                            nr * nc,
+                            rows.start,
+                            rows.end,
+                            100.0 * frac,
+                            100.0 * MAX_BAD_FRACTION
+                        ),
+                    ));
+                }
+            }
             flat_dark_correct(&mut projections, &f, &d);
+            if let (Some(mask), true) = (mask, bad > 0) {
+                if let Some(r) = mask.outer_iter().position(|row| row.iter().all(|&b| b)) {
+                    return Err(crate::error::format_err(
+                        path,
+                        format!(
+                            "detector row {} has no pixel with a flat above the dark: check the flats and darks",
+                            rows.start + r
+                        ),
+                    ));
+                }
+                interpolate_masked(&mut projections, &mask);
+                tracing::warn!(
+                    "{}: rows {}..{}: {bad} pixels with flat ≤ dark, interpolated along their rows",
+                    path.display(),
+                    rows.start,
+                    rows.end
+                );
+            }
             normalised = !f.is_empty();
         }
         if let Some(t) = self.zinger_threshold {
             for_each_sinogram(&mut projections, |s| remove_zingers(s, t));
         }
         if let Some(deg) = self.rotate_deg {
-            let first = rows.start;
+            let first = rows.start - origin;
             projections
                 .axis_iter_mut(Axis(0))
                 .into_par_iter()
@@ -271,6 +352,79 @@ impl Preprocess {
         }
         Ok(projections)
     }
+}
+
+fn count_negative(a: &Array3<f32>) -> usize {
+    a.iter().filter(|&&v| v < 0.0).count()
+}
+
+/// Pixels `[row][col]` without gain: `flat − dark ≤ 0` for any flat group
+/// against the largest dark of the groups (`flat ≤ 0` without darks).
+/// `None` without flats.
+pub fn bad_gain_mask(
+    flats: &[(f64, Array2<f32>)],
+    darks: &[(f64, Array2<f32>)],
+) -> Option<Array2<bool>> {
+    let first = flats.first()?;
+    let mut dmax = Array2::<f32>::zeros(first.1.dim());
+    if let Some((_, d0)) = darks.first() {
+        dmax.assign(d0);
+        for (_, d) in &darks[1..] {
+            Zip::from(&mut dmax).and(d).for_each(|m, &v| *m = m.max(v));
+        }
+    }
+    let mut mask = Array2::from_elem(first.1.dim(), false);
+    for (_, f) in flats {
+        Zip::from(&mut mask)
+            .and(f)
+            .and(&dmax)
+            .for_each(|b, &f, &d| *b |= (f - d).is_nan() || f - d <= 0.0);
+    }
+    Some(mask)
+}
+
+/// A masked column and its nearest unmasked neighbours on the left and right.
+type MaskedPixel = (usize, Option<usize>, Option<usize>);
+
+/// Replaces the masked pixels `[row][col]` of every projection by linear
+/// interpolation along the row between the nearest unmasked pixels (the
+/// nearest one at the ends). Rows that are wholly masked are left as they
+/// are.
+pub fn interpolate_masked(projections: &mut Array3<f32>, mask: &Array2<bool>) {
+    let (_, nr, nc) = projections.dim();
+    // Per row: the masked columns and their good neighbours.
+    let plan: Vec<Vec<MaskedPixel>> = (0..nr)
+        .map(|r| {
+            let row = mask.row(r);
+            (0..nc)
+                .filter(|&c| row[c])
+                .map(|c| {
+                    let left = (0..c).rev().find(|&k| !row[k]);
+                    let right = (c + 1..nc).find(|&k| !row[k]);
+                    (c, left, right)
+                })
+                .collect()
+        })
+        .collect();
+    projections
+        .axis_iter_mut(Axis(0))
+        .into_par_iter()
+        .for_each(|mut p| {
+            for (r, cols) in plan.iter().enumerate() {
+                for &(c, left, right) in cols {
+                    let v = match (left, right) {
+                        (Some(l), Some(h)) => {
+                            let w = (c - l) as f32 / (h - l) as f32;
+                            (1.0 - w) * p[[r, l]] + w * p[[r, h]]
+                        }
+                        (Some(l), None) => p[[r, l]],
+                        (None, Some(h)) => p[[r, h]],
+                        (None, None) => continue,
+                    };
+                    p[[r, c]] = v;
+                }
+            }
+        });
 }
 
 /// Runs `f` on every sinogram `[angle][col]` of a slab `[angle][row][col]`,

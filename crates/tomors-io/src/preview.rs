@@ -40,13 +40,19 @@ pub fn write_png(path: &Path, img: ArrayView2<'_, u8>) -> Result<()> {
     let data: Vec<u8> = img.iter().copied().collect();
     let buf = image::GrayImage::from_raw(w as u32, h as u32, data)
         .ok_or_else(|| format_err(path, "image buffer of the wrong size"))?;
-    let tmp = crate::writer::partial_file_name(path);
-    buf.save_with_format(&tmp, image::ImageFormat::Png)
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format_err(path, format!("cannot write PNG: {e}"))
-        })?;
-    std::fs::rename(&tmp, path).map_err(|e| os_err(path, e))
+    // Replaces an earlier PNG (never another kind of file), atomically.
+    let png = crate::output::OutputKind::File {
+        magic: b"\x89PNG\r\n\x1a\n",
+    };
+    let (stage, file) = crate::output::StagedFile::create(path, png, true)?;
+    let mut w = std::io::BufWriter::new(file);
+    buf.write_to(&mut w, image::ImageFormat::Png)
+        .map_err(|e| format_err(path, format!("cannot write PNG: {e}")))?;
+    let f = w
+        .into_inner()
+        .map_err(|e| os_err(stage.path(), e.into_error()))?;
+    drop(f);
+    stage.commit()
 }
 
 /// Places images side by side (same height; shorter ones padded with 0)

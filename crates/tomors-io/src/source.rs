@@ -75,11 +75,14 @@ pub trait ProjectionSource: Send {
 
     /// Reads detector rows `rows` and preprocesses them as `pre` says:
     /// `[angle][row][col]`. Steps that need neighbouring rows (rotation,
-    /// phase retrieval) read [`Preprocess::read_range`] and crop.
+    /// phase retrieval) read [`Preprocess::read_range`] and crop. A
+    /// non-finite raw value (margin rows included) is an error (see
+    /// [`crate::checks`]).
     fn read_rows(&self, rows: Range<usize>, pre: &Preprocess) -> Result<Array3<f32>> {
         let [_, n_rows, n_cols] = self.shape();
         check_rows(self.path(), &rows, n_rows)?;
         let raw = self.read_raw(pre.read_range(&rows, n_rows, n_cols))?;
+        crate::checks::check_slab_finite(self.path(), &raw)?;
         pre.apply_within(raw, self.path(), n_rows, rows)
     }
 }
@@ -204,6 +207,10 @@ pub struct RawSpec {
     pub endian: Endian,
     /// Bytes to skip at the start of the file (a header).
     pub offset: u64,
+    /// Accept a file longer than `offset + shape · element size` (the
+    /// surplus at the end is ignored). Off: the sizes must match exactly, so
+    /// a wrong shape or data type is caught.
+    pub allow_trailing: bool,
 }
 
 /// How to open a scan: overrides for HDF5 paths, separate flat/dark stacks,
@@ -243,6 +250,8 @@ impl OpenOptions {
                     format!("{} angles given for {} projections", a.len(), n),
                 ));
             }
+            crate::angles::check_angles(a, AngleUnit::Radians)
+                .map_err(|m| crate::error::format_err(path, format!("angles: {m}")))?;
             return Ok(a.clone());
         }
         let range = self.angle_range.unwrap_or(std::f64::consts::PI);
@@ -251,9 +260,19 @@ impl OpenOptions {
                 "angle range {range} must be positive"
             )));
         }
-        Ok((0..n)
+        if range > 4.0 * std::f64::consts::PI + 1e-3 {
+            return Err(IoError::Parameter(format!(
+                "an angle range of {:.1}° is more than two turns (720°): not a scan",
+                range.to_degrees()
+            )));
+        }
+        let angles: Vec<f32> = (0..n)
             .map(|i| (i as f64 * range / n as f64) as f32)
-            .collect())
+            .collect();
+        if let Some(w) = crate::angles::limited_angle_warning(&angles) {
+            tracing::warn!("{}: {w}", path.display());
+        }
+        Ok(angles)
     }
 }
 
@@ -333,6 +352,7 @@ pub fn input_kind(path: &Path, options: &OpenOptions) -> Result<InputKind> {
 /// files are read as NXtomo when they have an NXtomo entry, image keys or an
 /// explicit `image_key_path`, and as DXchange otherwise.
 pub fn open(path: &Path, options: &OpenOptions) -> Result<Box<dyn ProjectionSource>> {
+    crate::output::register_input(path);
     match input_kind(path, options)? {
         InputKind::Hdf5 => crate::hdf5io::open_hdf5(path, options),
         InputKind::Tiff => Ok(Box::new(crate::tiffio::TiffSource::open(path, options)?)),

@@ -20,6 +20,9 @@ pub struct MemoryModel {
     pub n_angles: usize,
     /// Detector columns.
     pub n_cols: usize,
+    /// Length of a row padded for the filter's FFT (the filtered copy has
+    /// it; [`tomors_core::filter::padded_len`] of `n_cols`).
+    pub padded_cols: usize,
     /// Flat + dark frames.
     pub n_side_frames: usize,
     /// Pixels of one reconstructed slice (nx · ny).
@@ -39,26 +42,60 @@ impl MemoryModel {
         Self {
             n_angles: na,
             n_cols: nc,
+            padded_cols: tomors_core::filter::padded_len(nc),
             n_side_frames: source.n_flats() + source.n_darks(),
             slice_pixels,
             overhead: 64 << 20,
         }
     }
 
-    /// Bytes per detector row of a slab: the raw/preprocessed projections,
-    /// the sinogram copy and the filtered copy (3 × angles × cols f32),
+    /// Bytes per detector row of a slab: the raw/preprocessed projections
+    /// and the sinogram copy (2 × angles × cols f32), the filtered copy at
+    /// the padded length (angles × padded cols),
     /// the flats and darks, and two copies of the reconstructed slice
     /// (the result and the writer's buffer).
+    /// Saturates instead of overflowing (sizes from user input).
     pub fn bytes_per_row(&self) -> usize {
-        4 * (3 * self.n_angles * self.n_cols
-            + 2 * self.n_side_frames * self.n_cols
-            + 2 * self.slice_pixels)
+        let proj = 2usize
+            .saturating_mul(self.n_angles)
+            .saturating_mul(self.n_cols)
+            .saturating_add(self.n_angles.saturating_mul(self.padded_cols));
+        let side = 2usize
+            .saturating_mul(self.n_side_frames)
+            .saturating_mul(self.n_cols);
+        let slice = 2usize.saturating_mul(self.slice_pixels);
+        proj.saturating_add(side)
+            .saturating_add(slice)
+            .saturating_mul(4)
     }
 
     /// Rows per slab within `budget` bytes (at least 1), or an error when
-    /// not even one row fits.
+    /// not even one row fits. The budget is capped by the memory available
+    /// (see [`crate::memory`]): a budget beyond it is lowered to it, and a
+    /// row that does not fit into it is an error, before anything is
+    /// allocated.
     pub fn rows_per_slab(&self, budget: usize) -> Result<usize> {
         let per = self.bytes_per_row().max(1);
+        let mut budget = budget;
+        if let Some(avail) = crate::memory::available_bytes() {
+            let avail = usize::try_from(avail).unwrap_or(usize::MAX);
+            if budget > avail {
+                if per.saturating_add(self.overhead) > avail {
+                    return Err(IoError::Parameter(format!(
+                        "one detector row needs {} (its reconstructed slice, projections and copies), \
+                         but only {} of memory is available",
+                        crate::memory::gib(per.saturating_add(self.overhead) as u64),
+                        crate::memory::gib(avail as u64)
+                    )));
+                }
+                tracing::info!(
+                    "memory budget {} lowered to the {} available",
+                    crate::memory::gib(budget as u64),
+                    crate::memory::gib(avail as u64)
+                );
+                budget = avail;
+            }
+        }
         let avail = budget.saturating_sub(self.overhead);
         let rows = avail / per;
         if rows == 0 {
@@ -181,6 +218,7 @@ mod tests {
         let m = MemoryModel {
             n_angles: 100,
             n_cols: 100,
+            padded_cols: 100,
             n_side_frames: 0,
             slice_pixels: 10_000,
             overhead: 1 << 20,

@@ -170,6 +170,7 @@ fn decode_rows(
         ));
     }
     let colour = d.colortype().map_err(|e| tiff_err(path, e))?;
+    check_bit_depth(path, colour)?;
     if !matches!(colour, tiff::ColorType::Gray(_)) {
         // decode_current reports the colour type.
         return decode_current(path, d);
@@ -211,10 +212,28 @@ fn decode_rows(
     Ok(img.slice(ndarray::s![rows, ..]).to_owned())
 }
 
+/// Refuses grey images whose samples are not 8, 16, 32 or 64 bits (1-bit
+/// bilevel images, 4-bit, 12-bit packed, ...).
+fn check_bit_depth(path: &Path, colour: tiff::ColorType) -> Result<()> {
+    if let tiff::ColorType::Gray(bits) = colour {
+        if ![8, 16, 32, 64].contains(&bits) {
+            return Err(unsupported(
+                path,
+                format!(
+                    "TIFF bit depth {bits} (grey images of 8, 16, 32 or 64 bits per sample only)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Decodes the current image of a decoder into `[rows][cols]` f32.
 fn decode_current(path: &Path, d: &mut Decoder<BufReader<File>>) -> Result<Array2<f32>> {
     let (w, h) = d.dimensions().map_err(|e| tiff_err(path, e))?;
-    match d.colortype().map_err(|e| tiff_err(path, e))? {
+    let colour = d.colortype().map_err(|e| tiff_err(path, e))?;
+    check_bit_depth(path, colour)?;
+    match colour {
         tiff::ColorType::Gray(_) => {}
         c => {
             return Err(unsupported(
@@ -239,6 +258,7 @@ impl TiffStack {
     /// Opens a directory or glob of single-image TIFFs, or a (multi-page)
     /// TIFF file.
     pub fn open(path: &Path) -> Result<Self> {
+        crate::output::register_input(path);
         let s = path.to_string_lossy();
         let layout = if path.is_dir() || s.contains('*') || s.contains('?') {
             Layout::Files(list_tiffs(path)?)

@@ -3,12 +3,15 @@
 //! and TIFF stacks (one image per slice, float32 or 8/16-bit with a stated
 //! linear scaling).
 //!
-//! Atomicity: everything is written under a temporary name next to the
-//! target (`.NAME.partial` for files, `NAME.partial/` for TIFF directories)
-//! and renamed to the final name by [`VolumeWriter::finish`] once every
-//! slice is written. A writer dropped before `finish` (an error, an
+//! Safety: every writer writes through [`crate::output`]: under a temporary
+//! name unique to the run next to the target (`.NAME.XXXXXX.partial`, a
+//! file or a directory), moved to the final name by [`VolumeWriter::finish`]
+//! once every slice is written, never over an output that appeared meanwhile
+//! (unless `overwrite`, and then only over an output tomors wrote), never
+//! onto an input. A writer dropped before `finish` (an error, an
 //! interrupted run) removes its temporary output, so nothing that looks
-//! finished is ever left behind.
+//! finished is ever left behind. Slices with a non-finite value (NaN, ±inf)
+//! are refused: a volume that holds them is an error, not an output.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -17,6 +20,7 @@ use std::path::{Path, PathBuf};
 use ndarray::{s, Array3, ArrayView3};
 
 use crate::error::{format_err, os_err, IoError, Result};
+use crate::output::{OutputKind, StagedDir, StagedFile};
 use crate::tiffio::{write_image, TiffDepth};
 
 /// A value of a metadata attribute.
@@ -134,9 +138,9 @@ pub fn create_writer(
     create_writer_with(path, format, shape, meta, false)
 }
 
-/// As [`create_writer`]; with `overwrite`, an existing output (file or TIFF
-/// directory) is replaced — only by [`VolumeWriter::finish`], so a failed run
-/// keeps the old output.
+/// As [`create_writer`]; with `overwrite`, an existing output that tomors
+/// wrote (see [`crate::output::is_replaceable`]) is replaced — only by
+/// [`VolumeWriter::finish`], so a failed run keeps the old output.
 pub fn create_writer_with(
     path: &Path,
     format: VolumeFormat,
@@ -144,18 +148,12 @@ pub fn create_writer_with(
     meta: &VolumeMeta,
     overwrite: bool,
 ) -> Result<Box<dyn VolumeWriter>> {
-    if !overwrite && path.exists() && !matches!(format, VolumeFormat::TiffStack(_)) {
-        return Err(format_err(
-            path,
-            "exists already; remove it or choose another output",
-        ));
-    }
     if shape.contains(&0) {
         return Err(IoError::Parameter(format!("empty volume {shape:?}")));
     }
     Ok(match format {
-        VolumeFormat::Npy => Box::new(NpyWriter::create(path, shape, meta)?),
-        VolumeFormat::Hdf5 => Box::new(Hdf5Writer::create(path, shape, meta)?),
+        VolumeFormat::Npy => Box::new(NpyWriter::create_with(path, shape, meta, overwrite)?),
+        VolumeFormat::Hdf5 => Box::new(Hdf5Writer::create_with(path, shape, meta, overwrite)?),
         VolumeFormat::TiffStack(depth) => Box::new(TiffStackWriter::create_with(
             path, shape, depth, meta, overwrite,
         )?),
@@ -175,48 +173,63 @@ pub fn write_volume(
     w.finish()
 }
 
-/// The temporary name of a file output: `.NAME.partial` beside it.
-pub fn partial_file_name(path: &Path) -> PathBuf {
+impl VolumeFormat {
+    /// What an output of this format is on disk.
+    pub fn output_kind(self) -> OutputKind {
+        match self {
+            Self::Npy => OutputKind::NPY,
+            Self::Hdf5 => OutputKind::HDF5,
+            Self::TiffStack(_) => OutputKind::TiffDir,
+        }
+    }
+}
+
+/// The temporaries of `path` that exist now (`.NAME.XXXXXX.partial` beside
+/// it): for tests and tools that check that nothing was left behind.
+pub fn temporaries_of(path: &Path) -> Vec<PathBuf> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
-    path.with_file_name(format!(".{name}.partial"))
+    let prefix = format!(".{name}.");
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().to_string();
+            n.starts_with(&prefix) && n.ends_with(".partial")
+        })
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
 }
 
-/// The temporary name of a directory output: `NAME.partial`.
-pub fn partial_dir_name(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    path.with_file_name(format!("{name}.partial"))
-}
-
-fn check_parent(path: &Path) -> Result<()> {
-    if path.file_name().is_none() {
-        return Err(IoError::Parameter(format!(
-            "{}: not a file name",
-            path.display()
-        )));
+/// Refuses a slab with a non-finite value: the volume would hold NaN or
+/// ±inf (inputs near the float range, a diverging method).
+fn check_finite_slab(path: &Path, z0: usize, slab: &ArrayView3<'_, f32>) -> Result<()> {
+    if slab.iter().all(|v| v.is_finite()) {
+        return Ok(());
     }
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(os_err(
-            path,
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "the output directory does not exist",
-            ),
-        ));
-    }
-    if path.is_dir() {
-        return Err(format_err(path, "is a directory"));
-    }
-    Ok(())
+    let ((z, y, x), v) = slab
+        .indexed_iter()
+        .find(|(_, v)| !v.is_finite())
+        .map(|(i, &v)| (i, v))
+        .expect("a non-finite value exists");
+    Err(IoError::Output {
+        path: path.to_path_buf(),
+        message: format!(
+            "the reconstructed volume holds the non-finite value {v} at slice {}, y {y}, x {x} \
+             (input values too large, or a diverging method); nothing written",
+            z0 + z
+        ),
+    })
 }
 
 struct SlabCursor {
@@ -260,75 +273,54 @@ impl SlabCursor {
     }
 }
 
-/// An output being written under its temporary name (a file or a
-/// directory): [`Staged::commit`] moves it to the final name; dropped
-/// uncommitted, it is removed, so a failed run leaves nothing behind.
-struct Staged(PathBuf);
-
-impl Staged {
-    /// Renames the temporary output to `path`.
-    fn commit(&mut self, path: &Path) -> Result<()> {
-        std::fs::rename(&self.0, path).map_err(|e| os_err(path, e))?;
-        self.0 = PathBuf::new();
-        Ok(())
-    }
-}
-
-impl std::ops::Deref for Staged {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        if self.0.as_os_str().is_empty() {
-            return;
-        }
-        let _ = if self.0.is_dir() {
-            std::fs::remove_dir_all(&self.0)
-        } else {
-            std::fs::remove_file(&self.0)
-        };
-    }
-}
-
-/// `.npy` writer (float32, little endian, C order).
+/// `.npy` writer (float32, little endian, C order): the header through
+/// `ndarray-npy`, then the slices as they come.
 pub struct NpyWriter {
     path: PathBuf,
-    tmp: Staged,
     file: Option<BufWriter<File>>,
+    stage: Option<StagedFile>,
     cursor: SlabCursor,
 }
 
 impl NpyWriter {
-    /// Starts writing `path` (under its temporary name).
-    pub fn create(path: &Path, shape: [usize; 3], _meta: &VolumeMeta) -> Result<Self> {
-        check_parent(path)?;
-        let tmp = partial_file_name(path);
-        let f = File::create(&tmp).map_err(|e| os_err(&tmp, e))?;
-        let mut w = BufWriter::new(f);
-        let mut header = format!(
-            "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}, {}), }}",
-            shape[0], shape[1], shape[2]
-        );
-        // Pad so that the data start on a multiple of 64 bytes.
-        let total = 10 + header.len() + 1;
-        header.push_str(&" ".repeat((64 - total % 64) % 64));
-        header.push('\n');
-        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        bytes.extend_from_slice(header.as_bytes());
-        let mut this = Self {
+    /// Starts writing `path` (under its temporary name); `path` must not
+    /// exist.
+    pub fn create(path: &Path, shape: [usize; 3], meta: &VolumeMeta) -> Result<Self> {
+        Self::create_with(path, shape, meta, false)
+    }
+
+    /// As [`NpyWriter::create`]; with `overwrite` an existing `.npy` output
+    /// is replaced when the volume is complete.
+    pub fn create_with(
+        path: &Path,
+        shape: [usize; 3],
+        _meta: &VolumeMeta,
+        overwrite: bool,
+    ) -> Result<Self> {
+        use ndarray_npy::npy::header::{Header, Layout};
+        use ndarray_npy::WritableElement;
+        let (stage, file) = StagedFile::create(path, OutputKind::NPY, overwrite)?;
+        let tmp = stage.path().to_path_buf();
+        let mut w = BufWriter::new(file);
+        Header {
+            type_descriptor: <f32 as WritableElement>::type_descriptor(),
+            layout: Layout::Standard,
+            shape: shape.to_vec(),
+        }
+        .write(&mut w)
+        .map_err(|e| format_err(&tmp, format!("cannot write the .npy header: {e}")))?;
+        Ok(Self {
             path: path.to_path_buf(),
-            tmp: Staged(tmp.clone()),
-            file: None,
+            file: Some(w),
+            stage: Some(stage),
             cursor: SlabCursor { shape, next: 0 },
-        };
-        w.write_all(&bytes).map_err(|e| os_err(&tmp, e))?;
-        this.file = Some(w);
-        Ok(this)
+        })
+    }
+
+    fn tmp(&self) -> PathBuf {
+        self.stage
+            .as_ref()
+            .map_or_else(|| self.path.clone(), |s| s.path().to_path_buf())
     }
 }
 
@@ -341,6 +333,8 @@ impl VolumeWriter for NpyWriter {
     }
     fn write_slab(&mut self, z0: usize, slab: ArrayView3<'_, f32>) -> Result<()> {
         self.cursor.check(&self.path, z0, &slab)?;
+        check_finite_slab(&self.path, z0, &slab)?;
+        let tmp = self.tmp();
         let w = self
             .file
             .as_mut()
@@ -349,27 +343,28 @@ impl VolumeWriter for NpyWriter {
         for &v in slab.iter() {
             buf.extend_from_slice(&v.to_le_bytes());
         }
-        w.write_all(&buf).map_err(|e| os_err(&self.tmp, e))
+        w.write_all(&buf).map_err(|e| os_err(&tmp, e))
     }
     fn finish(mut self: Box<Self>) -> Result<()> {
         self.cursor.complete(&self.path)?;
+        let tmp = self.tmp();
         let w = self
             .file
             .take()
             .ok_or_else(|| format_err(&self.path, "writer already closed"))?;
-        let f = w
-            .into_inner()
-            .map_err(|e| os_err(&self.tmp, e.into_error()))?;
-        f.sync_all().map_err(|e| os_err(&self.tmp, e))?;
+        let f = w.into_inner().map_err(|e| os_err(&tmp, e.into_error()))?;
+        f.sync_all().map_err(|e| os_err(&tmp, e))?;
         drop(f);
-        self.tmp.commit(&self.path)
+        let stage = self.stage.take().expect("a writer finishes once");
+        stage.commit()
     }
 }
 
 impl Drop for NpyWriter {
     fn drop(&mut self) {
-        // Close the file before `Staged` removes an unfinished one.
+        // Close the file before the stage removes an unfinished one.
         self.file.take();
+        self.stage.take();
     }
 }
 
@@ -377,9 +372,10 @@ impl Drop for NpyWriter {
 /// with the metadata as attributes of the dataset.
 pub struct Hdf5Writer {
     path: PathBuf,
-    tmp: Staged,
+    tmp: PathBuf,
     file: Option<hdf5::File>,
     ds: Option<hdf5::Dataset>,
+    stage: Option<StagedFile>,
     cursor: SlabCursor,
 }
 
@@ -387,24 +383,63 @@ fn h5w(path: &Path, e: hdf5::Error) -> IoError {
     format_err(path, format!("HDF5 write: {e}"))
 }
 
+/// Bytes of the HDF5 chunk cache of a written volume: one slice chunk (the
+/// library's default would be 1 MiB per dataset whatever the chunk size).
+pub fn hdf5_write_cache_bytes(shape: [usize; 3]) -> usize {
+    shape[1] * shape[2] * 4
+}
+
+/// Caps the HDF5 library's free lists (memory it keeps for reuse instead of
+/// returning it) at 1 MiB per list and 4 MiB in all per kind, so that the
+/// writer's buffers stay within the memory budget.
+fn limit_hdf5_free_lists() {
+    hdf5::sync::sync(|| {
+        // SAFETY: a plain library call with integer limits.
+        unsafe {
+            hdf5_sys::h5::H5set_free_list_limits(
+                4 << 20,
+                1 << 20,
+                4 << 20,
+                1 << 20,
+                4 << 20,
+                1 << 20,
+            );
+        }
+    });
+}
+
 impl Hdf5Writer {
-    /// Starts writing `path` (under its temporary name).
+    /// Starts writing `path` (under its temporary name); `path` must not
+    /// exist.
     pub fn create(path: &Path, shape: [usize; 3], meta: &VolumeMeta) -> Result<Self> {
-        check_parent(path)?;
-        let tmp = partial_file_name(path);
+        Self::create_with(path, shape, meta, false)
+    }
+
+    /// As [`Hdf5Writer::create`]; with `overwrite` an existing HDF5 output
+    /// is replaced when the volume is complete.
+    pub fn create_with(
+        path: &Path,
+        shape: [usize; 3],
+        meta: &VolumeMeta,
+        overwrite: bool,
+    ) -> Result<Self> {
+        let (stage, file) = StagedFile::create(path, OutputKind::HDF5, overwrite)?;
+        drop(file);
+        let tmp = stage.path().to_path_buf();
         let mut this = Self {
             path: path.to_path_buf(),
-            tmp: Staged(tmp.clone()),
+            tmp: tmp.clone(),
             file: None,
             ds: None,
+            stage: Some(stage),
             cursor: SlabCursor { shape, next: 0 },
         };
-        // Probe writability with the OS first for a clear error.
-        File::create(&tmp).map_err(|e| os_err(&tmp, e))?;
+        limit_hdf5_free_lists();
         let f = hdf5::File::create(&tmp).map_err(|e| h5w(&tmp, e))?;
         let ds = f
             .new_dataset::<f32>()
             .chunk((1, shape[1], shape[2]))
+            .chunk_cache(521, hdf5_write_cache_bytes(shape), 1.0)
             .shape(shape)
             .create("volume")
             .map_err(|e| h5w(&tmp, e))?;
@@ -444,6 +479,7 @@ impl VolumeWriter for Hdf5Writer {
     }
     fn write_slab(&mut self, z0: usize, slab: ArrayView3<'_, f32>) -> Result<()> {
         self.cursor.check(&self.path, z0, &slab)?;
+        check_finite_slab(&self.path, z0, &slab)?;
         let n = slab.len_of(ndarray::Axis(0));
         let ds = self
             .ds
@@ -461,28 +497,32 @@ impl VolumeWriter for Hdf5Writer {
             f.flush().map_err(|e| h5w(&self.tmp, e))?;
             f.close().map_err(|e| h5w(&self.tmp, e))?;
         }
-        self.tmp.commit(&self.path)
+        let stage = self.stage.take().expect("a writer finishes once");
+        stage.commit()
     }
 }
 
 impl Drop for Hdf5Writer {
     fn drop(&mut self) {
-        // Close the file before `Staged` removes an unfinished one.
+        // Close the file before the stage removes an unfinished one.
         self.ds.take();
         self.file.take();
+        self.stage.take();
     }
 }
 
-/// TIFF stack writer: `DIR/slice_00000.tif` …, written into `DIR.partial/`
-/// and renamed to `DIR` when complete; `DIR/tomors.txt` holds the metadata
-/// and the scaling.
+/// TIFF stack writer: `DIR/slice_00000.tif` …, written into a temporary
+/// directory beside `DIR` and moved to `DIR` when complete;
+/// `DIR/tomors.txt` holds the metadata and the scaling, and
+/// `DIR/.tomors-output` marks the directory as tomors's (see
+/// [`crate::output::MARKER`]).
 pub struct TiffStackWriter {
     path: PathBuf,
-    tmp: Staged,
+    stage: Option<StagedDir>,
+    tmp: PathBuf,
     depth: TiffDepth,
     cursor: SlabCursor,
     digits: usize,
-    replace: bool,
 }
 
 impl TiffStackWriter {
@@ -497,7 +537,7 @@ impl TiffStackWriter {
     }
 
     /// As [`TiffStackWriter::create`]; with `overwrite` an existing
-    /// directory is replaced when the stack is complete.
+    /// directory that tomors wrote is replaced when the stack is complete.
     pub fn create_with(
         path: &Path,
         shape: [usize; 3],
@@ -506,49 +546,15 @@ impl TiffStackWriter {
         overwrite: bool,
     ) -> Result<Self> {
         depth.validate()?;
-        if path.file_name().is_none() {
-            return Err(IoError::Parameter(format!(
-                "{}: not a directory name",
-                path.display()
-            )));
-        }
-        if path.exists() && !(overwrite && path.is_dir()) {
-            let empty = path.is_dir()
-                && std::fs::read_dir(path)
-                    .map(|mut d| d.next().is_none())
-                    .unwrap_or(false);
-            if !empty {
-                return Err(format_err(
-                    path,
-                    "exists already; remove it or choose another output",
-                ));
-            }
-        }
-        let parent = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        if !parent.is_dir() {
-            return Err(os_err(
-                path,
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "the output directory does not exist",
-                ),
-            ));
-        }
-        let tmp = partial_dir_name(path);
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(|e| os_err(&tmp, e))?;
-        }
-        std::fs::create_dir(&tmp).map_err(|e| os_err(&tmp, e))?;
+        let stage = StagedDir::create(path, overwrite)?;
+        let tmp = stage.path().to_path_buf();
         let this = Self {
             path: path.to_path_buf(),
-            tmp: Staged(tmp.clone()),
+            stage: Some(stage),
+            tmp: tmp.clone(),
             depth,
             cursor: SlabCursor { shape, next: 0 },
             digits: shape[0].saturating_sub(1).to_string().len().max(5),
-            replace: overwrite,
         };
         let text = format!(
             "# tomors volume as a TIFF stack: one image per z slice, [y][x]\nshape = [{}, {}, {}]\nscaling = {:?}\n{}",
@@ -578,6 +584,7 @@ impl VolumeWriter for TiffStackWriter {
     }
     fn write_slab(&mut self, z0: usize, slab: ArrayView3<'_, f32>) -> Result<()> {
         self.cursor.check(&self.path, z0, &slab)?;
+        check_finite_slab(&self.path, z0, &slab)?;
         for (k, img) in slab.outer_iter().enumerate() {
             let p = self.tmp.join(self.slice_name(z0 + k));
             write_image(&p, img, self.depth)?;
@@ -586,21 +593,14 @@ impl VolumeWriter for TiffStackWriter {
     }
     fn finish(mut self: Box<Self>) -> Result<()> {
         self.cursor.complete(&self.path)?;
-        if self.path.is_dir() {
-            // Checked empty at creation (or to be replaced).
-            if self.replace {
-                std::fs::remove_dir_all(&self.path).map_err(|e| os_err(&self.path, e))?;
-            } else {
-                std::fs::remove_dir(&self.path).map_err(|e| os_err(&self.path, e))?;
-            }
-        }
-        self.tmp.commit(&self.path)
+        let stage = self.stage.take().expect("a writer finishes once");
+        stage.commit()
     }
 }
 
 /// Reads back a volume written as `.npy` (for tests and tools).
 pub fn read_npy_volume(path: &Path) -> Result<Array3<f32>> {
-    let b = crate::npy::BinArray::open_npy(path)?;
+    let b = crate::npy::BinArray::open_npy_unregistered(path)?;
     let r = b.shape()[1];
     b.read_rows(0..r)
 }

@@ -8,8 +8,7 @@ use ndarray::{Array2, Array3};
 use tomors_io::source::{Endian, RawDtype, RawSpec};
 use tomors_io::tiffio::{write_image, write_image_u16, TiffDepth, TiffStack};
 use tomors_io::writer::{
-    create_writer, partial_dir_name, partial_file_name, read_hdf5_volume, read_npy_volume,
-    write_volume, AttrValue,
+    create_writer, read_hdf5_volume, read_npy_volume, temporaries_of, write_volume, AttrValue,
 };
 use tomors_io::{open, IoError, OpenOptions, Preprocess, VolumeFormat, VolumeMeta};
 
@@ -308,6 +307,7 @@ fn raw_files_with_layout() {
         dtype: RawDtype::I16,
         endian: Endian::Big,
         offset: 16,
+        allow_trailing: false,
     };
     let s = open(
         &p,
@@ -375,10 +375,9 @@ fn npy_and_hdf5_volumes_round_trip_with_metadata() {
 
 fn no_trace(final_path: &Path) {
     assert!(!final_path.exists(), "{} exists", final_path.display());
-    assert!(!partial_file_name(final_path).exists(), "partial file left");
     assert!(
-        !partial_dir_name(final_path).exists(),
-        "partial directory left"
+        temporaries_of(final_path).is_empty(),
+        "partial file or directory left"
     );
 }
 
@@ -396,12 +395,14 @@ fn writers_leave_nothing_that_looks_finished_on_failure() {
         {
             let mut w = create_writer(&out, fmt, [4, 3, 3], &VolumeMeta::default()).unwrap();
             w.write_slab(0, slab.view()).unwrap();
-            let partial = if name == "tiffs" {
-                partial_dir_name(&out)
-            } else {
-                partial_file_name(&out)
-            };
-            assert!(partial.exists(), "{name}: writes go to the partial name");
+            let partial = temporaries_of(&out);
+            assert_eq!(partial.len(), 1, "{name}: writes go to one partial name");
+            assert!(partial[0].exists(), "{name}: writes go to the partial name");
+            assert_eq!(
+                partial[0].is_dir(),
+                name == "tiffs",
+                "{name}: a directory for TIFF stacks, a file otherwise"
+            );
             assert!(!out.exists(), "{name}: no final name while writing");
         }
         no_trace(&out);

@@ -191,16 +191,19 @@ fn nxtomo_with_external_links_and_image_keys() {
         Some("/scan_7/specimen/rotation_angle")
     );
 
-    // Overrides: the unit, and the paths.
+    // Overrides: the unit, and the paths. The unit override is applied:
+    // 50…110 read as radians span more than two turns, which cannot be a
+    // scan, so it is refused with the hint to read them as degrees (issue 13,
+    // item 8; before, the values were taken as they were).
     let rad = open(
         &main,
         &OpenOptions {
             angles_unit: Some(tomors_io::AngleUnit::Radians),
             ..Default::default()
         },
-    )
-    .unwrap();
-    assert!((rad.angles()[0] - 50.0).abs() < 1e-6);
+    );
+    let e = rad.err().expect("50…110 rad is not a scan").to_string();
+    assert!(e.contains("--angles-unit deg"), "{e}");
     let explicit = open(
         &main,
         &OpenOptions {

@@ -1,8 +1,11 @@
 //! Readers on mutated files (a small in-test fuzzer): random byte changes
-//! and truncations of valid HDF5 (DXchange and NXtomo), TIFF and `.npy`
-//! files. Every outcome is either data or an error naming the file, never a
-//! panic. Seeded, so failures reproduce; `TOMORS_MUTATIONS=N` runs N cases
-//! per file instead of the default.
+//! and truncations of valid HDF5 (DXchange and NXtomo), TIFF, `.npy` and
+//! raw files. Every outcome is either data or an error naming the file,
+//! never a panic. Seeded, so failures reproduce; `TOMORS_MUTATIONS=N` runs N
+//! cases per file instead of the default, `TOMORS_FUZZ_SECONDS=S` bounds
+//! the time per file (default 5 s, so the whole target stays within about
+//! 30 s in CI), and `TOMORS_FUZZ_SEED=K` shifts the seeds (a longer run
+//! explores new cases). See docs/reliability.md.
 
 mod common;
 
@@ -14,6 +17,20 @@ use tomors_io::tiffio::{write_image, TiffDepth};
 use tomors_io::writer::write_volume;
 use tomors_io::{open, OpenOptions, Preprocess, VolumeFormat, VolumeMeta};
 
+fn seconds_per_file() -> f64 {
+    std::env::var("TOMORS_FUZZ_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5.0)
+}
+
+fn seed_shift() -> u64 {
+    std::env::var("TOMORS_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 fn cases() -> usize {
     std::env::var("TOMORS_MUTATIONS")
         .ok()
@@ -24,13 +41,24 @@ fn cases() -> usize {
 /// Opens and reads everything; returns whether it succeeded. Panics only if
 /// the reader panics or returns an error that does not name the file.
 fn exercise(path: &Path) -> bool {
-    let r = open(path, &OpenOptions::default()).and_then(|s| {
+    exercise_with(path, &OpenOptions::default())
+}
+
+fn exercise_with(path: &Path, options: &OpenOptions) -> bool {
+    let r = open(path, options).and_then(|s| {
         let [_, rows, _] = s.shape();
         if rows == 0 || rows > 1 << 16 {
             return Ok(());
         }
         s.read_raw(0..rows)?;
-        s.read_rows(0..1, &Preprocess::default()).map(|_| ())
+        s.read_rows(0..1, &Preprocess::default()).map(|a| {
+            // The non-finite rule: data that read are finite.
+            assert!(
+                a.iter().all(|v| v.is_finite()),
+                "{}: non-finite values passed the reader",
+                path.display()
+            );
+        })
     });
     match r {
         Ok(()) => true,
@@ -77,20 +105,76 @@ fn mutate(src: &[u8], rng: &mut rand::rngs::StdRng) -> Vec<u8> {
 }
 
 fn fuzz(original: &Path, ext: &str, seed: u64) {
+    fuzz_with(original, ext, seed, &OpenOptions::default());
+}
+
+fn fuzz_with(original: &Path, ext: &str, seed: u64, options: &OpenOptions) {
     let bytes = std::fs::read(original).unwrap();
-    assert!(exercise(original), "the unmutated file must read");
+    assert!(
+        exercise_with(original, options),
+        "the unmutated file must read"
+    );
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut ok = 0;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed + seed_shift());
+    let (mut ok, mut n) = (0, 0);
+    let t = std::time::Instant::now();
     for k in 0..cases() {
+        if t.elapsed().as_secs_f64() > seconds_per_file() {
+            break;
+        }
         let p: PathBuf = dir.path().join(format!("m{k}.{ext}"));
         std::fs::write(&p, mutate(&bytes, &mut rng)).unwrap();
-        if exercise(&p) {
+        if exercise_with(&p, options) {
             ok += 1;
         }
+        n += 1;
         let _ = std::fs::remove_file(&p);
     }
-    eprintln!("{ext}: {ok} of {} mutated files still read", cases());
+    eprintln!("{ext}: {ok} of {n} mutated files still read");
+}
+
+#[test]
+fn mutated_raw_files() {
+    use tomors_io::source::{Endian, RawDtype, RawSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("r.raw");
+    let data: Vec<u8> = (0..6 * 3 * 8)
+        .flat_map(|k| (k as u16 * 97).to_be_bytes())
+        .collect();
+    let mut bytes = vec![0xABu8; 32]; // a header
+    bytes.extend_from_slice(&data);
+    std::fs::write(&p, &bytes).unwrap();
+    for allow_trailing in [false, true] {
+        let options = OpenOptions {
+            raw: Some(RawSpec {
+                shape: [6, 3, 8],
+                dtype: RawDtype::U16,
+                endian: Endian::Big,
+                offset: 32,
+                allow_trailing,
+            }),
+            ..Default::default()
+        };
+        fuzz_with(&p, "raw", 8 + allow_trailing as u64, &options);
+    }
+    // Raw f32 data with NaNs and infinities from the mutations: the
+    // non-finite rule must hold (an error naming the file, never data).
+    let f = dir.path().join("f.raw");
+    let v: Vec<u8> = (0..6 * 3 * 8)
+        .flat_map(|k| (k as f32).to_le_bytes())
+        .collect();
+    std::fs::write(&f, &v).unwrap();
+    let options = OpenOptions {
+        raw: Some(RawSpec {
+            shape: [6, 3, 8],
+            dtype: RawDtype::F32,
+            endian: Endian::Little,
+            offset: 0,
+            allow_trailing: false,
+        }),
+        ..Default::default()
+    };
+    fuzz_with(&f, "raw", 10, &options);
 }
 
 #[test]
@@ -192,8 +276,12 @@ fn mutated_hdf5_files() {
     fuzz(&nx, "h5", 5);
     // The real tooth file, fewer cases (it is 1 MB).
     let bytes = std::fs::read(common::tooth()).unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(6 + seed_shift());
+    let t = std::time::Instant::now();
     for k in 0..(cases() / 5).max(5) {
+        if t.elapsed().as_secs_f64() > seconds_per_file() {
+            break;
+        }
         let p = dir.path().join(format!("tooth{k}.h5"));
         std::fs::write(&p, mutate(&bytes, &mut rng)).unwrap();
         exercise(&p);

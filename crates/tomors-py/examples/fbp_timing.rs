@@ -3,8 +3,9 @@
 //! the same slab loop as `tomors._native.fbp` (rows transposed into
 //! sinograms 32 at a time, `Backend::fbp` on each), without Python.
 //!
-//! `cargo run --release -p tomors-py --example fbp_timing -- proj.npy theta.npy REPS`
-//! prints, per repetition, the wall-clock time and the process's CPU time
+//! `cargo run --release -p tomors-py --example fbp_timing -- proj.npy theta.npy REPS [cpu|cuda]`
+//! (backend as `tomors.recon(..., backend=...)`: `cuda` opens every GPU,
+//! as the binding does) prints, per repetition, the wall-clock time and the process's CPU time
 //! (user + system, all threads, from /proc/self/stat) in seconds.
 
 use std::time::Instant;
@@ -17,15 +18,29 @@ use tomors_core::{Backend, FilterSpec, Interpolation, ParallelGeometry, SliceGri
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 4 {
-        eprintln!("usage: fbp_timing PROJ.npy THETA.npy REPS");
+    if !(4..=5).contains(&args.len()) {
+        eprintln!("usage: fbp_timing PROJ.npy THETA.npy REPS [cpu|cuda]");
         std::process::exit(2);
     }
     let proj: Array3<f32> = read_npy(&args[1]).expect("projections [angle][row][col] float32");
     let theta: Array1<f32> = read_npy(&args[2]).expect("angles float32");
     let theta = theta.to_vec();
     let reps: usize = args[3].parse().expect("REPS");
-    let backend = CpuBackend::new();
+    let backend: Box<dyn Backend> = match args.get(4).map(String::as_str) {
+        None | Some("cpu") => Box::new(CpuBackend::new()),
+        Some("cuda") => {
+            let n = tomors_cuda::device_count().expect("a usable GPU");
+            let list = tomors_cuda::parse_devices(None, n).expect("devices");
+            Box::new(
+                tomors_cuda::MultiCudaBackend::new(&list, tomors_cuda::CudaOptions::default())
+                    .expect("the CUDA backend"),
+            )
+        }
+        Some(other) => {
+            eprintln!("unknown backend '{other}' (use cpu or cuda)");
+            std::process::exit(2);
+        }
+    };
     for _ in 0..reps {
         let (t, cpu) = (Instant::now(), cpu_seconds());
         let (na, nr, nb) = proj.dim();

@@ -194,6 +194,7 @@ pub fn tune(
             size,
             reps,
             quick,
+            ..TuneOptions::default()
         };
         let report = run_tune(&opts, &mut |_| {})?;
         let entries = report.entries.clone();

@@ -13,10 +13,12 @@
 //! - [`operator`]: the projector object behind `tomors.Projector`;
 //! - [`io`]: reading, preprocessing, centre finding, writing;
 //! - [`phantom`]: phantoms with exact projections, metrics;
-//! - [`gpu`]: backend choice, `devices()`, `tune()`.
+//! - [`gpu`]: backend choice, `devices()`, `tune()`;
+//! - [`device`]: GPU arrays in and out (`__cuda_array_interface__`).
 
 pub mod boundary;
 pub mod cone;
+pub mod device;
 pub mod gpu;
 pub mod io;
 pub mod operator;
@@ -52,6 +54,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(phantom::psnr, m)?)?;
     m.add_function(wrap_pyfunction!(phantom::ssim, m)?)?;
     m.add_function(wrap_pyfunction!(phantom::uniform_angles, m)?)?;
+    m.add_class::<device::DeviceArray>()?;
+    m.add_function(wrap_pyfunction!(device::fbp_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device::debug_transfer_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::devices, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::tune, m)?)?;
     m.add_function(wrap_pyfunction!(raise_panic, m)?)?;

@@ -71,6 +71,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let geometry = ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n)?;
         let grid = SliceGrid::for_geometry(&geometry);
         let mut rng = StdRng::seed_from_u64(n as u64);
+        let bytes = 2 * tomors_io::memory::f32_bytes(&[args.slices, n, n]);
+        tomors_io::memory::ensure_fits_param(bytes, &format!("size {n}"))?;
         let sino = Array3::from_shape_fn((args.slices, n, n), |_| rng.gen_range(-1.0f32..1.0));
         let mut out = Array3::<f32>::zeros((args.slices, n, n));
         for &interp in &interps {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use ndarray::Axis;
 use tomors_core::cpu::CpuBackend;
 use tomors_core::fbp::{fbp_sinograms, projections_to_sinograms, FbpOptions};
@@ -51,8 +51,20 @@ pub struct CenterArgs {
     pub strip_half: usize,
 }
 
+/// The largest `--strip-half` (41 trial reconstructions in the strip).
+pub const MAX_STRIP_HALF: usize = 20;
+
 /// Runs `tomors center`.
 pub fn run(args: CenterArgs) -> Result<()> {
+    if args.strip_half > MAX_STRIP_HALF {
+        bail!(
+            "--strip-half {}: at most {MAX_STRIP_HALF} trial reconstructions on each side",
+            args.strip_half
+        );
+    }
+    if !(args.strip_step.is_finite() && args.strip_step > 0.0) {
+        bail!("--strip-step {} must be positive", args.strip_step);
+    }
     let mut opts = args.io.open_options();
     opts.angles_unit = args.angles_unit.map(AngleUnit::to_io);
     opts.angle_range = Some(args.angle_range.to_radians());

@@ -26,7 +26,10 @@ pub fn run(args: InfoArgs) -> Result<()> {
     let mut opts = args.io.open_options();
     opts.angles_unit = args.angles_unit.map(AngleUnit::to_io);
     // The library's errors name the file already.
-    let text = tomors_io::info::describe(&args.input, &opts)?;
+    let (text, unreadable) = tomors_io::info::describe_checked(&args.input, &opts)?;
     print!("{text}");
-    Ok(())
+    match unreadable {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod center;
 pub mod demo;
 pub mod info;
+pub mod model;
 pub mod phantom;
 pub mod recon;
 pub mod tune;

@@ -13,7 +13,7 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::job::geometry::GeometryKind;
 
-use crate::output::{check_target, write_npy_atomic};
+use crate::output::{check_npy_target, write_npy_atomic};
 
 /// Arguments of `tomors phantom`.
 #[derive(clap::Args, Debug)]
@@ -103,13 +103,27 @@ pub fn run(args: PhantomArgs) -> Result<()> {
             bail!("--photons must be positive");
         }
     }
+    // Everything that can be refused is refused before the directory exists.
+    let n_angles = args.angles.unwrap_or_else(|| default_angles(args.size));
+    if n_angles < 2 {
+        bail!("--angles {n_angles}: a scan needs at least 2 projections");
+    }
+    if !(args.angle_range.is_finite() && args.angle_range > 0.0 && args.angle_range <= 720.0) {
+        bail!(
+            "--angle-range {}: use a range in (0, 720] degrees",
+            args.angle_range
+        );
+    }
+    let m = tomors_io::memory::f32_bytes;
+    let bytes =
+        m(&[n_angles, args.rows, args.size]).saturating_add(m(&[args.rows, args.size, args.size]));
+    tomors_io::memory::ensure_fits_param(bytes, "the phantom and its projections")?;
     std::fs::create_dir_all(&args.out_dir)
         .with_context(|| format!("{}: cannot create directory", args.out_dir.display()))?;
     let files = ["projections.npy", "angles.npy", "phantom.npy"].map(|f| args.out_dir.join(f));
     for f in &files {
-        check_target(f, args.overwrite)?;
+        check_npy_target(f, args.overwrite)?;
     }
-    let n_angles = args.angles.unwrap_or_else(|| default_angles(args.size));
     let t = Instant::now();
     let spinner = crate::progress::spinner("projecting the phantom");
     let mut data = make_phantom(
@@ -138,9 +152,9 @@ pub fn run(args: PhantomArgs) -> Result<()> {
         tracing::info!("added Poisson noise: {photons} photons, attenuation scale {scale:.3e}");
     }
     let angles = ndarray::Array1::from(data.geometry.angles().to_vec());
-    write_npy_atomic(&files[0], &data.projections)?;
-    write_npy_atomic(&files[1], &angles)?;
-    write_npy_atomic(&files[2], &data.volume)?;
+    write_npy_atomic(&files[0], &data.projections, args.overwrite)?;
+    write_npy_atomic(&files[1], &angles, args.overwrite)?;
+    write_npy_atomic(&files[2], &data.volume, args.overwrite)?;
     println!(
         "wrote {} ([angle][row][col] = {:?}), {} (radians), {}",
         files[0].display(),
@@ -171,6 +185,13 @@ fn run_cone(args: &PhantomArgs) -> Result<()> {
     }
     let n_rows = if args.rows > 1 { args.rows } else { args.size };
     let n_angles = args.angles.unwrap_or_else(|| default_angles(args.size));
+    if n_angles < 2 {
+        bail!("--angles {n_angles}: a scan needs at least 2 projections");
+    }
+    let m = tomors_io::memory::f32_bytes;
+    let bytes =
+        m(&[n_angles, n_rows, args.size]).saturating_add(m(&[args.size, args.size, args.size]));
+    tomors_io::memory::ensure_fits_param(bytes, "the phantom and its projections")?;
     let angles = cone.default_angles(n_angles, n_rows, args.size)?;
     let g = cone.geometry(angles, n_rows, args.size)?;
     let vol = cone.volume(&g)?;
@@ -178,7 +199,7 @@ fn run_cone(args: &PhantomArgs) -> Result<()> {
         .with_context(|| format!("{}: cannot create directory", args.out_dir.display()))?;
     let files = ["projections.npy", "angles.npy", "phantom.npy"].map(|f| args.out_dir.join(f));
     for f in &files {
-        check_target(f, args.overwrite)?;
+        check_npy_target(f, args.overwrite)?;
     }
     let phantom = Phantom3d::shepp_logan();
     let scale = vol.nx.min(vol.nz) as f64 * vol.voxel_size as f64 / 2.0;
@@ -192,9 +213,13 @@ fn run_cone(args: &PhantomArgs) -> Result<()> {
         2.0 * g.half_fan_angle().to_degrees()
     );
     let volume = phantom.rasterize(&vol.slice_grid(), vol.nz, scale, 2);
-    write_npy_atomic(&files[0], &projections)?;
-    write_npy_atomic(&files[1], &Array1::from(g.angles().to_vec()))?;
-    write_npy_atomic(&files[2], &volume)?;
+    write_npy_atomic(&files[0], &projections, args.overwrite)?;
+    write_npy_atomic(
+        &files[1],
+        &Array1::from(g.angles().to_vec()),
+        args.overwrite,
+    )?;
+    write_npy_atomic(&files[2], &volume, args.overwrite)?;
     println!(
         "wrote {} ([angle][row][col] = {:?}), {} (radians), {} ([z][y][x], voxel size {})",
         files[0].display(),

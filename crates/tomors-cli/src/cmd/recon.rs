@@ -85,6 +85,10 @@ pub struct ReconArgs {
     /// Bytes to skip at the start of a raw input file (default 0).
     #[arg(long)]
     pub raw_offset: Option<u64>,
+    /// Accept a raw input file longer than --raw-offset + its shape's bytes
+    /// (the surplus at the end is ignored; without it the sizes must match).
+    #[arg(long)]
+    pub raw_allow_trailing: bool,
     /// Replace an existing output.
     #[arg(long)]
     pub overwrite: bool,
@@ -127,6 +131,7 @@ impl ReconArgs {
                     dtype: self.raw_dtype,
                     endian: self.raw_endian,
                     offset: self.raw_offset,
+                    allow_trailing: self.raw_allow_trailing,
                 },
                 angles: self.angles,
                 angles_unit: self.angles_unit,

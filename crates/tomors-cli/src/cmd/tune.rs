@@ -25,6 +25,10 @@ pub struct TuneArgs {
     /// tuning.tsv in the kernel cache directory).
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+    /// Skip candidates the performance model predicts more than this many
+    /// times slower than the best of their family (0: time all; see `tomors model`).
+    #[arg(long, default_value_t = 1.5)]
+    pub prune: f64,
     /// Measure and print only; leave the tuning cache alone.
     #[arg(long)]
     pub dry_run: bool,
@@ -34,6 +38,9 @@ pub struct TuneArgs {
 pub fn run(args: &TuneArgs) -> Result<()> {
     if args.size < 64 || args.reps == 0 {
         anyhow::bail!("--size must be at least 64 and --reps at least 1");
+    }
+    if !(args.prune == 0.0 || (args.prune.is_finite() && args.prune >= 1.0)) {
+        anyhow::bail!("--prune must be 0 (off) or a factor of at least 1");
     }
     let path = match &args.out {
         Some(p) => p.clone(),
@@ -47,6 +54,8 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         size: args.size,
         reps: args.reps,
         quick: args.quick,
+        prune: args.prune,
+        rates: None,
     };
     let report = tune(&opts, &mut |line| eprintln!("{line}"))
         .with_context(|| format!("tuning CUDA device {}", args.device))?;
@@ -68,6 +77,13 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             e.kernel,
             e.config.to_string(),
             e.gups
+        );
+    }
+    if !report.pruned.is_empty() {
+        println!(
+            "{} candidates skipped (model predicts > {:.2}× the best of their family)",
+            report.pruned.len(),
+            args.prune
         );
     }
     println!("default vs tuned choice (exact kernels), timed again side by side:");

@@ -53,7 +53,14 @@ pub fn auto_center(
             );
         }
         let p = source.read_rows(r..r + 1, pre)?;
-        let res = find_center(p.index_axis(Axis(1), 0), angles, options)?;
+        let res = find_center(p.index_axis(Axis(1), 0), angles, options).map_err(|e| {
+            let e = e.to_string();
+            let e = e.trim_start_matches("invalid parameter: ");
+            anyhow::anyhow!("{}: row {r}: {e}", source.path().display())
+        })?;
+        if let Some(w) = res.warning() {
+            tracing::warn!("{}: row {r}: {w}", source.path().display());
+        }
         tracing::info!(
             "row {r}: centre {:.2} (quality {:.3}){}",
             res.center,

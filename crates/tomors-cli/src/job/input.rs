@@ -73,6 +73,8 @@ pub struct RawArgs {
     pub endian: Option<Endian>,
     /// `--raw-offset` (default 0).
     pub offset: Option<u64>,
+    /// `--raw-allow-trailing`: accept surplus bytes after the data.
+    pub allow_trailing: bool,
 }
 
 impl RawArgs {
@@ -95,6 +97,7 @@ impl RawArgs {
                 Endian::Big => E::Big,
             },
             offset: self.offset.unwrap_or(0),
+            allow_trailing: self.allow_trailing,
         })
     }
 }
@@ -521,16 +524,25 @@ pub fn read_angles_file(path: &Path, n_angles: usize, unit: AngleUnit) -> Result
     if let Some(v) = values.iter().find(|v| !v.is_finite()) {
         bail!("{}: angle {v} is not finite", path.display());
     }
-    Ok(match unit {
-        AngleUnit::Rad => values.to_vec(),
-        AngleUnit::Deg => values.iter().map(|d| d.to_radians()).collect(),
-    })
+    let (angles, io_unit): (Vec<f32>, _) = match unit {
+        AngleUnit::Rad => (values.to_vec(), tomors_io::AngleUnit::Radians),
+        AngleUnit::Deg => (
+            values.iter().map(|d| d.to_radians()).collect(),
+            tomors_io::AngleUnit::Degrees,
+        ),
+    };
+    // What cannot be a scan (degrees given as radians, all equal, ...).
+    tomors_io::angles::check_angles(&angles, io_unit)
+        .map_err(|m| anyhow::anyhow!("{}: {m}", path.display()))?;
+    Ok(angles)
 }
 
 /// A 1-D `.npy` array as f32: the header (through `tomors-io`) names the
 /// element type, `ndarray-npy` reads the data in that type.
 fn read_npy_1d(path: &Path) -> Result<Array1<f32>> {
     use ndarray_npy::ReadNpyExt;
+    // An input: no output may replace it.
+    tomors_io::output::register_input(path);
     let header = tomors_io::npy::read_npy_header(path)?;
     let file =
         std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;

@@ -172,6 +172,7 @@ impl Job {
                     (raw.dtype.is_some(), "--raw-dtype"),
                     (raw.endian.is_some(), "--raw-endian"),
                     (raw.offset.is_some(), "--raw-offset"),
+                    (raw.allow_trailing, "--raw-allow-trailing"),
                 ],
                 "describes raw input and needs --raw-shape",
             )?;
@@ -179,6 +180,9 @@ impl Job {
         if let Some(r) = self.input.angle_range {
             if !(r.is_finite() && r > 0.0) {
                 bail!("--angle-range {r} must be positive");
+            }
+            if r > 720.0 {
+                bail!("--angle-range {r}: more than two turns (720°) is not a scan");
             }
         }
         Ok(route)

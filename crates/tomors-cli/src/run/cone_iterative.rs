@@ -71,8 +71,12 @@ pub fn run(job: &Job) -> Result<()> {
 
 /// Whether the method runs on the GPU.
 fn capable(options: &IterativeOptions, projector: ProjectorKind) -> bool {
-    matches!(options.algorithm, Algorithm::Sirt(_))
-        && matches!(projector, ProjectorKind::Joseph | ProjectorKind::Voxel)
+    match options.algorithm {
+        Algorithm::Sirt(_) => matches!(projector, ProjectorKind::Joseph | ProjectorKind::Voxel),
+        // Block views of the voxel pair's back projection are not built.
+        Algorithm::BlockSequential { .. } => projector == ProjectorKind::Joseph,
+        _ => false,
+    }
 }
 
 /// Whether the iteration runs on the GPU for `choice`: `cuda` insists (and
@@ -87,7 +91,8 @@ fn wanted(
     match choice {
         BackendChoice::Cpu => Ok(false),
         BackendChoice::Cuda if !ok => bail!(
-            "--backend cuda runs cone-beam sirt, landweber and cimmino with the joseph or voxel projector; \
+            "--backend cuda runs cone-beam sirt, landweber and cimmino with the joseph or voxel projector, \
+             sart and block-it with the joseph projector; \
              {:?} with the {projector:?} projector runs on the CPU (use --backend cpu or auto)",
             options.algorithm
         ),

@@ -31,11 +31,13 @@ pub fn run(job: &Job) -> Result<()> {
     let name = job.method.algorithm.context("no --algorithm given")?;
     let options = job.method.iterative.options(name)?;
     let kind = job.method.iterative.projector();
-    let gpu_capable =
-        matches!(options.algorithm, Algorithm::Sirt(_)) && kind == ProjectorKind::Joseph;
+    let gpu_capable = matches!(
+        options.algorithm,
+        Algorithm::Sirt(_) | Algorithm::BlockSequential { .. }
+    ) && kind == ProjectorKind::Joseph;
     if job.backend.backend == BackendChoice::Cuda && !gpu_capable {
         bail!(
-            "--backend cuda runs sirt, landweber and cimmino with the joseph projector; \
+            "--backend cuda runs sirt, landweber, cimmino, sart and block-it with the joseph projector; \
              {name:?} with the {kind:?} projector runs on the CPU (use --backend cpu or auto)"
         );
     }

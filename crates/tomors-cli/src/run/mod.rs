@@ -12,7 +12,13 @@ use crate::job::{Job, Route};
 
 /// Validates `job` and runs the method it describes.
 pub fn run(job: &Job) -> Result<()> {
-    match job.validate()? {
+    let route = job.validate()?;
+    // Under mpirun/srun: the ranks share the job (tomors-mpi).
+    #[cfg(feature = "mpi")]
+    if tomors_mpi::is_distributed() {
+        return crate::mpi_recon::run(job, route);
+    }
+    match route {
         Route::Fbp => fbp::run(job),
         Route::Iterative => iterative::run(job),
         Route::ConeFdk => cone_fdk::run(job),

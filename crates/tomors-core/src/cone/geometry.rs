@@ -138,6 +138,27 @@ impl ConeGeometry {
         Ok(self)
     }
 
+    /// The geometry of detector rows `rows` only: a detector of
+    /// `rows.len()` rows whose row 0 is row `rows.start` of this one, with
+    /// the same rays (the principal point keeps its place in space, so it
+    /// may lie off the smaller detector). For work split into z-slabs that
+    /// each need a band of rows (distributed FDK).
+    ///
+    /// Errors ([`CoreError::Geometry`]): an empty range or one beyond the
+    /// detector.
+    pub fn detector_rows(&self, rows: std::ops::Range<usize>) -> Result<Self> {
+        if rows.is_empty() || rows.end > self.n_rows {
+            return Err(CoreError::Geometry(format!(
+                "detector rows {rows:?} are empty or outside the detector's {} rows",
+                self.n_rows
+            )));
+        }
+        let mut g = self.clone();
+        g.n_rows = rows.len();
+        g.center_row = self.center_row - rows.start as f64;
+        Ok(g)
+    }
+
     /// Projection angles in radians.
     pub fn angles(&self) -> &[f32] {
         &self.angles

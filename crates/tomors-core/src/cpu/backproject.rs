@@ -246,6 +246,10 @@ macro_rules! lane_array {
 lane_array!(Lane8, 8, 64);
 lane_array!(Lane16, 16, 32);
 
+/// Pixels of a row stepped from one f64 origin: the narrowest tile
+/// (`Lane16`'s), which every tile width is a multiple of.
+const SEGMENT: usize = 32;
+
 /// The instruction set the kernels use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Simd {
@@ -388,24 +392,28 @@ mod avx2 {
             let u = _mm256_add_ps(basev, _mm256_mul_ps(kv, duv));
             let i = _mm256_cvttps_epi32(u);
             let v0 = _mm256_i32gather_ps::<4>(data, i);
+            let dst = acc.as_mut_ptr().add(k);
+            // The rounding of `row_lanes` (acc + v0, then one fused
+            // multiply-add), so a slice's result does not depend on how
+            // many slices are back projected with it.
+            let sum = _mm256_add_ps(_mm256_loadu_ps(dst), v0);
             let value = if linear {
                 let w = _mm256_sub_ps(u, _mm256_cvtepi32_ps(i));
                 let v1 = _mm256_i32gather_ps::<4>(data.add(1), i);
-                _mm256_fmadd_ps(w, _mm256_sub_ps(v1, v0), v0)
+                _mm256_fmadd_ps(w, _mm256_sub_ps(v1, v0), sum)
             } else {
-                v0
+                sum
             };
-            let dst = acc.as_mut_ptr().add(k);
-            _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_loadu_ps(dst), value));
+            _mm256_storeu_ps(dst, value);
             k += 8;
         }
         for (j, a) in acc.iter_mut().enumerate().skip(k) {
             let u = base + j as i32 as f32 * du;
             let i = trunc(u);
-            *a += if linear {
-                row[i] + (u - i as f32) * (row[i + 1] - row[i])
+            *a = if linear {
+                (u - i as f32).mul_add(row[i + 1] - row[i], *a + row[i])
             } else {
-                row[i]
+                *a + row[i]
             };
         }
     }
@@ -518,12 +526,19 @@ impl Job<'_> {
                 prefetch_tile(next, q, x_start, y_start, width, height);
             }
             let du = p.du_dx as f32;
-            let u_tile = p.u00 + x_start as f64 * p.du_dx + y_start as f64 * p.du_dy;
-            for ty in 0..height {
-                // Row origin in f64, steps along the row in f32.
-                let base = (u_tile + ty as f64 * p.du_dy) as f32;
-                let acc_row = &mut acc[ty * T::TILE_X..ty * T::TILE_X + width];
-                row_kernel(self.simd, linear, row, acc_row, base, du);
+            // Rows are stepped in segments of SEGMENT pixels from an f64
+            // origin per segment, the same for every lane type (whatever
+            // its tile width), so a slice's bits do not depend on how many
+            // slices share its pass.
+            for seg in (0..width).step_by(SEGMENT) {
+                let n = (width - seg).min(SEGMENT);
+                let u_seg = p.u00 + (x_start + seg) as f64 * p.du_dx + y_start as f64 * p.du_dy;
+                for ty in 0..height {
+                    // Segment origin in f64, steps along the row in f32.
+                    let base = (u_seg + ty as f64 * p.du_dy) as f32;
+                    let at = ty * T::TILE_X + seg;
+                    row_kernel(self.simd, linear, row, &mut acc[at..at + n], base, du);
+                }
             }
         }
     }

@@ -9,6 +9,7 @@
 //! tuning and benchmark layers build on it (never the other way round).
 
 mod backend;
+pub mod device;
 pub(crate) mod engine;
 pub mod extensions;
 pub mod fft;

@@ -24,6 +24,22 @@ pub(crate) fn check_constraint(c: &Constraint) -> Result<()> {
     Ok(())
 }
 
+/// Checks that `what` has the dimensions `expected`.
+pub(crate) fn check_dim(
+    what: &str,
+    got: (usize, usize, usize),
+    expected: (usize, usize, usize),
+) -> Result<()> {
+    if got != expected {
+        return Err(CoreError::Shape(format!(
+            "{what} is {}×{}×{}, expected {}×{}×{}",
+            got.0, got.1, got.2, expected.0, expected.1, expected.2
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// Checks that the data (`what`) and the initial volume, if any, are
 /// finite, naming the first bad element.
 pub(crate) fn check_finite(

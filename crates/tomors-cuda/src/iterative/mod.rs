@@ -51,7 +51,7 @@ mod report;
 mod run;
 mod staging;
 
-pub(crate) use checks::{check_finite, check_options};
+pub(crate) use checks::{check_dim, check_finite, check_options};
 pub use cone::{ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph};
 pub use device::{DeviceVec, Layout, OnQueue, Queue};
 pub use parallel::{

@@ -90,6 +90,7 @@ impl DeviceBuffer {
             return Ok(());
         }
         let src = std::slice::from_raw_parts(src, bytes);
+        super::transfer::count(bytes);
         result::memcpy_htod_async(self.ptr + offset as u64, src, stream.raw())
             .map_err(driver_error("cuMemcpyHtoDAsync"))
     }
@@ -111,6 +112,7 @@ impl DeviceBuffer {
             return Ok(());
         }
         let dst = std::slice::from_raw_parts_mut(dst, bytes);
+        super::transfer::count(bytes);
         result::memcpy_dtoh_async(dst, self.ptr + offset as u64, stream.raw())
             .map_err(driver_error("cuMemcpyDtoHAsync"))
     }
@@ -119,6 +121,7 @@ impl DeviceBuffer {
     pub fn upload<T: Copy>(&self, src: &[T]) -> Result<()> {
         self.check_range("upload", 0, std::mem::size_of_val(src))?;
         self.ctx.bind()?;
+        super::transfer::count(std::mem::size_of_val(src));
         // SAFETY: `src` is valid for its length, the buffer is large enough.
         unsafe { result::memcpy_htod_sync(self.ptr, src) }.map_err(driver_error("cuMemcpyHtoD"))
     }
@@ -127,6 +130,7 @@ impl DeviceBuffer {
     pub fn download<T: Copy>(&self, dst: &mut [T]) -> Result<()> {
         self.check_range("download", 0, std::mem::size_of_val(dst))?;
         self.ctx.bind()?;
+        super::transfer::count(std::mem::size_of_val(dst));
         // SAFETY: `dst` is valid for its length, the buffer is large enough.
         unsafe { result::memcpy_dtoh_sync(dst, self.ptr) }.map_err(driver_error("cuMemcpyDtoH"))
     }

@@ -23,11 +23,14 @@
 
 pub mod compile;
 mod context;
+mod foreign;
 mod memory;
 mod module;
 mod texture;
+pub mod transfer;
 
 pub use context::{Context, Event, Stream};
+pub use foreign::{wait_foreign_stream, ForeignDevicePtr};
 pub(crate) use memory::{ensure, ensure_pinned};
 pub use memory::{DeviceBuffer, PinnedBuffer};
 pub use module::{launch, Arg, Function, Module};

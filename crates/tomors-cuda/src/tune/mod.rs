@@ -13,6 +13,7 @@
 //! one by one.
 
 pub mod model;
+pub mod perf;
 
 use rayon::prelude::*;
 use tomors_core::geometry::uniform_angles;
@@ -27,6 +28,7 @@ use crate::fbp::kernels::{
 use crate::fbp::tuning::{family, TuningEntry};
 use crate::fbp::CudaBackend;
 use crate::runtime::compile::cubin_cached;
+use perf::{predict, prune, DeviceRates, Prediction};
 
 /// What the tuner measures.
 #[derive(Clone, Debug)]
@@ -40,6 +42,13 @@ pub struct TuneOptions {
     /// A reduced `alu` grid (tile 32 and 64 with their default step and
     /// occupancy, both rounding modes).
     pub quick: bool,
+    /// Skip candidates the performance model ([`perf`]) predicts more than
+    /// this many times slower than the best prediction of their family and
+    /// interpolation (0: time every candidate).
+    pub prune: f64,
+    /// Unit rates for the model (scaled to the device's multiprocessor
+    /// count when they are the defaults).
+    pub rates: Option<DeviceRates>,
 }
 
 impl Default for TuneOptions {
@@ -49,6 +58,8 @@ impl Default for TuneOptions {
             size: 2048,
             reps: 5,
             quick: false,
+            prune: 1.5,
+            rates: None,
         }
     }
 }
@@ -62,6 +73,8 @@ pub struct TuneReport {
     pub driver: i32,
     /// Every timed candidate.
     pub rows: Vec<BenchRow>,
+    /// Candidates the model pruned (not timed).
+    pub pruned: Vec<(BpConfig, Interpolation)>,
     /// The best per (family, interpolation, slice class).
     pub entries: Vec<TuningEntry>,
     /// Per (interpolation, slice class): the default configuration (no
@@ -185,9 +198,9 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
     let n = opts.size;
     let geom = ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n)?;
     let grid = SliceGrid::for_geometry(&geom);
-    let (name, cc, driver) = {
+    let (name, cc, driver, sm_count) = {
         let e = be.lock()?;
-        (e.ctx.name.clone(), e.ctx.cc, e.ctx.driver)
+        (e.ctx.name.clone(), e.ctx.cc, e.ctx.driver, e.ctx.sm_count)
     };
     let interps = [Interpolation::Linear, Interpolation::Nearest];
     let mut jobs: Vec<(BpConfig, Interpolation)> = Vec::new();
@@ -201,6 +214,28 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
                 jobs.push((cfg, interp));
             }
         }
+    }
+    let rates = opts
+        .rates
+        .unwrap_or_else(|| DeviceRates::hopper().scaled(sm_count));
+    let keep = prune(&jobs, |c, i| (family(c), i), &rates, opts.prune);
+    let mut pruned = Vec::new();
+    let mut kept = Vec::with_capacity(jobs.len());
+    for (job, k) in jobs.into_iter().zip(keep) {
+        if k {
+            kept.push(job);
+        } else {
+            pruned.push(job);
+        }
+    }
+    let jobs = kept;
+    if !pruned.is_empty() {
+        progress(&format!(
+            "model: skipped {} of {} candidates predicted > {:.2}× the best of their family",
+            pruned.len(),
+            pruned.len() + jobs.len(),
+            opts.prune
+        ));
     }
     progress(&format!(
         "compiling {} candidate modules on {name} …",
@@ -218,6 +253,7 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
     let mut report = TuneReport {
         device: name.clone(),
         driver,
+        pruned,
         ..TuneReport::default()
     };
     for &(cfg, interp) in &jobs {
@@ -283,4 +319,126 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
         }
     }
     Ok(report)
+}
+
+/// What `tomors model` measures.
+#[derive(Clone, Debug)]
+pub struct ModelOptions {
+    /// Device ordinal.
+    pub device: usize,
+    /// Bins = angles = slice side.
+    pub size: usize,
+    /// Slices per launch.
+    pub slices: usize,
+    /// Timed launches per configuration (median kept).
+    pub reps: usize,
+    /// The reduced candidate grid.
+    pub quick: bool,
+    /// Rates to use as they are; `None`: the defaults scaled to the device,
+    /// with the texture rate measured here.
+    pub rates: Option<DeviceRates>,
+}
+
+/// One configuration: the model's prediction beside the measurement.
+#[derive(Clone, Debug)]
+pub struct ModelRow {
+    /// Configuration.
+    pub config: BpConfig,
+    /// Interpolation.
+    pub interp: Interpolation,
+    /// The prediction.
+    pub predicted: Prediction,
+    /// The measurement.
+    pub measured: BenchRow,
+}
+
+/// The model's rates and every configuration's prediction and measurement.
+#[derive(Clone, Debug)]
+pub struct ModelReport {
+    /// Device name.
+    pub device: String,
+    /// The rates used.
+    pub rates: DeviceRates,
+    /// Whether the texture rate was measured here (`tex-opt` f32, linear,
+    /// which runs at the fetch ceiling: `docs/perf-notes.md`).
+    pub tex_measured: bool,
+    /// One row per configuration.
+    pub rows: Vec<ModelRow>,
+}
+
+/// Measures the texture fetch rate (unless `opts.rates` is given), then
+/// predicts and times every candidate of the tuning grid, calling
+/// `progress` with one line per configuration.
+///
+/// Errors: no usable device, compilation or launch errors.
+pub fn model(opts: &ModelOptions, progress: &mut dyn FnMut(&str)) -> Result<ModelReport> {
+    let be = CudaBackend::new(opts.device)?;
+    let (name, sm_count) = {
+        let e = be.lock()?;
+        (e.ctx.name.clone(), e.ctx.sm_count)
+    };
+    let (n, slices) = (opts.size, opts.slices);
+    let mut data = vec![0f32; slices * n * n];
+    fill_random(&mut data, 5);
+    let updates = (n * n * slices) as f64 * n as f64;
+    let mut tex_measured = false;
+    let rates = match opts.rates {
+        Some(r) => r,
+        None => {
+            let probe = BpConfig {
+                kernel: KernelKind::TexOpt,
+                mode: SliceMode::F32,
+            };
+            let row = measure(
+                &be,
+                probe,
+                Interpolation::Linear,
+                n,
+                slices,
+                opts.reps,
+                &data,
+            )?;
+            tex_measured = true;
+            let tex = updates / (row.ms * 1e-3);
+            progress(&format!(
+                "texture fetch rate (tex-opt f32 linear): {:.0} Gfetch/s",
+                tex / 1e9
+            ));
+            DeviceRates {
+                tex,
+                ..DeviceRates::hopper().scaled(sm_count)
+            }
+        }
+    };
+    let mut rows = Vec::new();
+    for cfg in candidates(opts.quick) {
+        for interp in [Interpolation::Linear, Interpolation::Nearest] {
+            if !cfg.supports(interp) || slices % cfg.mode.slices() != 0 {
+                continue;
+            }
+            let predicted = predict(cfg, interp, updates, &rates);
+            let measured = measure(&be, cfg, interp, n, slices, opts.reps, &data)?;
+            progress(&format!(
+                "  {:<36} {:<8} predicted {:>9.3} ms ({:<10}) measured {:>9.3} ms  {:>5.2}×",
+                cfg.to_string(),
+                interp.to_string(),
+                predicted.seconds * 1e3,
+                predicted.limit.to_string(),
+                measured.ms,
+                measured.ms / (predicted.seconds * 1e3)
+            ));
+            rows.push(ModelRow {
+                config: cfg,
+                interp,
+                predicted,
+                measured,
+            });
+        }
+    }
+    Ok(ModelReport {
+        device: name,
+        rates,
+        tex_measured,
+        rows,
+    })
 }

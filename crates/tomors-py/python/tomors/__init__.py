@@ -18,7 +18,10 @@ nrmse, psnr, ssim
 devices, tune
 
 Arrays: C-contiguous float32 input is read in place; other dtypes and orders
-are converted once. Results are new float32 NumPy arrays. Long calls release
+are converted once. Results are new float32 NumPy arrays. GPU arrays
+(``__cuda_array_interface__``: CuPy, Numba, PyTorch) are reconstructed by
+``recon`` (FBP) in place on their GPU; the result is a CuPy array for CuPy
+input, else a ``DeviceArray`` (``__cuda_array_interface__``, ``.get()``). Long calls release
 the GIL. Errors: ValueError (shapes, NaN, names, centre), OSError and
 FileNotFoundError (files), RuntimeError (GPU). See docs/python.md.
 """
@@ -30,6 +33,7 @@ from typing import Any, Dict, List, Optional
 from . import _native
 from ._io import Scan, find_center, minus_log, normalize, read, remove_stripes, remove_zingers, write
 from ._phantom import angles, nrmse, psnr, shepp_logan, shepp_logan_cone, shepp_logan_projections, ssim
+from ._native import DeviceArray
 from ._projector import Projector
 from ._recon import backproject, fdk, project, project_cone, recon, recon_cone
 
@@ -44,6 +48,7 @@ __all__ = [
     "project_cone",
     "backproject",
     "Projector",
+    "DeviceArray",
     "read",
     "Scan",
     "normalize",

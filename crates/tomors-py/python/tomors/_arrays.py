@@ -2,8 +2,9 @@
 
 NumPy arrays that are C-contiguous float32 are handed to the library as they
 are (read in place, no copy); any other dtype or memory order is converted
-once to a C-contiguous float32 copy. GPU arrays are refused with a clear
-message (see ``docs/python.md``).
+once to a C-contiguous float32 copy. GPU arrays are read in place by the
+functions that support them (``recon`` with FBP, see :mod:`tomors._gpu`) and
+refused with a clear message by the others (see ``docs/python.md``).
 """
 
 from __future__ import annotations
@@ -13,22 +14,18 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-_DLPACK_CPU = 1  # kDLCPU
+from ._gpu import is_gpu_array
 
 
 def reject_gpu_array(a: Any, func: str) -> None:
-    """Raises TypeError for arrays that live on a GPU (CuPy and friends)."""
-    on_gpu = hasattr(a, "__cuda_array_interface__")
-    if not on_gpu and not isinstance(a, np.ndarray) and hasattr(a, "__dlpack_device__"):
-        try:
-            on_gpu = int(a.__dlpack_device__()[0]) != _DLPACK_CPU
-        except Exception:  # noqa: BLE001 - a broken protocol is not a GPU array
-            on_gpu = False
-    if on_gpu:
+    """Raises TypeError for arrays that live on a GPU (CuPy and friends),
+    where the function reads host arrays only."""
+    if is_gpu_array(a):
         raise TypeError(
             f"tomors.{func}: GPU arrays (CuPy, __cuda_array_interface__, DLPack on a GPU) are "
-            "not accepted yet; pass a NumPy array, e.g. cupy.asnumpy(x), and convert the "
-            "result back with cupy.asarray (docs/python.md, 'GPU arrays')"
+            "accepted by tomors.recon(algorithm='fbp') only; pass a NumPy array here, e.g. "
+            "cupy.asnumpy(x), and convert the result back with cupy.asarray "
+            "(docs/python.md, 'GPU arrays')"
         )
 
 

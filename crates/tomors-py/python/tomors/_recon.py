@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _arrays as A
+from . import _gpu
 from . import _native
 from ._progress import reporter
 
@@ -132,6 +133,12 @@ def recon(
         A GPU failure (or ``backend='cuda'`` without a usable GPU).
     """
     func = "recon"
+    if _gpu.is_gpu_array(tomo):
+        return _recon_gpu_array(
+            tomo, theta, center, algorithm, filter=filter, cutoff=cutoff, padding=padding,
+            interp=interp, sinogram_order=sinogram_order, backend=backend, devices=devices,
+            kernel=kernel, progress=progress, verbose=verbose, return_info=return_info,
+        )
     arr = A.f32(tomo, "tomo", func, (2, 3))
     flat = arr.ndim == 2
     if flat:
@@ -166,6 +173,45 @@ def recon(
             )
     if flat:
         out = out[0]
+    return (out, info) if return_info else out
+
+
+def _recon_gpu_array(
+    tomo: Any, theta: Any, center: Any, algorithm: str, *, filter: str, cutoff: float,
+    padding: str, interp: str, sinogram_order: bool, backend: str, devices: Any,
+    kernel: Optional[str], progress: Any, verbose: bool, return_info: bool,
+) -> Any:
+    """:func:`recon` of an array on a GPU: FBP on that memory, in place."""
+    func = "recon"
+    g = _gpu.cuda_array(tomo, "tomo", func, (2, 3))
+    alg = str(algorithm).lower().replace("_", "-")
+    if alg != "fbp":
+        raise TypeError(
+            f"tomors.{func}: GPU arrays are reconstructed with algorithm='fbp' only; for "
+            f"'{alg}' pass a NumPy array (cupy.asnumpy(x)) (docs/python.md, 'GPU arrays')"
+        )
+    if str(backend).lower() not in ("auto", "cuda", "gpu"):
+        raise ValueError(
+            f"tomors.{func}: a GPU array needs backend='cuda' or 'auto', got '{backend}'; "
+            "pass a NumPy array (cupy.asnumpy(x)) to reconstruct on the CPU"
+        )
+    shape = g.shape
+    flat = len(shape) == 2
+    if flat:
+        shape = (shape[0], 1, shape[1]) if not sinogram_order else (1, shape[0], shape[1])
+    th = A.angles(theta, func)
+    c, cs = A.center(center, func)
+    n_slices = shape[0] if sinogram_order else shape[1]
+    with reporter(progress, verbose, "FBP", "slices") as cb:
+        out, device = _native.fbp_device(
+            g.ptr, shape, flat, g.stream, th, c, cs, bool(sinogram_order),
+            A.filter_name(filter), float(cutoff), str(padding), str(interp),
+            A.devices(devices), kernel,
+        )
+        if cb is not None:
+            cb(n_slices, n_slices)
+    out = _gpu.wrap_result(out, tomo)
+    info = {"slices": n_slices, "device": device}
     return (out, info) if return_info else out
 
 

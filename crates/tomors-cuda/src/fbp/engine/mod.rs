@@ -23,6 +23,7 @@ use crate::runtime::{
 };
 
 mod bp;
+mod device;
 mod filter;
 mod pack;
 mod pipeline;
@@ -30,6 +31,7 @@ mod resident;
 
 pub(crate) use bp::module_defines;
 use bp::{BpKey, BpModule};
+pub use device::DeviceOrder;
 use pack::TexKey;
 pub use pack::TexStorage;
 pub use pipeline::PipelineStats;

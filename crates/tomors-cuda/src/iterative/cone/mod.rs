@@ -82,7 +82,7 @@ mod sirt;
 
 pub use operator::ConeOp;
 
-use sirt::check_dim;
+use crate::iterative::check_dim;
 
 pub use sirt::{
     check_cone_sirt_inputs, cone_sirt_bytes, cone_sirt_bytes_with, cone_sirt_cuda,

@@ -10,21 +10,6 @@ use super::*;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
 
-pub(super) fn check_dim(
-    what: &str,
-    got: (usize, usize, usize),
-    expected: (usize, usize, usize),
-) -> Result<()> {
-    if got != expected {
-        return Err(CoreError::Shape(format!(
-            "{what} is {}×{}×{}, expected {}×{}×{}",
-            got.0, got.1, got.2, expected.0, expected.1, expected.2
-        ))
-        .into());
-    }
-    Ok(())
-}
-
 /// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and
 /// `volume`: three volumes (iterate, gradient, column weights) and three
 /// sets of projections (data, residual, row weights).

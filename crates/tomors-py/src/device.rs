@@ -1,0 +1,222 @@
+//! GPU arrays in and out, with no trip through host memory.
+//!
+//! - [`fbp_device`]: `tomors.recon(..., algorithm="fbp")` on an array that
+//!   lives on a GPU (anything with `__cuda_array_interface__`: CuPy, Numba,
+//!   PyTorch CUDA tensors). The Python layer reads the interface (pointer,
+//!   shape, C-contiguous float32, stream); this side checks with the driver
+//!   that the pointer is device memory of the right size, finds its device,
+//!   waits for the producer's stream, and runs the FBP engine's filter and
+//!   back-projection kernels on that memory in place
+//!   ([`tomors_cuda::CudaBackend::fbp_device`]).
+//! - [`DeviceArray`]: the result, owning its device buffer; it exposes
+//!   `__cuda_array_interface__` (version 3) so CuPy & co. can wrap it
+//!   without a copy, and `.get()` copies it to a NumPy array.
+//! - [`debug_transfer_bytes`]: bytes copied host↔device so far (the tests
+//!   check that the device path copies none of the data).
+
+use numpy::{PyArrayDyn, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tomors_core::{FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
+use tomors_cuda::{CudaBackend, CudaOptions, DeviceBuffer, DeviceOrder, ForeignDevicePtr};
+
+use crate::boundary::{check_size, compute, value, Result};
+use crate::parallel::{parallel_geometry, parse_name};
+
+/// A float32 C-contiguous array in GPU memory owned by tomors (the result
+/// of a call on GPU arrays). `__cuda_array_interface__` (version 3) lets
+/// CuPy, Numba or PyTorch use it in place; `.get()` copies it to NumPy.
+#[pyclass(module = "tomors._native", name = "DeviceArray", frozen)]
+pub struct DeviceArray {
+    buf: DeviceBuffer,
+    shape: Vec<usize>,
+    device: usize,
+}
+
+impl DeviceArray {
+    fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+#[pymethods]
+impl DeviceArray {
+    /// The CUDA Array Interface, version 3: the data is ready (no stream to
+    /// wait on), C-contiguous float32, writable.
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("shape", pyo3::types::PyTuple::new(py, &self.shape)?)?;
+        d.set_item("typestr", "<f4")?;
+        d.set_item("data", (self.buf.ptr(), false))?;
+        d.set_item("strides", py.None())?;
+        d.set_item("stream", py.None())?;
+        d.set_item("version", 3)?;
+        Ok(d)
+    }
+
+    /// Shape of the array.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+        pyo3::types::PyTuple::new(py, &self.shape)
+    }
+
+    /// The element type (always `"float32"`).
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        "float32"
+    }
+
+    /// The CUDA device ordinal the memory lives on.
+    #[getter]
+    fn device(&self) -> usize {
+        self.device
+    }
+
+    /// Size in bytes.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.len() * 4
+    }
+
+    /// A NumPy copy of the array (one device → host copy).
+    fn get<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let host = compute(py, || {
+            let mut v = vec![0f32; self.len()];
+            self.buf.download(&mut v)?;
+            Ok(
+                ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&self.shape), v)
+                    .expect("shape matches the length"),
+            )
+        })?;
+        Ok(PyArrayDyn::from_owned_array(py, host))
+    }
+
+    fn __len__(&self) -> usize {
+        self.shape.first().copied().unwrap_or(0)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "tomors.DeviceArray(shape={:?}, dtype=float32, device={})",
+            self.shape, self.device
+        )
+    }
+}
+
+/// `tomors.recon(..., algorithm="fbp")` on a GPU array: `ptr` is the
+/// device address of C-contiguous float32 data of `shape` (projections
+/// `[angle][row][col]`, or sinograms with `sinogram_order`), `stream` the
+/// producer's stream of the interface (None: nothing to wait for);
+/// `squeeze`: one slice is returned as a 2-D `[y][x]` array.
+#[pyfunction]
+#[pyo3(signature = (ptr, shape, squeeze, stream, theta, center, centers, sinogram_order, filter, cutoff, padding, interp, devices, kernel))]
+#[allow(clippy::too_many_arguments)]
+pub fn fbp_device(
+    py: Python<'_>,
+    ptr: u64,
+    shape: (usize, usize, usize),
+    squeeze: bool,
+    stream: Option<u64>,
+    theta: PyReadonlyArray1<'_, f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    sinogram_order: bool,
+    filter: &str,
+    cutoff: f32,
+    padding: &str,
+    interp: &str,
+    devices: Option<String>,
+    kernel: Option<String>,
+) -> PyResult<(DeviceArray, String)> {
+    let theta = theta.as_array().to_vec();
+    let (out, shape, device, name) = compute(py, || {
+        let filter = FilterSpec {
+            kind: parse_name::<FilterKind>(filter)?,
+            cutoff,
+            padding: parse_name::<Padding>(padding)?,
+        };
+        filter.validate()?;
+        let interpolation = parse_name::<Interpolation>(interp)?;
+        let (n_angles, n_rows, n_bins) = if sinogram_order {
+            (shape.1, shape.0, shape.2)
+        } else {
+            shape
+        };
+        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+        let grid = SliceGrid::for_geometry(&geometry);
+        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+        let bytes = shape.0 * shape.1 * shape.2 * 4;
+        // SAFETY: the Python caller keeps the array alive for the whole
+        // call (it holds a reference), and the call waits for its work.
+        let input = unsafe { ForeignDevicePtr::new(ptr, bytes) }?;
+        check_device(input.ordinal(), devices.as_deref())?;
+        if let Some(s) = stream {
+            // SAFETY: a stream handle of the array's interface (1 and 2 are
+            // the default streams).
+            unsafe { tomors_cuda::wait_foreign_stream(s) }?;
+        }
+        let options = CudaOptions {
+            kernel: match kernel.as_deref() {
+                None => tomors_cuda::KernelChoice::Auto,
+                Some(k) => parse_name(k)?,
+            },
+            ..CudaOptions::default()
+        };
+        let backend = CudaBackend::with_options(input.ordinal(), options)?;
+        let order = if sinogram_order {
+            DeviceOrder::Sinograms
+        } else {
+            DeviceOrder::Projections
+        };
+        let buf = backend.fbp_device(
+            &input,
+            order,
+            n_rows,
+            &geometry,
+            &grid,
+            Some(&filter),
+            interpolation,
+        )?;
+        Ok((
+            buf,
+            if squeeze && n_rows == 1 {
+                vec![grid.ny, grid.nx]
+            } else {
+                vec![n_rows, grid.ny, grid.nx]
+            },
+            input.ordinal(),
+            tomors_core::Backend::name(&backend),
+        ))
+    })?;
+    Ok((
+        DeviceArray {
+            buf: out,
+            shape,
+            device,
+        },
+        name,
+    ))
+}
+
+/// Checks that the array's device is among `devices` ("0,1"; None = any).
+fn check_device(ordinal: usize, devices: Option<&str>) -> Result<()> {
+    let Some(spec) = devices else {
+        return Ok(());
+    };
+    let available = tomors_cuda::device_count()?;
+    let list = tomors_cuda::parse_devices(Some(spec), available)?;
+    if !list.contains(&ordinal) {
+        return Err(value(format!(
+            "the GPU array lives on device {ordinal}, not among devices={spec}"
+        )));
+    }
+    Ok(())
+}
+
+/// `tomors._native._debug_transfer_bytes()`: bytes copied between host and
+/// device memory by tomors' GPU code in this process so far.
+#[pyfunction(name = "_debug_transfer_bytes")]
+pub fn debug_transfer_bytes() -> u64 {
+    tomors_cuda::transfer_bytes()
+}
