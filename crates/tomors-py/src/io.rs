@@ -56,6 +56,7 @@ pub fn read<'py>(
                 dtype: parse_name::<RawDtype>(raw_dtype)?,
                 endian: parse_name::<Endian>(raw_endian)?,
                 offset: raw_offset,
+                allow_trailing: false,
             }),
         };
         let opts = OpenOptions {
