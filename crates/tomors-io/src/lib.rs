@@ -11,6 +11,11 @@
 //!   multi-page TIFF), [`npy::NpySource`] (`.npy` and raw binary);
 //! - [`preprocess`]: flat/dark normalisation (flats before and after the
 //!   scan interpolated), −log, zinger removal, sorting-based stripe removal;
+//! - [`phase`]: Paganin single-material phase retrieval;
+//! - [`correct`]: projection rotation (detector tilt), row shifts;
+//! - [`stripe`]: Vo's filtering, large, dead and all-stripe methods, and the
+//!   wavelet–Fourier filter;
+//! - [`subset`]: a source seen through a region of interest and binning;
 //! - [`angles`]: what can be a scan (angle checks, unit guess);
 //! - [`checks`]: the non-finite rule of every reader;
 //! - [`center`]: rotation-centre finding (Vo et al. 2014 Fourier metric);
@@ -30,6 +35,7 @@ pub mod angles;
 pub mod center;
 pub mod checks;
 pub mod compression;
+pub mod correct;
 pub mod error;
 pub mod hdf5io;
 pub mod info;
@@ -37,11 +43,14 @@ pub mod memory;
 pub mod nexus;
 pub mod npy;
 pub mod output;
+pub mod phase;
 pub mod preprocess;
 pub mod preview;
 pub mod provenance;
 pub mod source;
 pub mod stream;
+pub mod stripe;
+pub mod subset;
 pub mod tiffio;
 pub mod writer;
 pub mod zarr;
@@ -53,8 +62,10 @@ pub use hdf5;
 pub use center::{find_center, CenterOptions, CenterResult};
 pub use compression::Compression;
 pub use error::{IoError, Result};
+pub use phase::Paganin;
 pub use preprocess::{remove_stripe_based_sorting, Average, LogMode, Preprocess};
 pub use source::{open, AngleUnit, FrameGroup, OpenOptions, ProjectionSource, RawSlab};
+pub use stripe::StripeMethod;
 pub use writer::{
     create_writer, create_writer_opts, VolumeFormat, VolumeMeta, VolumeWriter, WriteOptions,
 };

@@ -2,11 +2,19 @@
 //! (mean or median of each group; groups taken before and after the scan are
 //! interpolated linearly over the projection index), clamping of
 //! non-positive transmissions to a small epsilon, −log, zinger (outlier)
-//! removal and ring/stripe removal with the sorting-based method of Vo,
-//! Atwood and Drakopoulos, Opt. Express 26, 28396 (2018), algorithm 3.
+//! removal, rotation of the projections (a tilted detector, see
+//! [`crate::correct`]), Paganin phase retrieval (before −log, see
+//! [`crate::phase`]) and ring/stripe removal (see [`crate::stripe`]; the
+//! sorting-based method of Vo, Atwood and Drakopoulos, Opt. Express 26,
+//! 28396 (2018), algorithm 3, is here).
 //!
-//! Every step works on one detector row (one sinogram) at a time, so a slab
-//! gives the same values as the whole scan would.
+//! Order: flat/dark → zingers → rotation → phase retrieval → −log →
+//! stripes. Every step but the rotation and the phase retrieval works on one
+//! detector row (one sinogram) at a time; those two need neighbouring rows,
+//! so a slab is read with [`Preprocess::row_margin`] rows above and below
+//! and cropped afterwards ([`Preprocess::apply_within`]): a slab then gives
+//! the same values as the whole scan would (exactly for the rotation, to
+//! about e⁻¹⁰ of the filter's tails for the phase retrieval).
 //!
 //! Bad flat/dark pixels: a pixel whose flat is not above its dark
 //! (`flat − dark ≤ 0` for any flat group against the largest dark, or
@@ -19,13 +27,17 @@
 //! warning; their transmissions are clamped to `epsilon` before −log, as
 //! any non-positive transmission is.
 
+use std::ops::Range;
 use std::path::Path;
 
 use ndarray::{Array2, Array3, ArrayView3, ArrayViewMut2, Axis, Zip};
 use rayon::prelude::*;
 
+use crate::correct::{rotate_projection, rotation_margin};
 use crate::error::{shape_err, IoError, Result};
+use crate::phase::Paganin;
 use crate::source::{FrameGroup, RawSlab};
+use crate::stripe::StripeMethod;
 
 /// The largest fraction of a slab's pixels that may have a bad flat
 /// (`flat − dark ≤ 0`) and be interpolated; above it the flats and darks
@@ -94,9 +106,15 @@ pub struct Preprocess {
     /// neighbourhood in the sinogram (angle × bin) when it differs from that
     /// median by more than this fraction of the median. `None`: off.
     pub zinger_threshold: Option<f32>,
-    /// Stripe removal (sorting-based, Vo et al. 2018) with a median window of
-    /// this many bins (odd; Vo suggests 11–31). `None`: off.
-    pub stripe_size: Option<usize>,
+    /// Rotation of every projection about the detector centre, in degrees
+    /// (counter-clockwise as displayed; see
+    /// [`crate::correct::rotate_projection`]). `None`: off.
+    pub rotate_deg: Option<f64>,
+    /// Paganin phase retrieval of the normalised projections before −log.
+    /// `None`: off.
+    pub phase: Option<Paganin>,
+    /// Stripe removal after −log. `None`: off.
+    pub stripe: Option<StripeMethod>,
 }
 
 impl Default for Preprocess {
@@ -107,7 +125,9 @@ impl Default for Preprocess {
             log: LogMode::Auto,
             epsilon: 1e-6,
             zinger_threshold: None,
-            stripe_size: None,
+            rotate_deg: None,
+            phase: None,
+            stripe: None,
         }
     }
 }
@@ -137,26 +157,90 @@ impl Preprocess {
                 )));
             }
         }
-        if let Some(s) = self.stripe_size {
-            if s < 3 {
+        if let Some(s) = &self.stripe {
+            s.validate().map_err(IoError::Parameter)?;
+        }
+        if let Some(d) = self.rotate_deg {
+            if !(d.is_finite() && d.abs() <= 45.0) {
                 return Err(IoError::Parameter(format!(
-                    "stripe window {s} must be at least 3"
+                    "projection rotation {d}° must be within ±45°"
                 )));
             }
+        }
+        if let Some(p) = &self.phase {
+            p.validate()?;
         }
         Ok(())
     }
 
-    /// Preprocesses a raw slab read from `path`: `[angle][row][col]`.
+    /// Detector rows a slab needs above and below (read, processed, then
+    /// cropped) on a detector of `n_rows × n_cols`: the rotation's margin
+    /// plus the phase retrieval's.
+    pub fn row_margin(&self, n_rows: usize, n_cols: usize) -> usize {
+        let rot = self
+            .rotate_deg
+            .map_or(0, |d| rotation_margin(d, n_rows, n_cols));
+        let phase = self.phase.map_or(0, |p| p.row_margin());
+        rot + phase
+    }
+
+    /// The rows to read for a slab `rows` of a detector of `n_rows × n_cols`:
+    /// `rows` widened by [`Self::row_margin`] within the detector.
+    pub fn read_range(&self, rows: &Range<usize>, n_rows: usize, n_cols: usize) -> Range<usize> {
+        let m = self.row_margin(n_rows, n_cols);
+        rows.start.saturating_sub(m)..(rows.end + m).min(n_rows)
+    }
+
+    /// Preprocesses a raw slab read from `path`, taking the slab as the
+    /// whole detector: `[angle][row][col]`.
     pub fn apply(&self, raw: RawSlab, path: &Path) -> Result<Array3<f32>> {
+        let n = raw.rows.len();
+        let keep = raw.rows.clone();
+        let origin = raw.rows.start;
+        self.process(raw, path, origin, n, keep)
+    }
+
+    /// Preprocesses a raw slab (`raw.rows`, read with
+    /// [`Self::read_range`]) of a detector of `n_rows` rows, and returns
+    /// detector rows `keep` (within `raw.rows`): `[angle][row][col]`.
+    pub fn apply_within(
+        &self,
+        raw: RawSlab,
+        path: &Path,
+        n_rows: usize,
+        keep: Range<usize>,
+    ) -> Result<Array3<f32>> {
+        self.process(raw, path, 0, n_rows, keep)
+    }
+
+    /// [`Self::apply_within`] on a detector whose first row is `origin`
+    /// (the rows of `raw` and `keep` are in the same numbering, kept for
+    /// messages; the rotation works relative to `origin`).
+    fn process(
+        &self,
+        raw: RawSlab,
+        path: &Path,
+        origin: usize,
+        n_rows: usize,
+        keep: Range<usize>,
+    ) -> Result<Array3<f32>> {
         self.validate()?;
         let RawSlab {
+            rows,
             mut projections,
             flats,
             darks,
-            rows,
         } = raw;
-        let raw = RawSlabRows { rows };
+        if keep.start < rows.start || keep.end > rows.end || keep.start >= keep.end {
+            return Err(IoError::Parameter(format!(
+                "{}: rows {}..{} asked of a slab of rows {}..{}",
+                path.display(),
+                keep.start,
+                keep.end,
+                rows.start,
+                rows.end
+            )));
+        }
         let (_, nr, nc) = projections.dim();
         for g in flats.iter().chain(darks.iter()) {
             let (_, r, c) = g.frames.dim();
@@ -181,8 +265,8 @@ impl Preprocess {
                 tracing::warn!(
                     "{}: rows {}..{}: {negative} negative detector values (their transmissions are clamped before −log)",
                     path.display(),
-                    raw.rows.start,
-                    raw.rows.end
+                    rows.start,
+                    rows.end
                 );
             }
             let mask = bad_gain_mask(&f, &d);
@@ -198,8 +282,8 @@ impl Preprocess {
                             "{bad} of {} pixels of detector rows {}..{} have a flat not above the dark \
                              ({:.1} %, more than {} %): check the flats and darks",
                             nr * nc,
-                            raw.rows.start,
-                            raw.rows.end,
+                            rows.start,
+                            rows.end,
                             100.0 * frac,
                             100.0 * MAX_BAD_FRACTION
                         ),
@@ -213,7 +297,7 @@ impl Preprocess {
                         path,
                         format!(
                             "detector row {} has no pixel with a flat above the dark: check the flats and darks",
-                            raw.rows.start + r
+                            rows.start + r
                         ),
                     ));
                 }
@@ -221,14 +305,34 @@ impl Preprocess {
                 tracing::warn!(
                     "{}: rows {}..{}: {bad} pixels with flat ≤ dark, interpolated along their rows",
                     path.display(),
-                    raw.rows.start,
-                    raw.rows.end
+                    rows.start,
+                    rows.end
                 );
             }
             normalised = !f.is_empty();
         }
         if let Some(t) = self.zinger_threshold {
             for_each_sinogram(&mut projections, |s| remove_zingers(s, t));
+        }
+        if let Some(deg) = self.rotate_deg {
+            let first = rows.start - origin;
+            projections
+                .axis_iter_mut(Axis(0))
+                .into_par_iter()
+                .for_each(|mut p| {
+                    let r = rotate_projection(p.view(), deg, first, n_rows);
+                    p.assign(&r);
+                });
+        }
+        if let Some(phase) = &self.phase {
+            projections
+                .axis_iter_mut(Axis(0))
+                .into_par_iter()
+                .for_each(|p| phase.apply(p));
+        }
+        if keep != rows {
+            let (a, b) = (keep.start - rows.start, keep.end - rows.start);
+            projections = projections.slice(ndarray::s![.., a..b, ..]).to_owned();
         }
         let log = match self.log {
             LogMode::Auto => normalised,
@@ -243,16 +347,11 @@ impl Preprocess {
                 -v.ln()
             });
         }
-        if let Some(size) = self.stripe_size {
-            for_each_sinogram(&mut projections, |s| remove_stripe_based_sorting(s, size));
+        if let Some(method) = self.stripe {
+            for_each_sinogram(&mut projections, |s| method.apply(s));
         }
         Ok(projections)
     }
-}
-
-/// The rows of a slab, for messages.
-struct RawSlabRows {
-    rows: std::ops::Range<usize>,
 }
 
 fn count_negative(a: &Array3<f32>) -> usize {
@@ -498,7 +597,7 @@ pub fn remove_zingers(mut sino: ArrayViewMut2<'_, f32>, threshold: f32) {
 }
 
 /// Reflects an index into `0..n` as scipy's `mode='reflect'` (d c b a | a b c d | d c b a).
-fn reflect(i: i64, n: i64) -> usize {
+pub(crate) fn reflect(i: i64, n: i64) -> usize {
     let period = 2 * n;
     let mut k = i.rem_euclid(period);
     if k >= n {

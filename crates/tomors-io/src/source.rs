@@ -74,12 +74,16 @@ pub trait ProjectionSource: Send {
     }
 
     /// Reads detector rows `rows` and preprocesses them as `pre` says:
-    /// `[angle][row][col]`. A non-finite raw value is an error (see
+    /// `[angle][row][col]`. Steps that need neighbouring rows (rotation,
+    /// phase retrieval) read [`Preprocess::read_range`] and crop. A
+    /// non-finite raw value (margin rows included) is an error (see
     /// [`crate::checks`]).
     fn read_rows(&self, rows: Range<usize>, pre: &Preprocess) -> Result<Array3<f32>> {
-        let raw = self.read_raw(rows)?;
+        let [_, n_rows, n_cols] = self.shape();
+        check_rows(self.path(), &rows, n_rows)?;
+        let raw = self.read_raw(pre.read_range(&rows, n_rows, n_cols))?;
         crate::checks::check_slab_finite(self.path(), &raw)?;
-        pre.apply(raw, self.path())
+        pre.apply_within(raw, self.path(), n_rows, rows)
     }
 }
 

@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use tomors_core::iterative::ProjectorKind;
 use tomors_core::{FilterKind, Interpolation, Padding};
 use tomors_io::preprocess::{Average, LogMode};
-use tomors_io::OpenOptions;
+use tomors_io::{OpenOptions, StripeMethod};
 
 use crate::job::geometry::GeometryKind;
-use crate::job::input::PreSpec;
+use crate::job::input::{PhaseMethod, PhaseSpec, PreSpec};
 use crate::job::method::{AlgorithmName, FbpSpec};
 
 /// FBP filter options shared by `demo` and `recon`.
@@ -103,10 +103,40 @@ pub struct PreprocessArgs {
     /// median by more than this fraction of it (e.g. 0.3).
     #[arg(long)]
     pub zinger: Option<f32>,
-    /// Ring removal (Vo et al. 2018 sorting-based stripe removal) with a
-    /// median window of this many detector pixels (e.g. 21).
-    #[arg(long)]
-    pub stripe: Option<usize>,
+    /// Ring (stripe) removal after −log, as METHOD[:params]: N or
+    /// sorting[:size] (Vo 2018 sorting-based, window N), filtering[:sigma,size],
+    /// large[:snr,size], dead[:snr,size], all[:snr,large,small] (Vo's combined
+    /// recipe), fw[:level,sigma] (Münch wavelet–Fourier). Defaults: sorting 21;
+    /// filtering 3,21; large/dead 3,51; all 3,51,21; fw 4,2.
+    #[arg(long, value_name = "METHOD[:PARAMS]")]
+    pub stripe: Option<StripeMethod>,
+    /// Rotate every projection by this many degrees about the detector
+    /// centre (counter-clockwise as displayed, row 0 at the top; bilinear) to
+    /// correct a tilted detector, after flat/dark correction.
+    #[arg(long, value_name = "DEG", allow_hyphen_values = true)]
+    pub rotate_proj: Option<f64>,
+    /// Phase retrieval of the normalised projections before −log: paganin
+    /// (single material; needs --delta-beta, --energy, --distance,
+    /// --detector-pixel).
+    #[arg(long, value_enum)]
+    pub retrieve_phase: Option<PhaseMethod>,
+    /// Phase retrieval: δ/β of the material.
+    #[arg(long, value_name = "R")]
+    pub delta_beta: Option<f64>,
+    /// Phase retrieval: photon energy in keV.
+    #[arg(long, value_name = "KEV")]
+    pub energy: Option<f64>,
+    /// Phase retrieval: sample-to-detector propagation distance in mm.
+    #[arg(long, value_name = "MM")]
+    pub distance: Option<f64>,
+    /// Phase retrieval: physical (effective) detector pixel size in µm, as
+    /// one value or width,height (before --binning, which scales it).
+    #[arg(long, value_name = "UM[,UM]", value_parser = one_or_two_numbers)]
+    pub detector_pixel: Option<(f64, f64)>,
+    /// Phase retrieval: edge padding in pixels on each side of each
+    /// projection (default: to the next power of two of twice its size).
+    #[arg(long, value_name = "N")]
+    pub phase_pad: Option<usize>,
 }
 
 impl PreprocessArgs {
@@ -118,6 +148,15 @@ impl PreprocessArgs {
             no_flat_dark: self.no_flat_dark,
             zinger: self.zinger,
             stripe: self.stripe,
+            rotate: self.rotate_proj,
+            phase: PhaseSpec {
+                method: self.retrieve_phase,
+                delta_beta: self.delta_beta,
+                energy: self.energy,
+                distance: self.distance,
+                pixel: self.detector_pixel,
+                pad: self.phase_pad,
+            },
         }
     }
 }
@@ -279,6 +318,44 @@ pub fn index_range(s: &str) -> Result<(Option<usize>, Option<usize>), String> {
     Ok((end(a)?, end(b)?))
 }
 
+/// `a:b[:step]` as given: start, end, step (each optional).
+pub type RangeStep = (Option<usize>, Option<usize>, Option<usize>);
+
+/// `a:b[:step]` with either end possibly empty (`--projections`).
+pub fn index_range_step(s: &str) -> Result<RangeStep, String> {
+    let (ab, step) = match s.matches(':').count() {
+        2 => {
+            let (ab, st) = s.rsplit_once(':').expect("two colons");
+            let st = st
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&v| v > 0)
+                .ok_or_else(|| format!("'{st}' is not a step (a positive whole number)"))?;
+            (ab, Some(st))
+        }
+        _ => (s, None),
+    };
+    let (a, b) = index_range(ab)?;
+    Ok((a, b, step))
+}
+
+/// `r,c`: two positive bin factors (`--binning`).
+pub fn bin_factors(s: &str) -> Result<(usize, usize), String> {
+    let one = |t: &str| {
+        t.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&v| v > 0)
+            .ok_or_else(|| format!("'{t}' is not a bin factor (a positive whole number)"))
+    };
+    match s.split(',').collect::<Vec<_>>()[..] {
+        [a] => one(a).map(|a| (a, a)),
+        [a, b] => Ok((one(a)?, one(b)?)),
+        _ => Err(format!("'{s}': expected ROWS,COLS or one factor for both")),
+    }
+}
+
 /// `lo:hi`, two finite numbers (`--tiff-range`).
 pub fn value_range(s: &str) -> Result<(f32, f32), String> {
     let (a, b) = s
@@ -340,5 +417,11 @@ mod tests {
         assert!(three_sizes("20,2").is_err());
         assert!(three_sizes("20,x,2").is_err());
         assert_eq!(finite_f64(" 2 "), Ok(2.0));
+        assert_eq!(index_range_step("1:9:2"), Ok((Some(1), Some(9), Some(2))));
+        assert_eq!(index_range_step(":9"), Ok((None, Some(9), None)));
+        assert!(index_range_step("1:9:0").is_err());
+        assert_eq!(bin_factors("2"), Ok((2, 2)));
+        assert_eq!(bin_factors("2,4"), Ok((2, 4)));
+        assert!(bin_factors("0,1").is_err());
     }
 }

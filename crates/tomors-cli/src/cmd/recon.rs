@@ -6,12 +6,12 @@ use anyhow::{bail, Result};
 use clap::ArgMatches;
 
 use super::args::{
-    index_range, memory_size, three_sizes, value_range, ConeArgs, FilterArgs, InputArgs,
-    IterativeArgs, PreprocessArgs,
+    bin_factors, index_range, index_range_step, memory_size, three_sizes, value_range, ConeArgs,
+    FilterArgs, InputArgs, IterativeArgs, PreprocessArgs,
 };
 use crate::backend_select::BackendArgs;
 use crate::job::geometry::{CenterArg, GeometrySpec};
-use crate::job::input::{AngleUnit, Endian, InputSpec, RawArgs, RawDtype};
+use crate::job::input::{AngleUnit, Endian, InputSpec, RawArgs, RawDtype, RoiSpec};
 use crate::job::method::MethodSpec;
 use crate::job::output::OutputSpec;
 use crate::job::Job;
@@ -58,8 +58,10 @@ pub struct ReconArgs {
     #[arg(long)]
     pub angle_range: Option<f32>,
     /// Rotation-axis position in detector pixels from the left edge of a row
-    /// (bin k centred at k; default: the detector centre (n−1)/2), or
-    /// `auto` to find it (Vo et al. 2014 Fourier metric on a few rows).
+    /// (bin k centred at k; default: the detector centre (n−1)/2), or A:B
+    /// for an axis drifting linearly from A at the first detector row to B
+    /// at the last, or `auto` to find it (Vo et al. 2014 Fourier metric on a
+    /// few rows).
     #[arg(long, allow_hyphen_values = true)]
     pub center: Option<CenterArg>,
     /// With --center auto: the detector row to search on (default: up to 3
@@ -70,6 +72,21 @@ pub struct ReconArgs {
     /// end may be left out).
     #[arg(long, value_name = "A:B", value_parser = index_range)]
     pub slices: Option<(Option<usize>, Option<usize>)>,
+    /// Detector columns to use, as a:b (end excluded; either end may be left
+    /// out); --center stays in the whole detector's pixels.
+    #[arg(long, value_name = "A:B", value_parser = index_range)]
+    pub cols: Option<(Option<usize>, Option<usize>)>,
+    /// Projections to use, as a:b[:step] (end excluded).
+    #[arg(long, value_name = "A:B[:STEP]", value_parser = index_range_step)]
+    pub projections: Option<super::args::RangeStep>,
+    /// Average blocks of ROWS×COLS detector pixels (one factor: both);
+    /// --slices and --center-row then count binned rows, --center stays in
+    /// detector pixels.
+    #[arg(long, value_name = "ROWS,COLS", value_parser = bin_factors)]
+    pub binning: Option<(usize, usize)>,
+    /// Average every N consecutive projections (their angles averaged).
+    #[arg(long, value_name = "N")]
+    pub bin_angles: Option<usize>,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Slices per slab handed to the FBP backend (default 32).
@@ -144,6 +161,12 @@ impl ReconArgs {
                 angles: self.angles,
                 angles_unit: self.angles_unit,
                 angle_range: self.angle_range,
+                roi: RoiSpec {
+                    cols: self.cols,
+                    projections: self.projections,
+                    binning: self.binning,
+                    bin_angles: self.bin_angles,
+                },
             },
             pre: self.pre.spec(),
             geometry: GeometrySpec {

@@ -83,13 +83,86 @@ pub fn auto_center(
     })
 }
 
+/// A rotation axis that drifts linearly with the detector row, in the
+/// scan's column units: every row is shifted so that its axis lands on one
+/// centre, the mean of the two ends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Drift {
+    /// The axis at the first detector row (scan columns).
+    pub first: f64,
+    /// The axis at the last detector row (scan columns).
+    pub last: f64,
+    /// Detector rows (before binning).
+    pub detector_rows: usize,
+    /// Detector rows per scan row.
+    pub row_bin: usize,
+}
+
+impl Drift {
+    /// The common centre every row is shifted to.
+    pub fn target(&self) -> f64 {
+        0.5 * (self.first + self.last)
+    }
+
+    /// The axis of the scan's row `i`.
+    pub fn axis(&self, i: usize) -> f64 {
+        let b = self.row_bin as f64;
+        let r = i as f64 * b + (b - 1.0) / 2.0;
+        let t = r / (self.detector_rows.max(2) - 1) as f64;
+        self.first + (self.last - self.first) * t
+    }
+
+    /// Shifts each row of `projections` `[angle][row][col]` (the scan's rows
+    /// `rows`) so that its axis is at [`Self::target`] (linear
+    /// interpolation, edges extended).
+    pub fn apply(&self, projections: &mut ndarray::Array3<f32>, rows: &Range<usize>) {
+        use rayon::prelude::*;
+        let target = self.target();
+        projections
+            .axis_iter_mut(Axis(0))
+            .into_par_iter()
+            .for_each(|mut p| {
+                for (k, row) in p.axis_iter_mut(Axis(0)).enumerate() {
+                    tomors_io::correct::shift_row(row, target - self.axis(rows.start + k));
+                }
+            });
+    }
+}
+
+/// The centre of a job and an optional drift of it.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Centre {
+    /// The centre of the geometry (`None`: the detector centre).
+    pub center: Option<f32>,
+    /// With `--center A:B`: the shifts that bring every row to `center`.
+    pub drift: Option<Drift>,
+}
+
 /// The centre of a parallel-beam job on `rows` of `scan`: `--center`'s
-/// position, found with `--center auto` (on `--center-row` or rows spread
-/// over `rows`), or `None` for the detector centre.
-pub fn resolve(scan: &Scan, spec: &GeometrySpec, rows: &Range<usize>) -> Result<Option<f32>> {
-    Ok(match spec.center {
+/// position (whole-detector pixels, converted to the scan's columns after
+/// `--cols`/`--binning`), a drift `A:B`, found with `--center auto` (on
+/// `--center-row` or rows spread over `rows`), or `None` for the detector
+/// centre.
+pub fn resolve(scan: &Scan, spec: &GeometrySpec, rows: &Range<usize>) -> Result<Centre> {
+    let center = match spec.center {
         None => None,
-        Some(CenterArg::At(c)) => Some(c),
+        Some(CenterArg::At(c)) => Some(scan.to_scan_column(f64::from(c)) as f32),
+        Some(CenterArg::Drift(a, b)) => {
+            let drift = Drift {
+                first: scan.to_scan_column(f64::from(a)),
+                last: scan.to_scan_column(f64::from(b)),
+                detector_rows: scan.row_bin.1,
+                row_bin: scan.row_bin.0,
+            };
+            tracing::info!(
+                "rotation axis drifting from {a} to {b}: rows shifted to a centre of {:.2}",
+                drift.target()
+            );
+            return Ok(Centre {
+                center: Some(drift.target() as f32),
+                drift: Some(drift),
+            });
+        }
         Some(CenterArg::Auto) => {
             let search = search_rows(rows, spec.center_row);
             let found = auto_center(
@@ -106,5 +179,9 @@ pub fn resolve(scan: &Scan, spec: &GeometrySpec, rows: &Range<usize>) -> Result<
             );
             Some(found.center)
         }
+    };
+    Ok(Centre {
+        center,
+        drift: None,
     })
 }

@@ -25,6 +25,9 @@ pub enum CenterArg {
     Auto,
     /// The rotation-axis position in bin-index units.
     At(f32),
+    /// An axis drifting linearly with the detector row: at the first
+    /// detector row, at the last.
+    Drift(f32, f32),
 }
 
 impl std::str::FromStr for CenterArg {
@@ -33,12 +36,21 @@ impl std::str::FromStr for CenterArg {
         if s.trim().eq_ignore_ascii_case("auto") {
             return Ok(Self::Auto);
         }
+        if let Some((a, b)) = s.split_once(':') {
+            let num = |t: &str| t.trim().parse::<f32>().ok().filter(|c| c.is_finite());
+            return match (num(a), num(b)) {
+                (Some(a), Some(b)) => Ok(Self::Drift(a, b)),
+                _ => Err(format!(
+                    "'{s}': expected A:B, the centre at the first and the last detector row"
+                )),
+            };
+        }
         s.trim()
             .parse::<f32>()
             .ok()
             .filter(|c| c.is_finite())
             .map(Self::At)
-            .ok_or_else(|| format!("'{s}' is neither a position in pixels nor 'auto'"))
+            .ok_or_else(|| format!("'{s}' is neither a position in pixels, A:B nor 'auto'"))
     }
 }
 

@@ -13,7 +13,7 @@ use ndarray::{Array1, Array3, ArrayD};
 use tomors_core::fbp::check_finite;
 use tomors_io::preprocess::{Average, LogMode, Preprocess};
 use tomors_io::source::{input_kind, InputKind, RawSpec};
-use tomors_io::{OpenOptions, ProjectionSource};
+use tomors_io::{OpenOptions, ProjectionSource, StripeMethod};
 
 /// Unit of angles read from a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -117,11 +117,139 @@ pub struct InputSpec {
     pub angles_unit: Option<AngleUnit>,
     /// `--angle-range` in degrees.
     pub angle_range: Option<f32>,
+    /// Region of interest and binning.
+    pub roi: RoiSpec,
+}
+
+/// `--cols`, `--projections`, `--binning`, `--bin-angles` as given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoiSpec {
+    /// `--cols a:b`.
+    pub cols: Option<(Option<usize>, Option<usize>)>,
+    /// `--projections a:b[:step]`.
+    pub projections: Option<(Option<usize>, Option<usize>, Option<usize>)>,
+    /// `--binning rows,cols`.
+    pub binning: Option<(usize, usize)>,
+    /// `--bin-angles n`.
+    pub bin_angles: Option<usize>,
+}
+
+impl RoiSpec {
+    /// Each flag given, by name.
+    pub fn given(&self) -> [(bool, &'static str); 4] {
+        [
+            (self.cols.is_some(), "--cols"),
+            (self.projections.is_some(), "--projections"),
+            (self.binning.is_some(), "--binning"),
+            (self.bin_angles.is_some(), "--bin-angles"),
+        ]
+    }
+
+    /// Whether any is given.
+    pub fn any(&self) -> bool {
+        self.given().iter().any(|g| g.0)
+    }
+
+    /// The subset of a scan of `[angles, rows, cols]`.
+    fn subset(&self, shape: [usize; 3]) -> Result<tomors_io::subset::SubsetSpec> {
+        let [na, _, nc] = shape;
+        let (c0, c1) = self.cols.unwrap_or((None, None));
+        let (c0, c1) = (c0.unwrap_or(0), c1.unwrap_or(nc));
+        if c0 >= c1 || c1 > nc {
+            bail!("--cols {c0}:{c1} is empty or outside the detector's {nc} columns");
+        }
+        let (p0, p1, step) = self.projections.unwrap_or((None, None, None));
+        let (p0, p1) = (p0.unwrap_or(0), p1.unwrap_or(na));
+        if p0 >= p1 || p1 > na {
+            bail!("--projections {p0}:{p1} is empty or outside the scan's {na} projections");
+        }
+        let (br, bc) = self.binning.unwrap_or((1, 1));
+        let ba = self.bin_angles.unwrap_or(1);
+        if ba == 0 {
+            bail!("--bin-angles must be at least 1");
+        }
+        Ok(tomors_io::subset::SubsetSpec {
+            projections: p0..p1,
+            step: step.unwrap_or(1),
+            cols: c0..c1,
+            bin: [ba, br, bc],
+        })
+    }
+}
+
+/// `--retrieve-phase`: the phase-retrieval method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PhaseMethod {
+    /// Paganin et al. 2002, single material.
+    Paganin,
+}
+
+/// Phase retrieval as given.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PhaseSpec {
+    /// `--retrieve-phase`.
+    pub method: Option<PhaseMethod>,
+    /// `--delta-beta`.
+    pub delta_beta: Option<f64>,
+    /// `--energy` (keV).
+    pub energy: Option<f64>,
+    /// `--distance` (mm).
+    pub distance: Option<f64>,
+    /// `--detector-pixel` (µm, width and height).
+    pub pixel: Option<(f64, f64)>,
+    /// `--phase-pad`.
+    pub pad: Option<usize>,
+}
+
+impl PhaseSpec {
+    /// The retrieval, or `None`; refuses parameters without
+    /// `--retrieve-phase` and a method without its parameters.
+    pub fn paganin(&self) -> Result<Option<tomors_io::Paganin>> {
+        let Some(PhaseMethod::Paganin) = self.method else {
+            for (given, flag) in [
+                (self.delta_beta.is_some(), "--delta-beta"),
+                (self.energy.is_some(), "--energy"),
+                (self.distance.is_some(), "--distance"),
+                (self.pixel.is_some(), "--detector-pixel"),
+                (self.pad.is_some(), "--phase-pad"),
+            ] {
+                if given {
+                    bail!(
+                        "{flag} is a phase-retrieval parameter and needs --retrieve-phase paganin"
+                    );
+                }
+            }
+            return Ok(None);
+        };
+        let need = |v: Option<f64>, flag: &str| {
+            v.with_context(|| format!("--retrieve-phase paganin needs {flag}"))
+        };
+        let p = tomors_io::Paganin {
+            delta_beta: need(self.delta_beta, "--delta-beta")?,
+            energy_kev: need(self.energy, "--energy (keV)")?,
+            distance_mm: need(self.distance, "--distance (mm)")?,
+            pixel_um: self
+                .pixel
+                .context("--retrieve-phase paganin needs --detector-pixel (µm)")?,
+            pad: self.pad,
+        };
+        p.validate().map_err(|e| {
+            anyhow::anyhow!(
+                "--retrieve-phase: {}",
+                e.to_string().trim_start_matches("invalid parameter: ")
+            )
+        })?;
+        Ok(Some(p))
+    }
 }
 
 /// Preprocessing as given.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PreSpec {
+    /// `--rotate-proj` (degrees).
+    pub rotate: Option<f64>,
+    /// `--retrieve-phase` and its parameters.
+    pub phase: PhaseSpec,
     /// `--flat-average`.
     pub flat_average: Option<Average>,
     /// `--log`.
@@ -131,7 +259,7 @@ pub struct PreSpec {
     /// `--zinger`.
     pub zinger: Option<f32>,
     /// `--stripe`.
-    pub stripe: Option<usize>,
+    pub stripe: Option<StripeMethod>,
 }
 
 impl PreSpec {
@@ -142,9 +270,19 @@ impl PreSpec {
             average: self.flat_average.unwrap_or_default(),
             log: self.log.unwrap_or_default(),
             zinger_threshold: self.zinger,
-            stripe_size: self.stripe,
+            stripe: self.stripe,
+            rotate_deg: self.rotate,
+            phase: self.phase.paganin()?,
             ..Default::default()
         };
+        if let Some(d) = self.rotate {
+            if !(d.is_finite() && d.abs() <= 45.0) {
+                bail!("--rotate-proj {d} must be within ±45 degrees");
+            }
+        }
+        if p.phase.is_some() && p.log == LogMode::Never {
+            bail!("--retrieve-phase needs transmissions and −log (not --log never)");
+        }
         p.validate()?;
         Ok(p)
     }
@@ -174,6 +312,13 @@ pub struct Scan {
     pub angles_from: AnglesFrom,
     /// The preprocessing applied to every slab read.
     pub pre: Preprocess,
+    /// `--cols`/`--binning`: a detector column of the whole detector in
+    /// the scan's columns is `(c − offset − (bin − 1)/2) / bin`:
+    /// `(offset, column bin)`.
+    pub columns: (usize, usize),
+    /// `--binning`: detector rows per row of the scan, and the detector's
+    /// rows before binning.
+    pub row_bin: (usize, usize),
 }
 
 /// Name of an input kind, for messages.
@@ -262,6 +407,33 @@ pub fn open(input: &InputSpec, pre: &PreSpec, need_stored: bool) -> Result<Scan>
     } else {
         (source.angles().to_vec(), AnglesFrom::Default)
     };
+    let mut pre_options = pre_options;
+    if pre_options.phase.is_some()
+        && pre.log.unwrap_or_default() == LogMode::Auto
+        && source.n_flats() == 0
+    {
+        bail!(
+            "--retrieve-phase needs flat-field normalised transmissions: {} has no flats \
+             (give --flats, or --log always when the data are normalised already)",
+            path.display()
+        );
+    }
+    let [_, detector_rows, _] = source.shape();
+    let (source, angles, columns, row_bin) = if input.roi.any() {
+        let spec = input.roi.subset(source.shape())?;
+        let columns = (spec.cols.start, spec.bin[2]);
+        let row_bin = (spec.bin[1], detector_rows);
+        if let Some(p) = pre_options.phase.as_mut() {
+            p.pixel_um.0 *= spec.bin[2] as f64;
+            p.pixel_um.1 *= spec.bin[1] as f64;
+        }
+        let sub = tomors_io::subset::Subset::new(source, &angles, spec)?;
+        let angles = sub.angles().to_vec();
+        let boxed: Box<dyn ProjectionSource> = Box::new(sub);
+        (boxed, angles, columns, row_bin)
+    } else {
+        (source, angles, (0, 1), (1, detector_rows))
+    };
     if source.n_flats() + source.n_darks() == 0 {
         for (given, flag) in [
             (pre.flat_average.is_some(), "--flat-average"),
@@ -277,6 +449,8 @@ pub fn open(input: &InputSpec, pre: &PreSpec, need_stored: bool) -> Result<Scan>
         angles,
         angles_from,
         pre: pre_options,
+        columns,
+        row_bin,
     })
 }
 
@@ -291,6 +465,13 @@ fn stores_angles(path: &Path, opts: &OpenOptions, angles: &[f32]) -> Result<bool
 }
 
 impl Scan {
+    /// A column position of the whole detector in the scan's columns
+    /// (after `--cols` and `--binning`).
+    pub fn to_scan_column(&self, c: f64) -> f64 {
+        let (offset, bin) = (self.columns.0 as f64, self.columns.1 as f64);
+        (c - offset - (bin - 1.0) / 2.0) / bin
+    }
+
     /// The file read.
     pub fn path(&self) -> &Path {
         self.source.path()

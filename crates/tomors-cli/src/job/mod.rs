@@ -99,6 +99,10 @@ impl Job {
                 &[(g.slices.is_some(), "--slices")],
                 "is for parallel geometry (cone beam reconstructs every detector row)",
             )?;
+            refuse(
+                &self.input.roi.given(),
+                "is for parallel geometry (cone beam needs the whole detector and its own pixel size)",
+            )?;
         } else {
             refuse(
                 &g.cone.given(),

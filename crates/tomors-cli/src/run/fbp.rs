@@ -24,7 +24,7 @@ pub fn run(job: &Job) -> Result<()> {
     let centre = center::resolve(&scan, &job.geometry, &rows)?;
     let mut geometry = ParallelGeometry::new(scan.angles.clone(), n_bins)
         .with_context(|| path.display().to_string())?;
-    if let Some(c) = centre {
+    if let Some(c) = centre.center {
         geometry = geometry
             .with_center(c)
             .with_context(|| path.display().to_string())?;
@@ -82,7 +82,10 @@ pub fn run(job: &Job) -> Result<()> {
         rows.clone(),
         per_slab,
         writer,
-        |_, projections| {
+        |slab, mut projections| {
+            if let Some(d) = &centre.drift {
+                d.apply(&mut projections, &slab);
+            }
             check_finite(projections.view(), "the preprocessed projections").map_err(|e| {
                 tomors_io::IoError::Format {
                     path: path.clone(),

@@ -50,14 +50,17 @@ pub fn run(job: &Job) -> Result<()> {
     let centre = center::resolve(&scan, &job.geometry, &rows)?;
     let mut geometry = ParallelGeometry::new(scan.angles.clone(), n_bins)
         .with_context(|| path.display().to_string())?;
-    if let Some(c) = centre {
+    if let Some(c) = centre.center {
         geometry = geometry
             .with_center(c)
             .with_context(|| path.display().to_string())?;
     }
     let grid = SliceGrid::for_geometry(&geometry);
     let bytes = bytes_needed(n_angles * rows.len() * n_bins, rows.len() * grid.len());
-    let projections = scan.read_whole(rows.clone(), bytes, job.memory, "--algorithm")?;
+    let mut projections = scan.read_whole(rows.clone(), bytes, job.memory, "--algorithm")?;
+    if let Some(d) = &centre.drift {
+        d.apply(&mut projections, &rows);
+    }
     let sinograms = projections_to_sinograms(projections.view(), 0..rows.len())?;
     drop(projections);
     let meta = output::base_meta(&scan, &format!("{name:?}"))
