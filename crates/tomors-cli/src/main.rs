@@ -85,7 +85,7 @@ fn main() -> ExitCode {
             let recon = matches
                 .subcommand_matches("recon")
                 .expect("the recon subcommand's matches");
-            cmd::recon::run(*args, recon)
+            config::run_recon(*args, recon)
         }
         Command::Bench(args) => cmd::bench::run(args),
         Command::Tune(args) => cmd::tune::run(&args),

@@ -230,7 +230,10 @@ fn config_file_flags_override_and_unknown_keys_fail() {
     // A sidecar left without its volume is replaced; a foreign file at the
     // sidecar's name is not.
     std::fs::remove_file(&f).unwrap();
-    ok(recon(&["--config"], &[&d.path().join("c.npy.tomors.toml"), Path::new("--out"), &f]));
+    ok(recon(
+        &["--config"],
+        &[&d.path().join("c.npy.tomors.toml"), Path::new("--out"), &f],
+    ));
     let g = d.path().join("g.npy");
     std::fs::write(d.path().join("g.npy.tomors.toml"), "my notes\n").unwrap();
     let m = err(recon(&["--backend", "cpu", "--out"], &[&g, &p]));

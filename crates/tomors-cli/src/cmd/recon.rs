@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use clap::ArgMatches;
 
 use super::args::{
     bin_factors, index_range, index_range_step, memory_size, three_sizes, value_range, ConeArgs,
@@ -193,35 +192,4 @@ impl ReconArgs {
             memory: self.memory,
         })
     }
-}
-
-/// Runs `tomors recon`: the flags (over `--config` or `--config-from`'s
-/// options) → job → run; `matches` are the recon subcommand's, for which
-/// options the command line gave.
-pub fn run(args: ReconArgs, matches: &ArgMatches) -> Result<()> {
-    use crate::config::{file, merge, record};
-    let (args, matches) = match (&args.config, &args.config_from) {
-        (Some(path), _) => {
-            let config = file::read(path, &merge::known())?;
-            merge::merge(matches, &config, path)?
-        }
-        (None, Some(output)) => {
-            let text = tomors_io::provenance::read_config(output)?;
-            let config = file::parse(&text, output, &merge::known())?;
-            let (args, m) = merge::merge(matches, &config, output)?;
-            // The recorded inputs this run reads again must be unchanged.
-            let now = record::options(&m);
-            for id in &config.inputs {
-                if now.get(&id.role).and_then(|v| v.as_str()) == Some(id.path.as_str()) {
-                    id.verify(output)?;
-                }
-            }
-            (args, m)
-        }
-        (None, None) => (args, matches.clone()),
-    };
-    let provenance = record::text(&matches)?;
-    let mut job = args.job()?;
-    job.output.provenance = Some(provenance);
-    crate::run::run(&job)
 }

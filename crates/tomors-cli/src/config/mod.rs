@@ -18,3 +18,38 @@ pub mod file;
 pub mod identity;
 pub mod merge;
 pub mod record;
+
+use anyhow::Result;
+use clap::ArgMatches;
+
+use crate::cmd::recon::ReconArgs;
+
+/// Runs `tomors recon`: the flags (over `--config` or `--config-from`'s
+/// options) → job → run; `matches` are the recon subcommand's, for which
+/// options the command line gave.
+pub fn run_recon(args: ReconArgs, matches: &ArgMatches) -> Result<()> {
+    let (args, matches) = match (&args.config, &args.config_from) {
+        (Some(path), _) => {
+            let config = file::read(path, &merge::known())?;
+            merge::merge(matches, &config, path)?
+        }
+        (None, Some(output)) => {
+            let text = tomors_io::provenance::read_config(output)?;
+            let config = file::parse(&text, output, &merge::known())?;
+            let (args, m) = merge::merge(matches, &config, output)?;
+            // The recorded inputs this run reads again must be unchanged.
+            let now = record::options(&m);
+            for id in &config.inputs {
+                if now.get(&id.role).and_then(|v| v.as_str()) == Some(id.path.as_str()) {
+                    id.verify(output)?;
+                }
+            }
+            (args, m)
+        }
+        (None, None) => (args, matches.clone()),
+    };
+    let provenance = record::text(&matches)?;
+    let mut job = args.job()?;
+    job.output.provenance = Some(provenance);
+    crate::run::run(&job)
+}
