@@ -51,7 +51,7 @@ fn the_script_sees_the_layers_of_tomors_cuda() {
         "edge in the crate root: fbp/ -> runtime/",
         "edge in iterative/: iterative/parallel/ -> iterative/device/",
         "edge in iterative/: iterative/cone/ -> iterative/run.rs",
-        "edge in the crate root: cmd/ -> run/",
+        "edge in the crate root: config/ -> run/",
         "edge in the crate root: run/ -> job/",
         "edge in cmd/: cmd/recon.rs -> cmd/args.rs",
     ] {
