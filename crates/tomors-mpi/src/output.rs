@@ -173,11 +173,17 @@ impl DistOutput {
                     shape[1],
                     shape[2],
                     depth.description(),
-                    meta.to_text()
+                    meta.without_config().to_text()
                 );
                 let mp = tmp.join("tomors.txt");
                 std::fs::write(&mp, text)
                     .with_context(|| format!("{}: cannot write", mp.display()))?;
+                // The run's configuration, as the single-process writer keeps it.
+                if let Some(config) = meta.config() {
+                    let cp = tmp.join(tomors_io::output::CONFIG_FILE);
+                    std::fs::write(&cp, config)
+                        .with_context(|| format!("{}: cannot write", cp.display()))?;
+                }
                 Sink::Tiff {
                     dir: tmp,
                     depth,
