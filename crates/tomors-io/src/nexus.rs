@@ -13,30 +13,24 @@
 //!                        configuration (NXnote, TOML text) when recorded
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use ndarray::{s, Array1, ArrayView3};
+use ndarray::Array1;
 
 use crate::error::{format_err, Result};
 use crate::output::{OutputKind, StagedFile};
 use crate::writer::{
-    check_finite_slab, h5w, limit_hdf5_free_lists, volume_dataset, write_attrs, AttrValue,
-    SlabCursor, VolumeMeta, VolumeWriter, WriteOptions,
+    h5w, limit_hdf5_free_lists, volume_dataset, write_attrs, AttrValue, Hdf5Writer, VolumeMeta,
+    WriteOptions,
 };
 
 /// Path of the volume dataset inside a NeXus output.
 pub const VOLUME_PATH: &str = "entry/data/volume";
 
-/// NeXus writer: the volume is written slab by slab into
-/// [`VOLUME_PATH`]; the file appears under its name when complete.
-pub struct NexusWriter {
-    path: PathBuf,
-    tmp: PathBuf,
-    file: Option<hdf5::File>,
-    ds: Option<hdf5::Dataset>,
-    stage: Option<StagedFile>,
-    cursor: SlabCursor,
-}
+/// NeXus writer: lays out the NeXus groups, then the volume is written slab
+/// by slab into [`VOLUME_PATH`] by the HDF5 volume writer; the file appears
+/// under its name when complete.
+pub struct NexusWriter;
 
 fn text(v: &str) -> AttrValue {
     AttrValue::Text(v.into())
@@ -71,7 +65,7 @@ impl NexusWriter {
         shape: [usize; 3],
         meta: &VolumeMeta,
         options: &WriteOptions,
-    ) -> Result<Self> {
+    ) -> Result<Hdf5Writer> {
         let (stage, file) = StagedFile::create(path, OutputKind::HDF5, options.overwrite)?;
         drop(file);
         let tmp = stage.path().to_path_buf();
@@ -137,53 +131,6 @@ impl NexusWriter {
             string_dataset(&note, "type", "application/toml", &tmp)?;
             string_dataset(&note, "data", config, &tmp)?;
         }
-        Ok(Self {
-            path: path.to_path_buf(),
-            tmp,
-            file: Some(f),
-            ds: Some(ds),
-            stage: Some(stage),
-            cursor: SlabCursor::new(shape),
-        })
-    }
-}
-
-impl VolumeWriter for NexusWriter {
-    fn path(&self) -> &Path {
-        &self.path
-    }
-    fn shape(&self) -> [usize; 3] {
-        self.cursor.shape
-    }
-    fn write_slab(&mut self, z0: usize, slab: ArrayView3<'_, f32>) -> Result<()> {
-        self.cursor.check(&self.path, z0, &slab)?;
-        check_finite_slab(&self.path, z0, &slab)?;
-        let n = slab.len_of(ndarray::Axis(0));
-        let ds = self
-            .ds
-            .as_ref()
-            .ok_or_else(|| format_err(&self.path, "writer already closed"))?;
-        let std = slab.as_standard_layout();
-        ds.write_slice(std.view(), s![z0..z0 + n, .., ..])
-            .map_err(|e| h5w(&self.tmp, e))
-    }
-    fn finish(mut self: Box<Self>) -> Result<()> {
-        self.cursor.complete(&self.path)?;
-        self.ds.take();
-        if let Some(f) = self.file.take() {
-            f.flush().map_err(|e| h5w(&self.tmp, e))?;
-            f.close().map_err(|e| h5w(&self.tmp, e))?;
-        }
-        let stage = self.stage.take().expect("a writer finishes once");
-        stage.commit()
-    }
-}
-
-impl Drop for NexusWriter {
-    fn drop(&mut self) {
-        // Close the file before the stage removes an unfinished one.
-        self.ds.take();
-        self.file.take();
-        self.stage.take();
+        Ok(Hdf5Writer::from_parts(path, stage, f, ds, shape))
     }
 }

@@ -659,6 +659,28 @@ fn write_attr(loc: &hdf5::Location, k: &str, v: &AttrValue) -> std::result::Resu
     .map_err(AttrError::H5)
 }
 
+impl Hdf5Writer {
+    /// A writer of the open dataset `ds` of `file`, the staged temporary of
+    /// `path` (the NeXus writer lays out its groups, then writes slabs,
+    /// finishes and cleans up exactly as a plain HDF5 volume does).
+    pub(crate) fn from_parts(
+        path: &Path,
+        stage: StagedFile,
+        file: hdf5::File,
+        ds: hdf5::Dataset,
+        shape: [usize; 3],
+    ) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            tmp: stage.path().to_path_buf(),
+            file: Some(file),
+            ds: Some(ds),
+            stage: Some(stage),
+            cursor: SlabCursor::new(shape),
+        }
+    }
+}
+
 impl VolumeWriter for Hdf5Writer {
     fn path(&self) -> &Path {
         &self.path
