@@ -2,6 +2,7 @@
 //! `tomors.devices()` and `tomors.tune()`.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -37,16 +38,44 @@ impl Choice {
     }
 }
 
+/// The GPU backends opened by earlier calls of this process, by device list
+/// and kernel choice. Opening one creates a CUDA context per device and
+/// loads the kernels (about 0.3 s on an H100), which a notebook calling
+/// `tomors.recon` slice after slice should pay once, as a Rust program
+/// holding its backend does; `tomors.release_gpus()` empties it.
+type OpenedGpus = Vec<(Vec<usize>, KernelChoice, Arc<MultiCudaBackend>)>;
+static OPENED: Mutex<OpenedGpus> = Mutex::new(Vec::new());
+
 /// The devices of `spec` ("0,1"; `None` = all), opened as one multi-GPU
-/// backend.
-pub fn open_gpus(devices: Option<&str>, kernel: KernelChoice) -> Result<MultiCudaBackend> {
+/// backend, or the one an earlier call opened for the same devices and
+/// kernel choice.
+pub fn open_gpus(devices: Option<&str>, kernel: KernelChoice) -> Result<Arc<MultiCudaBackend>> {
     let available = tomors_cuda::device_count()?;
     let list = tomors_cuda::parse_devices(devices, available)?;
+    // A panic while the lock was held cannot leave the list half-updated
+    // (one push), so a poisoned lock is still usable.
+    let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, _, gpus)) = opened.iter().find(|(l, k, _)| *l == list && *k == kernel) {
+        return Ok(Arc::clone(gpus));
+    }
     let options = CudaOptions {
         kernel,
         ..CudaOptions::default()
     };
-    Ok(MultiCudaBackend::new(&list, options)?)
+    let gpus = Arc::new(MultiCudaBackend::new(&list, options)?);
+    opened.push((list, kernel, Arc::clone(&gpus)));
+    Ok(gpus)
+}
+
+/// `tomors.release_gpus()`: drops the GPU backends kept by earlier calls
+/// (their contexts and device buffers are freed once no running call uses
+/// them). Returns how many were kept.
+#[pyfunction]
+pub fn release_gpus() -> usize {
+    let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+    let n = opened.len();
+    opened.clear();
+    n
 }
 
 /// The first device of `devices`, for the methods that run on one GPU.
@@ -68,19 +97,19 @@ pub fn fbp_backend(
     choice: Choice,
     devices: Option<&str>,
     kernel: Option<&str>,
-) -> Result<Box<dyn Backend>> {
-    let open = || -> Result<Box<dyn Backend>> {
+) -> Result<Arc<dyn Backend>> {
+    let open = || -> Result<Arc<dyn Backend>> {
         let kernel = parse_kernel(kernel)?;
-        let gpus = open_gpus(devices, kernel)?;
-        Ok(Box::new(gpus))
+        let gpus: Arc<dyn Backend> = open_gpus(devices, kernel)?;
+        Ok(gpus)
     };
     match choice {
-        Choice::Cpu => Ok(Box::new(CpuBackend::new())),
+        Choice::Cpu => Ok(Arc::new(CpuBackend::new())),
         Choice::Cuda => open(),
         Choice::Auto => match open() {
             Ok(b) => Ok(b),
             Err(Error::Value(m)) => Err(Error::Value(m)),
-            Err(_) => Ok(Box::new(CpuBackend::new())),
+            Err(_) => Ok(Arc::new(CpuBackend::new())),
         },
     }
 }

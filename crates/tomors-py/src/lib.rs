@@ -59,6 +59,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device::debug_transfer_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::devices, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::tune, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu::release_gpus, m)?)?;
     m.add_function(wrap_pyfunction!(raise_panic, m)?)?;
     Ok(())
 }
