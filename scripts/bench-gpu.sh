@@ -72,6 +72,7 @@ rm -rf "$WORK/cone"
 # SIRT per iteration.
 step sirt-parallel 120 "$EX/sirt_bench" $SN $SN $SI
 step sirt-cone 120 "$EX/cone_sirt_bench" 256 360 5 3
+[[ $QUICK == 0 ]] && step sirt-cone-512 200 "$EX/cone_sirt_bench" 512 512 3 2
 # CPU back projection (same machine, all cores).
 step cpu-bp 120 "$BIN" bench --backend cpu --sizes 1024 --slices 16 --reps 1 --interp linear
 # ASTRA, same call.
@@ -80,13 +81,18 @@ if [[ -d .astra ]]; then
   step astra-fbp2d 120 bash .astra/run.sh fbp2d --n $N --angles $N
   step astra-fdk 120 bash .astra/run.sh fdk --n $CN --angles $CA
   step astra-sirt 200 bash .astra/run.sh sirt --n $SN --angles $SN --iters $SI
+  # Cone SIRT3D_CUDA and FP3D/BP3D on cone_sirt_bench's geometry (run.sh above installed .astra/site).
+  export ASTRA_SITE=$PWD/.astra/site ASTRA_SHIM=$PWD/.astra/libcufft.so.11 PYTHONUNBUFFERED=1
+  export CUFFT12_PATH=${CUFFT12_PATH:-$(ls /usr/local/cuda/targets/x86_64-linux/lib/libcufft.so.12 2>/dev/null)}
+  step astra-sirt-cone 120 python3 scripts/astra_cone_sirt.py --n 256 --angles 360 --iters 5
+  [[ $QUICK == 0 ]] && step astra-sirt-cone-512 200 python3 scripts/astra_cone_sirt.py --n 512 --angles 512 --iters 3 --reps 2
 else
   echo "no .astra/: ASTRA skipped" | tee "$RAW/astra-skipped.log" >&2
 fi
 # tomocupy lprec / fourierrec / linerec (GPU-resident, 32 slices of 2048² from 2048 angles).
 if [[ -d .tomocupy && $QUICK == 0 ]]; then
   mkdir -p "$RAW/tomocupy"
-  OUT="$PWD/$RAW/tomocupy" step tomocupy 300 bash .tomocupy/run.sh
+  OUT="$(cd "$RAW/tomocupy" && pwd)" step tomocupy 300 bash .tomocupy/run.sh
 else
   echo "tomocupy skipped (no .tomocupy/ or --quick)" | tee "$RAW/tomocupy-skipped.log" >&2
 fi

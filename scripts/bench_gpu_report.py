@@ -49,7 +49,11 @@ for s in steps:
             fig(f"fbp-e2e:{m.group(1)}x{m.group(2)}", float(m.group(4)), "s", "host to host, wall", n)
     elif n in ("fbp-file", "fdk-cli"):
         fig(n, s["wall_s"], "s", "fresh CLI process, file to file, wall", n)
+        m = re.search(r"reconstructed (?:\d+ slices )?in ([\d.]+) s", log)
+        if m:
+            fig(n + ":recon", float(m.group(1)), "s", "the CLI's own reconstruction time (log line)", n)
     elif n.startswith("astra-"):
+        size = "512" if n.endswith("-512") else None
         for line in log.splitlines():
             if line.startswith("{"):
                 try:
@@ -57,6 +61,8 @@ for s in steps:
                 except ValueError:
                     continue
                 w = j.get("what", n)
+                if w.startswith("cone_"):
+                    w = f"{w}:{j.get('n')}"
                 if "GUps" in j:
                     fig(f"astra:{w}", j["GUps"], "GU/s", "ASTRA " + n, n)
                 if "seconds" in j:
@@ -64,11 +70,38 @@ for s in steps:
                 if "seconds_per_iter" in j:
                     fig(f"astra:{w}:s_per_iter", j["seconds_per_iter"], "s", "ASTRA host to host", n)
     elif n == "tomocupy":
-        res = raw / "tomocupy" / "results.json"
-        if res.exists():
-            for r in json.loads(res.read_text()):
-                fig("tomocupy:" + ":".join(str(r.get(k, "")) for k in ("alg", "dtype")),
-                    r, "record", "GPU-resident, cupy events, median", n)
+        # One JSON line per method and precision in its log (bench.py).
+        for line in log.splitlines():
+            if not line.startswith('{"method"'):
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            key = f"tomocupy:{r['method']}:{r['dtype']}:nz{r['nz']}"
+            basis = f"GPU-resident filter + back projection of {r['nz']} slices, cupy events, median"
+            fig(key + ":ms", r["ms_total"], "ms", basis, n)
+            fig(key + ":s_2048", r["est_s_2048_slices"], "s", "2048 slices estimated from " + basis, n)
+            fig(key + ":GUps", r["GUps_total"], "GU/s", basis, n)
+    elif n == "fdk-lib":
+        t = [float(x) for x in re.findall(r"\(timed\): ([\d.]+) s host to host", log)]
+        if t:
+            t.sort()
+            fig("fdk-lib:512", t[len(t) // 2], "s", "host to host, warm, median of timed reps", n)
+    elif n == "sirt-parallel":
+        m = re.findall(r"([\d.]+) s/iteration device-resident loop, ([\d.]+) s/iteration host to host", log)
+        if m:
+            fig("sirt-parallel:device", min(float(a) for a, _ in m), "s/iter", "device loop, CUDA events", n)
+            fig("sirt-parallel:h2h", min(float(b) for _, b in m), "s/iter", "host to host (whole call / iterations)", n)
+    elif n.startswith("sirt-cone"):
+        size = "512" if n.endswith("512") else "256"
+        for pair, dev, h2h in re.findall(r"sirt \((\w+) pair[^)]*\): ([\d.]+) s/iteration device loop.*?, ([\d.]+) s/iteration host to host", log):
+            fig(f"sirt-cone:{size}:{pair}:device", float(dev), "s/iter", "device loop", n)
+            fig(f"sirt-cone:{size}:{pair}:h2h", float(h2h), "s/iter", "host to host (whole call / iterations)", n)
+    elif n == "cpu-bp":
+        m = re.search(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\w+)\s+([\d.]+)\s+([\d.]+)\s*$", log, re.M)
+        if m:
+            fig(f"cpu-bp:{m.group(1)}", float(m.group(6)), "GU/s", "CPU, all cores, " + log.splitlines()[0].strip(), n)
 
 run = {"name": base.name, "quick": quick, "steps": steps, "figures": figures}
 base.with_suffix(".json").write_text(json.dumps(run, indent=1))
