@@ -115,13 +115,7 @@ fn rank_job(job: &Job, route: Route) -> Result<ReconJob> {
                 let search = center::search_rows(&rows, job.geometry.center_row);
                 let options = center::search_options(&scan, &job.geometry)?;
                 Center::Auto(Box::new(move |source, angles, pre| {
-                    let found = center::auto_center(
-                        source,
-                        angles,
-                        pre,
-                        &search,
-                        &options,
-                    )?;
+                    let found = center::auto_center(source, angles, pre, &search, &options)?;
                     tracing::info!(
                         "rotation centre {:.2} (quality {:.3})",
                         found.center,

@@ -199,7 +199,13 @@ fn every_flag_on_every_method_runs_or_names_the_flag() {
         case(&["--center-range", "2:14", "--center", "auto"], PARALLEL),
         case(&["--center-range", "2:14"], NONE), // needs --center auto
         case(
-            &["--half-acquisition", "--angle-range", "360", "--center", "3"],
+            &[
+                "--half-acquisition",
+                "--angle-range",
+                "360",
+                "--center",
+                "3",
+            ],
             PARALLEL,
         ),
         case(&["--half-acquisition", "--angle-range", "360"], PARALLEL),

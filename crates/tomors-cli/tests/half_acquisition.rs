@@ -99,10 +99,13 @@ fn half_acquisition_finds_the_axis_and_writes_the_wide_slice() {
     assert_eq!(printed_centre(&o), 215.0);
     let e_given = slice_error(&given);
     eprintln!("NRMSE: axis found {e_found:.4}, given {e_given:.4}");
-    // Measured 0.0 (both); the bound leaves room for FBP's edge ringing on
-    // exact data only.
-    assert!(e_found <= 0.25 && e_given <= 0.25, "{e_found} {e_given}");
-    assert!((e_found - e_given).abs() <= 0.1 * e_given, "{e_found} vs {e_given}");
+    // Measured 0.0196 (both: FBP's discretisation on exact data); bound
+    // with ~25 % margin.
+    assert!(e_found <= 0.025 && e_given <= 0.025, "{e_found} {e_given}");
+    assert!(
+        (e_found - e_given).abs() <= 0.1 * e_given,
+        "{e_found} vs {e_given}"
+    );
 
     // The same run from a configuration file.
     let cfg = dir.path().join("rec.toml");
@@ -136,7 +139,10 @@ fn half_acquisition_finds_the_axis_and_writes_the_wide_slice() {
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(e.trim().lines().count(), 1, "{e}");
-    assert!(e.contains("--half-acquisition") && e.contains("360°"), "{e}");
+    assert!(
+        e.contains("--half-acquisition") && e.contains("360°"),
+        "{e}"
+    );
     assert!(!dir.path().join("no.npy").exists());
 }
 
@@ -156,7 +162,15 @@ fn center_range_widens_the_centre_search() {
     let o = ok(tomors()
         .args(["--quiet", "recon"])
         .arg(&scan)
-        .args(["--center", "auto", "--center-range", "0:255", "--backend", "cpu", "--out"])
+        .args([
+            "--center",
+            "auto",
+            "--center-range",
+            "0:255",
+            "--backend",
+            "cpu",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap());

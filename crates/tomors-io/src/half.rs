@@ -426,9 +426,7 @@ pub fn find_axis_360(
     let rows: Vec<usize> = (0..pairs.len()).step_by(stride).collect();
     let top_c = top.select(Axis(0), &rows);
     let fb_c = fb.select(Axis(0), &rows);
-    let cols = |d: i64| -> Range<usize> {
-        (d.max(0) as usize)..((w as i64 + d.min(0)) as usize)
-    };
+    let cols = |d: i64| -> Range<usize> { (d.max(0) as usize)..((w as i64 + d.min(0)) as usize) };
     let coarse: Vec<(i64, Option<f64>)> = (d_lo..=d_hi)
         .into_par_iter()
         .map(|d| (d, mismatch(top_c.view(), fb_c.view(), d as f64, cols(d))))
@@ -632,7 +630,10 @@ mod tests {
         assert!((wa - 0.5).abs() < 1e-3 && (wb - 0.5).abs() < 1e-3);
         // 180° is refused.
         let half: Vec<f32> = uniform(40).iter().map(|a| a / 2.0).collect();
-        assert!(pair_opposite(&half).unwrap_err().to_string().contains("360°"));
+        assert!(pair_opposite(&half)
+            .unwrap_err()
+            .to_string()
+            .contains("360°"));
     }
 
     #[test]

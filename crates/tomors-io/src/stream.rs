@@ -274,7 +274,10 @@ mod tests {
         let (per_row, fixed) = pre.working_bytes(200, 1000, 256);
         assert!(per_row > 0 && fixed > 0);
         let with = phase.rows_per_slab(budget).unwrap();
-        assert!(with < plain, "{with} rows with phase retrieval, {plain} without");
+        assert!(
+            with < plain,
+            "{with} rows with phase retrieval, {plain} without"
+        );
         // The slab chosen, with its margins and FFT buffers, fits.
         assert!(phase.overhead + with * phase.bytes_per_row() <= budget);
         // Without phase retrieval or rotation nothing is added.

@@ -153,13 +153,14 @@ fn finds_an_axis_on_the_right_side() {
         },
     )
     .unwrap();
-    let best = |r: &tomors_io::half::AxisFound| {
-        r.metric
-            .iter()
-            .map(|m| m.1)
-            .fold(f64::INFINITY, f64::min)
-    };
-    assert!(best(&left) > 10.0 * best(&found), "{} vs {}", best(&left), best(&found));
+    let best =
+        |r: &tomors_io::half::AxisFound| r.metric.iter().map(|m| m.1).fold(f64::INFINITY, f64::min);
+    assert!(
+        best(&left) > 10.0 * best(&found),
+        "{} vs {}",
+        best(&left),
+        best(&found)
+    );
 }
 
 /// With noise (Gaussian, 1 % of the sinogram's maximum) the axis is still
@@ -175,7 +176,11 @@ fn finds_the_axis_of_a_noisy_scan() {
     sino.mapv_inplace(|v| v + rng.sample(normal));
     let found = find_axis_360(sino.view(), &angles, &AxisSearch::default()).unwrap();
     eprintln!("noisy, axis {axis}: found {:.4}", found.axis);
-    assert!((found.axis - f64::from(axis)).abs() <= 0.25, "found {}", found.axis);
+    assert!(
+        (found.axis - f64::from(axis)).abs() <= 0.25,
+        "found {}",
+        found.axis
+    );
 }
 
 /// A 180° scan whose centre lies 68 px left of the middle: the default
@@ -197,7 +202,11 @@ fn centre_search_over_the_whole_detector() {
     let wide = CenterOptions::for_range(0.0, (bins - 1) as f32, bins).unwrap();
     let r = find_center(sino.view(), g.angles(), &wide).unwrap();
     eprintln!("centre {c}: found {} (quality {:.3})", r.center, r.quality);
-    assert!((r.center - c).abs() <= 0.5, "centre {c}, found {}", r.center);
+    assert!(
+        (r.center - c).abs() <= 0.5,
+        "centre {c}, found {}",
+        r.center
+    );
     assert!(CenterOptions::for_range(300.0, 400.0, bins).is_err());
     assert!(CenterOptions::for_range(10.0, 5.0, bins).is_err());
 }

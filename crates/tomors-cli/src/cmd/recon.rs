@@ -9,8 +9,8 @@ use super::args::{
     FilterArgs, InputArgs, IterativeArgs, PreprocessArgs,
 };
 use crate::backend_select::BackendArgs;
-use crate::job::half::HalfSpec;
 use crate::job::geometry::{CenterArg, GeometrySpec};
+use crate::job::half::HalfSpec;
 use crate::job::input::{AngleUnit, Endian, InputSpec, RawArgs, RawDtype, RoiSpec};
 use crate::job::method::MethodSpec;
 use crate::job::output::OutputSpec;

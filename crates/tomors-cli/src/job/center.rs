@@ -201,4 +201,3 @@ pub fn resolve(scan: &Scan, spec: &GeometrySpec, rows: &Range<usize>) -> Result<
         drift: None,
     })
 }
-

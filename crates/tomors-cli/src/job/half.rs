@@ -91,9 +91,10 @@ pub fn stitch(
                     bail!("{path}: row {r} outside the detector's {n_rows} rows");
                 }
                 let p = source.read_rows(r..r + 1, pre)?;
-                let res = find_axis_360(p.index_axis(Axis(1), 0), angles, &options).map_err(
-                    |e| anyhow::anyhow!("{path}: row {r}: --half-acquisition: {}", message(e)),
-                )?;
+                let res =
+                    find_axis_360(p.index_axis(Axis(1), 0), angles, &options).map_err(|e| {
+                        anyhow::anyhow!("{path}: row {r}: --half-acquisition: {}", message(e))
+                    })?;
                 if res.quality < f64::from(tomors_io::center::MIN_QUALITY) {
                     tracing::warn!(
                         "{path}: row {r}: the offset axis {:.2} has no clear minimum (quality {:.3}); \

@@ -115,7 +115,8 @@ impl Job {
             )?;
         }
         // With --half-acquisition and no --center the axis is searched.
-        let searched = g.center == Some(CenterArg::Auto) || (g.half_acquisition && g.center.is_none());
+        let searched =
+            g.center == Some(CenterArg::Auto) || (g.half_acquisition && g.center.is_none());
         if g.center_row.is_some() && !searched {
             bail!("--center-row needs --center auto");
         }
