@@ -290,7 +290,7 @@ impl Stitch {
 }
 
 /// Options of [`find_axis_360`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct AxisSearch {
     /// Search the axis within `[a, b]` (detector columns); `None`: the
     /// whole detector, both sides.
@@ -298,15 +298,6 @@ pub struct AxisSearch {
     /// The smallest overlap (columns) a candidate may have; `None`:
     /// `max(8, W/64)`.
     pub min_overlap: Option<usize>,
-}
-
-impl Default for AxisSearch {
-    fn default() -> Self {
-        Self {
-            range: None,
-            min_overlap: None,
-        }
-    }
 }
 
 /// Where [`find_axis_360`] found the axis.

@@ -162,7 +162,7 @@ impl ReconArgs {
         let Some(out) = self.out else {
             bail!("no output: give --out (or `out` in the configuration)");
         };
-        let half = self.half_acquisition.then(|| HalfSpec {
+        let half = self.half_acquisition.then_some(HalfSpec {
             axis: match self.center {
                 Some(CenterArg::At(c)) => Some(c),
                 _ => None,
