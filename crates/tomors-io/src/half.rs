@@ -629,10 +629,12 @@ mod tests {
 
     #[test]
     fn stitch_geometry_left_and_right() {
-        // Axis at column 2 of 10: the mirrored half adds columns −7..−1.
+        // Axis at column 2 of 10: the mirrored half covers 2·2 − 9 = −5 to
+        // 4, adding columns −5..−1.
         let s = Stitch::new(2.0, 10).unwrap();
         assert!(s.axis_left());
-        assert_eq!((s.first(), s.width(), s.center()), (-7, 17, 9.0));
+        assert_eq!((s.first(), s.width(), s.center()), (-5, 15, 7.0));
+        assert_eq!(s.overlap(), 4.0);
         let r = Stitch::new(7.0, 10).unwrap();
         assert!(!r.axis_left());
         assert_eq!((r.first(), r.width(), r.center()), (0, 15, 7.0));
