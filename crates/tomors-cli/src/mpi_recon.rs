@@ -5,7 +5,6 @@
 use anyhow::{bail, Context, Result};
 use tomors_core::cone::FdkOptions;
 use tomors_core::cpu::CpuBackend;
-use tomors_io::CenterOptions;
 use tomors_mpi::{Center, Method, ReconJob};
 
 use crate::backend_select::{make_backend, make_cone_backend, BackendArgs, BackendChoice};
@@ -105,6 +104,8 @@ fn rank_job(job: &Job, route: Route) -> Result<ReconJob> {
     } else {
         let rows = job.geometry.rows(n_rows)?;
         let centre = match job.geometry.center {
+            // Stitched when opened: the axis of the wide rows.
+            _ if scan.half.is_some() => Center::At(scan.half.map_or(0.0, |h| h.center as f32)),
             None => Center::Default,
             Some(CenterArg::At(c)) => Center::At(c),
             Some(CenterArg::Drift(..)) => {
@@ -112,14 +113,9 @@ fn rank_job(job: &Job, route: Route) -> Result<ReconJob> {
             }
             Some(CenterArg::Auto) => {
                 let search = center::search_rows(&rows, job.geometry.center_row);
+                let options = center::search_options(&scan, &job.geometry)?;
                 Center::Auto(Box::new(move |source, angles, pre| {
-                    let found = center::auto_center(
-                        source,
-                        angles,
-                        pre,
-                        &search,
-                        &CenterOptions::default(),
-                    )?;
+                    let found = center::auto_center(source, angles, pre, &search, &options)?;
                     tracing::info!(
                         "rotation centre {:.2} (quality {:.3})",
                         found.center,

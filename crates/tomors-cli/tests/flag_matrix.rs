@@ -196,6 +196,21 @@ fn every_flag_on_every_method_runs_or_names_the_flag() {
         case(&["--center", "auto"], PARALLEL),
         case(&["--center", "auto", "--center-row", "3"], PARALLEL),
         case(&["--center-row", "3"], NONE),
+        case(&["--center-range", "2:14", "--center", "auto"], PARALLEL),
+        case(&["--center-range", "2:14"], NONE), // needs --center auto
+        case(
+            &[
+                "--half-acquisition",
+                "--angle-range",
+                "360",
+                "--center",
+                "3",
+            ],
+            PARALLEL,
+        ),
+        case(&["--half-acquisition", "--angle-range", "360"], PARALLEL),
+        case(&["--half-acquisition"], NONE), // 180°: not a 360° scan
+        case(&["--half-acquisition", "--center", "3:4"], NONE),
         case(&["--slices", "2:4"], PARALLEL),
         case(&["--slices", "2:"], PARALLEL),
         case(&["--filter", "hann"], FILTERED),
@@ -225,6 +240,8 @@ fn every_flag_on_every_method_runs_or_names_the_flag() {
         case(&["--stripe", "dead:3,5"], ALL),
         case(&["--stripe", "all:3,5,5"], ALL),
         case(&["--stripe", "fw:2,2"], ALL),
+        case(&["--stripe", "fitting:2,10"], ALL),
+        case(&["--stripe", "fitting:2,10,1"], NONE),
         case(&["--stripe", "fw:2,2,2"], NONE),
         case(&["--rotate-proj", "1.5"], ALL),
         case(&["--rotate-proj", "60"], NONE),

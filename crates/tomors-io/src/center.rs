@@ -14,10 +14,13 @@
 //! implementation (TomoPy's `find_center_vo`): smoothing with Gaussians of σ
 //! = (3, 1) for the coarse and (2, 2) for the fine search, mask ratio 0.5,
 //! 20 rows dropped around the zero angular frequency, search ±50 px around
-//! the detector centre by default, and 4× down-sampling for the coarse
+//! the detector centre by default (any range, up to the whole detector,
+//! with [`CenterOptions::for_range`]), and 4× down-sampling for the coarse
 //! search of sinograms larger than 4 Mpixel.
 //!
-//! Scans over more than 180° (360° scans) use their first 180°.
+//! Scans over more than 180° (360° scans) use their first 180°; a 360° scan
+//! whose axis is far off the detector's middle (half acquisition) is
+//! [`crate::half::find_axis_360`]'s.
 
 use std::sync::Arc;
 
@@ -59,6 +62,30 @@ impl Default for CenterOptions {
 }
 
 impl CenterOptions {
+    /// The default options searching centres `a` to `b` (detector columns,
+    /// bin `k` centred at `k`) of a detector of `n_cols` columns instead of
+    /// ±50 px around its middle; `0:n_cols − 1` searches the whole
+    /// detector.
+    pub fn for_range(a: f32, b: f32, n_cols: usize) -> Result<Self> {
+        if !(a.is_finite() && b.is_finite() && a < b) {
+            return Err(IoError::Parameter(format!(
+                "centre search range {a}:{b} must be finite with a < b"
+            )));
+        }
+        let last = n_cols.saturating_sub(1) as f32;
+        if b < 0.0 || a > last {
+            return Err(IoError::Parameter(format!(
+                "centre search range {a}:{b} lies outside the detector's columns 0 to {last}"
+            )));
+        }
+        let mid = (n_cols / 2) as f32;
+        Ok(Self {
+            smin: a.max(0.0) - mid,
+            smax: b.min(last) - mid,
+            ..Self::default()
+        })
+    }
+
     /// Checks the parameters: finite, `smin < smax`, positive `srad`,
     /// `step` and `ratio ≤ 1`.
     pub fn validate(&self) -> Result<()> {
@@ -260,10 +287,14 @@ fn search_coarse(
     let comp = flip_ud(sino);
     let mask = create_mask(2 * nrow, ncol, 0.5 * o.ratio * ncol as f32, o.drop);
     let fft = Fft2::new(2 * nrow, ncol);
+    let mass = column_mass(sino);
     let metrics: Vec<f32> = cors
         .par_iter()
         .map(|&c| {
             let shift = (2.0 * (c - cen_fliplr)).round() as i64;
+            if mirrored_fraction(&mass, shift) < MIN_MIRRORED {
+                return f32::INFINITY;
+            }
             let shifted = roll_fill(flip.view(), comp.view(), shift);
             metric(&fft, sino, shifted.view(), &mask)
         })
@@ -271,8 +302,46 @@ fn search_coarse(
     if cors.is_empty() {
         return (cen_fliplr, true);
     }
+    if metrics.iter().all(|m| m.is_infinite()) {
+        return (cors[cors.len() / 2], true);
+    }
     let k = argmin(&metrics);
     (cors[k], k == 0 || k + 1 == cors.len())
+}
+
+/// The smallest share of the object's signal a trial centre's mirror must
+/// cover (see [`mirrored_fraction`]).
+const MIN_MIRRORED: f32 = 0.3;
+
+/// Each column's mean over the angles, above the smallest of them: where
+/// the object is.
+fn column_mass(sino: ArrayView2<'_, f32>) -> Vec<f32> {
+    let m: Vec<f32> = sino
+        .mean_axis(Axis(0))
+        .map(|a| a.to_vec())
+        .unwrap_or_default();
+    let lo = m.iter().copied().fold(f32::INFINITY, f32::min);
+    m.iter().map(|v| (v - lo).max(0.0)).collect()
+}
+
+/// The share of the object's signal (`mass`, per column) in the columns
+/// where the mirror shifted by `shift` holds mirrored data rather than the
+/// fill. Far from the true centre the mirror leaves the object and the
+/// fill (the sinogram upside down) alone makes a consistent 360° sinogram,
+/// so the metric is low for the wrong reason: searches over a wide range
+/// (the whole detector) skip such trial centres.
+fn mirrored_fraction(mass: &[f32], shift: i64) -> f32 {
+    let n = mass.len() as i64;
+    let total: f32 = mass.iter().sum();
+    if total <= 0.0 {
+        return 1.0;
+    }
+    let (a, b) = if shift >= 0 {
+        (shift.min(n), n)
+    } else {
+        (0, (n + shift).max(0))
+    };
+    mass[a as usize..b as usize].iter().sum::<f32>() / total
 }
 
 fn search_fine(sino: ArrayView2<'_, f32>, init: f32, o: &CenterOptions) -> Vec<(f32, f32)> {

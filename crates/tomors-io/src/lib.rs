@@ -19,6 +19,9 @@
 //! - [`angles`]: what can be a scan (angle checks, unit guess);
 //! - [`checks`]: the non-finite rule of every reader;
 //! - [`center`]: rotation-centre finding (Vo et al. 2014 Fourier metric);
+//! - [`half`]: 360° scans with an offset axis (half acquisition): the axis
+//!   search, the stitching into a wide 180° sinogram, and a source that
+//!   presents the stitched scan;
 //! - [`writer`]: `.npy`, HDF5 and TIFF-stack volume writers;
 //! - [`output`]: safe outputs (unique temporaries, no clobbering, never
 //!   onto an input, interrupts clean up);
@@ -37,6 +40,7 @@ pub mod checks;
 pub mod compression;
 pub mod correct;
 pub mod error;
+pub mod half;
 pub mod hdf5io;
 pub mod info;
 pub mod memory;

@@ -101,6 +101,29 @@ impl Paganin {
         }
     }
 
+    /// Length of a dimension of `n` pixels once padded for the FFT.
+    pub fn padded_len(&self, n: usize) -> usize {
+        n.saturating_add(self.pad_for(n).saturating_mul(2))
+    }
+
+    /// `(a, b)` with `padded_len(n) ≤ a·n + b` for every `n ≥ 1`: the
+    /// default padding reaches the next power of two of `2n` (below `4n`),
+    /// a fixed padding `p` adds `2p`.
+    pub fn buffer_rows_bound(&self) -> (usize, usize) {
+        match self.pad {
+            None => (4, 1),
+            Some(p) => (1, p.saturating_mul(2)),
+        }
+    }
+
+    /// Bytes of the complex FFT buffer of one projection of `n_rows ×
+    /// n_cols` (each worker thread filtering a projection holds one).
+    pub fn buffer_bytes(&self, n_rows: usize, n_cols: usize) -> usize {
+        8usize
+            .saturating_mul(self.padded_len(n_rows))
+            .saturating_mul(self.padded_len(n_cols))
+    }
+
     /// Filters one normalised projection `[row][col]` in place.
     pub fn apply(&self, mut image: ArrayViewMut2<'_, f32>) {
         let (nr, nc) = image.dim();

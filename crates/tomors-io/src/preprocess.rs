@@ -184,6 +184,37 @@ impl Preprocess {
         rot + phase
     }
 
+    /// What processing a slab holds besides the slab itself and its
+    /// sinogram copy, for `n_angles` projections of a detector of `n_rows ×
+    /// n_cols`: `(bytes per slab row, bytes per slab)`. With a row margin
+    /// ([`Self::row_margin`]): the margin rows read above and below (per
+    /// slab) and the cropped copy of the kept rows (per row). With phase
+    /// retrieval: one padded complex FFT buffer per worker thread
+    /// ([`Paganin::buffer_bytes`]) of the slab's rows plus margins. Zero when
+    /// neither rotation nor phase retrieval is asked.
+    pub fn working_bytes(&self, n_angles: usize, n_rows: usize, n_cols: usize) -> (usize, usize) {
+        let m = self.row_margin(n_rows, n_cols);
+        if m == 0 && self.phase.is_none() {
+            return (0, 0);
+        }
+        let row = 4usize.saturating_mul(n_angles).saturating_mul(n_cols);
+        let mut per_row = row;
+        let mut fixed = row.saturating_mul(2 * m);
+        if let Some(p) = &self.phase {
+            let threads = rayon::current_num_threads().max(1);
+            let (rows_a, rows_b) = p.buffer_rows_bound();
+            let buf_row = 8usize
+                .saturating_mul(p.padded_len(n_cols))
+                .saturating_mul(threads);
+            // Buffer rows ≤ rows_a · (slab rows + 2m) + rows_b.
+            per_row = per_row.saturating_add(buf_row.saturating_mul(rows_a));
+            fixed = fixed.saturating_add(
+                buf_row.saturating_mul(rows_a.saturating_mul(2 * m).saturating_add(rows_b)),
+            );
+        }
+        (per_row, fixed)
+    }
+
     /// The rows to read for a slab `rows` of a detector of `n_rows × n_cols`:
     /// `rows` widened by [`Self::row_margin`] within the detector.
     pub fn read_range(&self, rows: &Range<usize>, n_rows: usize, n_cols: usize) -> Range<usize> {

@@ -73,6 +73,14 @@ pub trait ProjectionSource: Send {
         None
     }
 
+    /// Bytes per detector row that [`Self::read_rows`] holds besides the
+    /// slab it returns (a source that transforms the rows it reads, such as
+    /// [`crate::half::HalfAcquisitionSource`], holds them as read too);
+    /// counted by [`crate::stream::MemoryModel::for_source`].
+    fn extra_bytes_per_row(&self) -> usize {
+        0
+    }
+
     /// Reads detector rows `rows` and preprocesses them as `pre` says:
     /// `[angle][row][col]`. Steps that need neighbouring rows (rotation,
     /// phase retrieval) read [`Preprocess::read_range`] and crop. A

@@ -33,6 +33,10 @@ pub struct MemoryModel {
     /// about 45 MiB with HDF5 input, 14 MiB more with HDF5 output, and about
     /// 3.1 MiB per row where the model counts 4.2.
     pub overhead: usize,
+    /// Bytes per row held besides the above: what the source holds while
+    /// it transforms its rows ([`ProjectionSource::extra_bytes_per_row`])
+    /// and what the preprocessing holds ([`Self::with_preprocess`]).
+    pub extra_per_row: usize,
 }
 
 impl MemoryModel {
@@ -46,7 +50,19 @@ impl MemoryModel {
             n_side_frames: source.n_flats() + source.n_darks(),
             slice_pixels,
             overhead: 64 << 20,
+            extra_per_row: source.extra_bytes_per_row(),
         }
+    }
+
+    /// Adds the working set of the preprocessing `pre` on a detector of
+    /// `n_rows` rows (see [`Preprocess::working_bytes`]: the rows read
+    /// above and below a slab for the rotation and the phase retrieval, and
+    /// the phase retrieval's padded FFT buffers).
+    pub fn with_preprocess(mut self, pre: &Preprocess, n_rows: usize) -> Self {
+        let (per_row, fixed) = pre.working_bytes(self.n_angles, n_rows, self.n_cols);
+        self.extra_per_row = self.extra_per_row.saturating_add(per_row);
+        self.overhead = self.overhead.saturating_add(fixed);
+        self
     }
 
     /// Bytes per detector row of a slab: the raw/preprocessed projections
@@ -67,6 +83,7 @@ impl MemoryModel {
         proj.saturating_add(side)
             .saturating_add(slice)
             .saturating_mul(4)
+            .saturating_add(self.extra_per_row)
     }
 
     /// Rows per slab within `budget` bytes (at least 1), or an error when
@@ -222,10 +239,48 @@ mod tests {
             n_side_frames: 0,
             slice_pixels: 10_000,
             overhead: 1 << 20,
+            extra_per_row: 0,
         };
         // 4·(30000 + 20000) = 200000 bytes per row.
         assert_eq!(m.bytes_per_row(), 200_000);
         assert_eq!(m.rows_per_slab((1 << 20) + 1_000_000).unwrap(), 5);
         assert!(m.rows_per_slab(1 << 20).is_err());
+    }
+
+    #[test]
+    fn phase_retrieval_takes_its_share_of_the_budget() {
+        let m = MemoryModel {
+            n_angles: 200,
+            n_cols: 256,
+            padded_cols: 512,
+            n_side_frames: 4,
+            slice_pixels: 256 * 256,
+            overhead: 8 << 20,
+            extra_per_row: 0,
+        };
+        let pre = Preprocess {
+            phase: Some(crate::Paganin {
+                delta_beta: 300.0,
+                energy_kev: 20.0,
+                distance_mm: 200.0,
+                pixel_um: (1.0, 1.0),
+                pad: None,
+            }),
+            ..Preprocess::default()
+        };
+        let budget = 256 << 20;
+        let plain = m.rows_per_slab(budget).unwrap();
+        let phase = m.with_preprocess(&pre, 1000);
+        let (per_row, fixed) = pre.working_bytes(200, 1000, 256);
+        assert!(per_row > 0 && fixed > 0);
+        let with = phase.rows_per_slab(budget).unwrap();
+        assert!(
+            with < plain,
+            "{with} rows with phase retrieval, {plain} without"
+        );
+        // The slab chosen, with its margins and FFT buffers, fits.
+        assert!(phase.overhead + with * phase.bytes_per_row() <= budget);
+        // Without phase retrieval or rotation nothing is added.
+        assert_eq!(Preprocess::default().working_bytes(200, 1000, 256), (0, 0));
     }
 }

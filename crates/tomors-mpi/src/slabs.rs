@@ -102,6 +102,7 @@ pub(crate) fn run_fbp(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
         options.filter.validate()?;
         let grid = SliceGrid::for_geometry(&geometry);
         let per_slab = MemoryModel::for_source(job.source.as_ref(), grid.len())
+            .with_preprocess(&job.preprocess, job.source.shape()[1])
             .rows_per_slab(job.memory)
             .map_err(|e| io_err(&job, format!("--memory: {e}")))?
             .min(mine.len().max(1));

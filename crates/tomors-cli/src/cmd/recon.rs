@@ -10,6 +10,7 @@ use super::args::{
 };
 use crate::backend_select::BackendArgs;
 use crate::job::geometry::{CenterArg, GeometrySpec};
+use crate::job::half::HalfSpec;
 use crate::job::input::{AngleUnit, Endian, InputSpec, RawArgs, RawDtype, RoiSpec};
 use crate::job::method::MethodSpec;
 use crate::job::output::OutputSpec;
@@ -67,6 +68,21 @@ pub struct ReconArgs {
     /// rows spread over the reconstructed ones, median taken).
     #[arg(long)]
     pub center_row: Option<usize>,
+    /// With --center auto: search the centre between detector columns A
+    /// and B (detector pixels, as --center; default ±50 px around the
+    /// middle, or the whole detector with --half-acquisition); 0:N−1
+    /// searches the whole detector.
+    #[arg(long, value_name = "A:B", allow_hyphen_values = true, value_parser = value_range)]
+    pub center_range: Option<(f32, f32)>,
+    /// A 360° scan with the rotation axis near one edge of the detector
+    /// (half acquisition, extended field of view): opposite projections are
+    /// stitched (linear weights in their overlap) into a 180° scan of about
+    /// twice the width, and the wider slice is reconstructed. The axis is
+    /// --center (detector pixels) or, with --center auto or no --center,
+    /// found by matching the mirrored opposite projections (left or right
+    /// side; --center-range, --center-row). Parallel beam only.
+    #[arg(long)]
+    pub half_acquisition: bool,
     /// Detector rows (slices) to reconstruct, as a:b (end excluded; either
     /// end may be left out).
     #[arg(long, value_name = "A:B", value_parser = index_range)]
@@ -146,6 +162,15 @@ impl ReconArgs {
         let Some(out) = self.out else {
             bail!("no output: give --out (or `out` in the configuration)");
         };
+        let half = self.half_acquisition.then_some(HalfSpec {
+            axis: match self.center {
+                Some(CenterArg::At(c)) => Some(c),
+                _ => None,
+            },
+            center_row: self.center_row,
+            range: self.center_range,
+            slices: self.slices,
+        });
         Ok(Job {
             input: InputSpec {
                 path: input,
@@ -166,12 +191,15 @@ impl ReconArgs {
                     binning: self.binning,
                     bin_angles: self.bin_angles,
                 },
+                half,
             },
             pre: self.pre.spec(),
             geometry: GeometrySpec {
                 kind: self.cone.geometry,
                 center: self.center,
                 center_row: self.center_row,
+                center_range: self.center_range,
+                half_acquisition: self.half_acquisition,
                 slices: self.slices,
                 cone: self.cone.spec(),
             },

@@ -1,5 +1,6 @@
 //! The rotation centre of a parallel-beam job: given, or found on a few
-//! detector rows (Vo et al. 2014 Fourier metric, `tomors-io`).
+//! detector rows (Vo et al. 2014 Fourier metric, `tomors-io`); a
+//! half-acquisition scan's comes from its stitching ([`super::half`]).
 
 use std::ops::Range;
 
@@ -7,6 +8,7 @@ use anyhow::{bail, Result};
 use ndarray::Axis;
 use tomors_io::{find_center, CenterOptions, Preprocess, ProjectionSource};
 
+pub use super::geometry::search_rows;
 use super::geometry::{CenterArg, GeometrySpec};
 use super::input::Scan;
 
@@ -19,20 +21,6 @@ pub struct AutoCenter {
     pub quality: f32,
     /// `(row, centre, quality)` of each row searched.
     pub rows: Vec<(usize, f32, f32)>,
-}
-
-/// Rows to search within `rows`: the given one, or up to 3 spread over them.
-pub fn search_rows(rows: &Range<usize>, row: Option<usize>) -> Vec<usize> {
-    if let Some(r) = row {
-        return vec![r];
-    }
-    let n = rows.len();
-    let mut v: Vec<usize> = [n / 4, n / 2, (3 * n) / 4]
-        .iter()
-        .map(|&k| rows.start + k.min(n - 1))
-        .collect();
-    v.dedup();
-    v
 }
 
 /// Finds the rotation centre of `source` on the given detector rows.
@@ -138,12 +126,39 @@ pub struct Centre {
     pub drift: Option<Drift>,
 }
 
+/// The options of the centre search of `--center auto`: the default
+/// (±50 px around the middle), or `--center-range` (whole-detector pixels,
+/// converted to the scan's columns).
+pub fn search_options(scan: &Scan, spec: &GeometrySpec) -> Result<CenterOptions> {
+    let Some((a, b)) = spec.center_range else {
+        return Ok(CenterOptions::default());
+    };
+    let (a, b) = (
+        scan.to_scan_column(f64::from(a)),
+        scan.to_scan_column(f64::from(b)),
+    );
+    CenterOptions::for_range(a as f32, b as f32, scan.shape()[2]).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: --center-range: {}",
+            scan.path().display(),
+            e.to_string().trim_start_matches("invalid parameter: ")
+        )
+    })
+}
+
 /// The centre of a parallel-beam job on `rows` of `scan`: `--center`'s
 /// position (whole-detector pixels, converted to the scan's columns after
 /// `--cols`/`--binning`), a drift `A:B`, found with `--center auto` (on
 /// `--center-row` or rows spread over `rows`), or `None` for the detector
 /// centre.
 pub fn resolve(scan: &Scan, spec: &GeometrySpec, rows: &Range<usize>) -> Result<Centre> {
+    if let Some(h) = &scan.half {
+        // Stitched as the scan was opened: the axis of the wide rows.
+        return Ok(Centre {
+            center: Some(h.center as f32),
+            drift: None,
+        });
+    }
     let center = match spec.center {
         None => None,
         Some(CenterArg::At(c)) => Some(scan.to_scan_column(f64::from(c)) as f32),
@@ -165,12 +180,13 @@ pub fn resolve(scan: &Scan, spec: &GeometrySpec, rows: &Range<usize>) -> Result<
         }
         Some(CenterArg::Auto) => {
             let search = search_rows(rows, spec.center_row);
+            let options = search_options(scan, spec)?;
             let found = auto_center(
                 scan.source.as_ref(),
                 &scan.angles,
                 &scan.pre,
                 &search,
-                &CenterOptions::default(),
+                &options,
             )?;
             tracing::info!(
                 "rotation centre {:.2} (quality {:.3})",

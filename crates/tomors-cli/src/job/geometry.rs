@@ -54,6 +54,28 @@ impl std::str::FromStr for CenterArg {
     }
 }
 
+/// Rows to search within `rows`: the given one, or up to 3 spread over them.
+pub fn search_rows(rows: &Range<usize>, row: Option<usize>) -> Vec<usize> {
+    if let Some(r) = row {
+        return vec![r];
+    }
+    let n = rows.len();
+    let mut v: Vec<usize> = [n / 4, n / 2, (3 * n) / 4]
+        .iter()
+        .map(|&k| rows.start + k.min(n - 1))
+        .collect();
+    v.dedup();
+    v
+}
+
+/// A column position of the whole detector in the columns of a scan seen
+/// through `--cols`/`--binning`, `columns = (offset, column bin)`:
+/// `(c − offset − (bin − 1)/2) / bin`.
+pub fn scan_column(columns: (usize, usize), c: f64) -> f64 {
+    let (offset, bin) = (columns.0 as f64, columns.1 as f64);
+    (c - offset - (bin - 1.0) / 2.0) / bin
+}
+
 /// Everything the user said about the geometry.
 #[derive(Clone, Debug, Default)]
 pub struct GeometrySpec {
@@ -63,6 +85,13 @@ pub struct GeometrySpec {
     pub center: Option<CenterArg>,
     /// `--center-row`: with `--center auto` only.
     pub center_row: Option<usize>,
+    /// `--center-range a:b` (detector pixels): where `--center auto`
+    /// searches (default ±50 px around the middle; with
+    /// `--half-acquisition` the whole detector).
+    pub center_range: Option<(f32, f32)>,
+    /// `--half-acquisition`: a 360° scan with the axis near one edge,
+    /// stitched into a 180° scan of about twice the width (parallel beam).
+    pub half_acquisition: bool,
     /// `--slices a:b` (either end may be open): parallel beam only.
     pub slices: Option<(Option<usize>, Option<usize>)>,
     /// The cone-beam options.

@@ -119,6 +119,9 @@ pub struct InputSpec {
     pub angle_range: Option<f32>,
     /// Region of interest and binning.
     pub roi: RoiSpec,
+    /// `--half-acquisition`: the scan is stitched into the wide 180° scan
+    /// as it is opened (the axis given or found).
+    pub half: Option<super::half::HalfSpec>,
 }
 
 /// `--cols`, `--projections`, `--binning`, `--bin-angles` as given.
@@ -319,6 +322,9 @@ pub struct Scan {
     /// `--binning`: detector rows per row of the scan, and the detector's
     /// rows before binning.
     pub row_bin: (usize, usize),
+    /// `--half-acquisition`: how the 360° scan was stitched (`source` and
+    /// `angles` are then the stitched scan's).
+    pub half: Option<super::half::Stitched>,
 }
 
 /// Name of an input kind, for messages.
@@ -444,6 +450,13 @@ pub fn open(input: &InputSpec, pre: &PreSpec, need_stored: bool) -> Result<Scan>
             }
         }
     }
+    let (source, angles, half) = match &input.half {
+        Some(spec) => {
+            let (s, a, h) = super::half::stitch(source, &angles, &pre_options, columns, spec)?;
+            (s, a, Some(h))
+        }
+        None => (source, angles, None),
+    };
     Ok(Scan {
         source,
         angles,
@@ -451,6 +464,7 @@ pub fn open(input: &InputSpec, pre: &PreSpec, need_stored: bool) -> Result<Scan>
         pre: pre_options,
         columns,
         row_bin,
+        half,
     })
 }
 
@@ -468,8 +482,7 @@ impl Scan {
     /// A column position of the whole detector in the scan's columns
     /// (after `--cols` and `--binning`).
     pub fn to_scan_column(&self, c: f64) -> f64 {
-        let (offset, bin) = (self.columns.0 as f64, self.columns.1 as f64);
-        (c - offset - (bin - 1.0) / 2.0) / bin
+        super::geometry::scan_column(self.columns, c)
     }
 
     /// The file read.

@@ -11,6 +11,7 @@
 pub mod center;
 pub mod cone;
 pub mod geometry;
+pub mod half;
 pub mod input;
 pub mod method;
 pub mod output;
@@ -92,7 +93,11 @@ impl Job {
         // Geometry.
         if cone {
             refuse(
-                &[(g.center.is_some(), "--center")],
+                &[
+                    (g.half_acquisition, "--half-acquisition"),
+                    (g.center_range.is_some(), "--center-range"),
+                    (g.center.is_some(), "--center"),
+                ],
                 "is for parallel geometry (cone beam: --principal-point)",
             )?;
             refuse(
@@ -109,8 +114,22 @@ impl Job {
                 "applies to cone beam only (--geometry cone)",
             )?;
         }
-        if g.center_row.is_some() && g.center != Some(CenterArg::Auto) {
+        // With --half-acquisition and no --center the axis is searched.
+        let searched =
+            g.center == Some(CenterArg::Auto) || (g.half_acquisition && g.center.is_none());
+        if g.center_row.is_some() && !searched {
             bail!("--center-row needs --center auto");
+        }
+        if let Some((a, b)) = g.center_range {
+            if !searched {
+                bail!("--center-range needs --center auto");
+            }
+            if a >= b {
+                bail!("--center-range {a}:{b}: the first column must be below the second");
+            }
+        }
+        if g.half_acquisition && matches!(g.center, Some(CenterArg::Drift(..))) {
+            bail!("--half-acquisition takes one axis position or auto as --center, not A:B");
         }
 
         // Method.

@@ -112,10 +112,26 @@ pub fn write(
 /// The attributes every output carries: the software, the input file and
 /// its reader, and the method (`method`).
 pub fn base_meta(scan: &super::input::Scan, method: &str) -> VolumeMeta {
-    VolumeMeta::default()
+    let meta = VolumeMeta::default()
         .text("software", concat!("tomors ", env!("CARGO_PKG_VERSION")))
         .text("input", &scan.path().display().to_string())
         .text("reader", scan.source.format())
         .text("method", method)
-        .text("preprocess", &format!("{:?}", scan.pre))
+        .text("preprocess", &format!("{:?}", scan.pre));
+    match &scan.half {
+        None => meta,
+        Some(h) => meta
+            .float("half_acquisition_axis", h.axis)
+            .text(
+                "half_acquisition",
+                &format!(
+                    "360° scan, axis {:.3} ({}) of {} columns, overlap {:.1} px, stitched to {} columns",
+                    h.axis,
+                    if h.found { "found" } else { "given" },
+                    h.n_cols,
+                    h.overlap,
+                    h.width
+                ),
+            ),
+    }
 }

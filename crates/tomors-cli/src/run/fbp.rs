@@ -32,6 +32,7 @@ pub fn run(job: &Job) -> Result<()> {
     let grid = SliceGrid::for_geometry(&geometry);
     let options = job.method.fbp.options()?;
     let per_slab = MemoryModel::for_source(scan.source.as_ref(), grid.len())
+        .with_preprocess(&scan.pre, n_rows)
         .rows_per_slab(budget)
         .map_err(|e| {
             let why = e.to_string();
