@@ -421,6 +421,65 @@ fn row_chunk_of(ds: &Dataset, n_rows: usize) -> Option<usize> {
     (r > 0 && r < n_rows).then_some(r)
 }
 
+/// Bytes of one stored value of a dataset (4 when unknown).
+fn value_bytes(ds: &Dataset) -> usize {
+    ds.dtype().map(|t| t.size()).unwrap_or(4)
+}
+
+/// Bytes of the decompressed chunks that hold `rows` rows (a band of whole
+/// chunk rows) of every frame of a 3-D dataset chunked along the rows and
+/// compressed; `None` for contiguous or uncompressed storage (read
+/// directly, never decompressed twice).
+fn band_bytes(ds: &Dataset) -> Option<usize> {
+    let c = ds.chunk()?;
+    if ds.filters().is_empty() || c.len() != 3 {
+        return None;
+    }
+    let shape = ds.shape();
+    let frames = shape.first()?.div_ceil(c[0].max(1)) * c[0];
+    let cols = shape.get(2)?.div_ceil(c[2].max(1)) * c[2];
+    Some(frames * c[1] * cols * value_bytes(ds))
+}
+
+/// A prime at least `n` (hash slots of an HDF5 chunk cache).
+fn prime_at_least(n: usize) -> usize {
+    let is_prime = |k: usize| k >= 2 && (2..).take_while(|d| d * d <= k).all(|d| k % d != 0);
+    (n.max(2)..).find(|&k| is_prime(k)).unwrap_or(n)
+}
+
+/// Reopens dataset `name` of `file` with a chunk cache of `bytes` (HDF5's
+/// default is 1 MiB, smaller than most chunks of a detector, which are then
+/// decompressed again for every read that touches them). Fully read chunks
+/// are evicted first (w0 = 1), so the chunks a slab shares with the next
+/// one stay.
+fn reopen_with_cache(file: &File, path: &Path, name: &str, bytes: usize) -> Result<Dataset> {
+    use hdf5_sys::h5d::H5Dopen2;
+    let ds = open_dataset(file, path, name)?;
+    let chunk = ds
+        .chunk()
+        .map(|c| c.iter().product::<usize>() * value_bytes(&ds))
+        .unwrap_or(1)
+        .max(1);
+    let slots = prime_at_least((bytes / chunk + 1).saturating_mul(100).min(1 << 24));
+    let dapl = hdf5::plist::DatasetAccess::build()
+        .chunk_cache(slots, bytes, 1.0)
+        .finish()
+        .map_err(|e| h5err(path, &format!("cannot set the chunk cache of {name}"), e))?;
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| format_err(path, format!("dataset name {name:?} holds a NUL byte")))?;
+    let id = hdf5::sync::sync(|| {
+        // SAFETY: `file` is open, `cname` NUL-terminated and `dapl` a live
+        // dataset-access property list.
+        unsafe { H5Dopen2(file.id(), cname.as_ptr(), dapl.id()) }
+    });
+    if id < 0 {
+        return Err(format_err(path, format!("cannot reopen dataset {name}")));
+    }
+    // SAFETY: `id` is a dataset identifier we own.
+    unsafe { hdf5::from_id::<Dataset>(id) }
+        .map_err(|e| h5err(path, &format!("cannot reopen dataset {name}"), e))
+}
+
 /// Opens an HDF5 scan as DXchange or NXtomo (see [`crate::source::open`]).
 pub fn open_hdf5(path: &Path, options: &OpenOptions) -> Result<Box<dyn ProjectionSource>> {
     crate::output::register_input(path);
@@ -575,6 +634,34 @@ impl ProjectionSource for DxSource {
     }
     fn row_chunk(&self) -> Option<usize> {
         row_chunk_of(&self.data, self.shape[1])
+    }
+    fn stored_value_bytes(&self) -> usize {
+        value_bytes(&self.data)
+    }
+    fn row_band_cache_bytes(&self) -> Option<usize> {
+        // Flats and darks are read with the projections: their bands too.
+        let side = [&self.flats, &self.darks]
+            .into_iter()
+            .flatten()
+            .map(|d| band_bytes(d).unwrap_or(0))
+            .sum::<usize>();
+        band_bytes(&self.data).map(|b| b + side)
+    }
+    fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
+        let Some(band) = band_bytes(&self.data) else {
+            return Ok(false);
+        };
+        let file = &self._file;
+        self.data = reopen_with_cache(file, &self.path, &self.data_name, bytes.min(band))?;
+        for (ds, name) in [
+            (&mut self.flats, "/exchange/data_white"),
+            (&mut self.darks, "/exchange/data_dark"),
+        ] {
+            if let Some(b) = ds.as_ref().and_then(band_bytes) {
+                *ds = Some(reopen_with_cache(file, &self.path, name, b)?);
+            }
+        }
+        Ok(true)
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;
@@ -902,6 +989,19 @@ impl ProjectionSource for NxTomoSource {
     }
     fn row_chunk(&self) -> Option<usize> {
         row_chunk_of(&self.data, self.shape[1])
+    }
+    fn stored_value_bytes(&self) -> usize {
+        value_bytes(&self.data)
+    }
+    fn row_band_cache_bytes(&self) -> Option<usize> {
+        band_bytes(&self.data)
+    }
+    fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
+        let Some(band) = band_bytes(&self.data) else {
+            return Ok(false);
+        };
+        self.data = reopen_with_cache(&self._file, &self.path, &self.paths.data, bytes.min(band))?;
+        Ok(true)
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;

@@ -499,6 +499,9 @@ impl ProjectionSource for NpySource {
     fn n_darks(&self) -> usize {
         self.darks.as_ref().map_or(0, |s| s.n_frames())
     }
+    fn stored_value_bytes(&self) -> usize {
+        self.data.dtype().size()
+    }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         let projections = self.data.read_rows(rows.clone())?;
         let flats = side_groups(self.flats.as_ref(), rows.clone())?;
