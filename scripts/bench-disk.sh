@@ -8,7 +8,7 @@
 # On the GPU machine (16 cores, no Rust):
 #   bash scripts/bench-disk.sh [small|medium|full]     # small ≈ 20 s, full ≈ 200 s
 # Environment: TOMORS_BIN, DISK_SCAN_BIN (the binaries), WORK (scratch folder, default /tmp/tomors-disk),
-# MEM (the --memory of the runs).
+# MEM (the --memory of the runs), BACKEND (cuda).
 #
 # Steps: generate a DXchange HDF5 scan (uint16, flats, darks, theta) with disk_scan; sync and drop the page
 # cache (when allowed: root); `tomors recon` HDF5 → HDF5 on the GPU, timed with the final `sync`; the
@@ -21,12 +21,13 @@ SIZE=${1:-small}
 BIN=${TOMORS_BIN:-.gpuq/disk/bin/tomors}
 GEN=${DISK_SCAN_BIN:-.gpuq/disk/bin/disk_scan}
 WORK=${WORK:-/tmp/tomors-disk}
+BACKEND=${BACKEND:-cuda}
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-/usr/local/cuda/lib64}
 export TOMORS_CUDA_CACHE=${TOMORS_CUDA_CACHE:-/tmp/tomors-disk-cache}
 case $SIZE in
-  small)  NA=512;  NR=128;  NC=1024; MEM=${MEM:-2G} ;;
-  medium) NA=2048; NR=256;  NC=2048; MEM=${MEM:-8G} ;;
-  full)   NA=2048; NR=1024; NC=2048; MEM=${MEM:-8G} ;;
+  small)  NA=512;  NR=128;  NC=1024; MEM=${MEM:-600M} ;;
+  medium) NA=2048; NR=256;  NC=2048; MEM=${MEM:-3G} ;;
+  full)   NA=2048; NR=1024; NC=2048; MEM=${MEM:-4G} ;;
   *) echo "usage: bench-disk.sh [small|medium|full]" >&2; exit 2 ;;
 esac
 T0=$(date +%s.%N)
@@ -49,14 +50,15 @@ t=$(now)
 sync
 echo "generated and synced in $(since $t) s; $(du -h "$WORK/scan.h5" | cut -f1)"
 
-# recon NAME ARGS...: one file-to-file run from a cold page cache, wall time with the final sync.
+# recon NAME STREAM ARGS...: one file-to-file run (TOMORS_STREAM=STREAM: pipelined or sequential) from a
+# cold page cache, wall time with the final sync.
 recon() {
-  local name=$1; shift
+  local name=$1 stream=$2; shift 2
   rm -f "$WORK/$name.h5"
   drop_caches
-  echo "=== recon $name: tomors recon $WORK/scan.h5 --out $WORK/$name.h5 --backend cuda --memory $MEM $*"
+  echo "=== recon $name: TOMORS_STREAM=$stream tomors recon $WORK/scan.h5 --out $WORK/$name.h5 --backend $BACKEND --memory $MEM $*"
   local t=$(now)
-  "$BIN" recon "$WORK/scan.h5" --out "$WORK/$name.h5" --backend cuda --memory "$MEM" "$@" 2>&1 \
+  TOMORS_STREAM=$stream "$BIN" recon "$WORK/scan.h5" --out "$WORK/$name.h5" --backend "$BACKEND" --memory "$MEM" "$@" 2>&1 \
     | sed -e 's/\x1b\[[0-9;]*m//g'
   local rc=${PIPESTATUS[0]}
   local t_run=$(since $t)
@@ -65,12 +67,12 @@ recon() {
   rm -f "$WORK/$name.h5"
 }
 
-recon all
+recon all pipelined
 Q=$((NR / 4))
-recon quarter-pipelined --slices 0:$Q
-TOMORS_STREAM=sequential recon quarter-sequential --slices 0:$Q
+recon quarter-pipelined pipelined --slices 0:$Q
+recon quarter-sequential sequential --slices 0:$Q
 
 echo "=== back projection alone (tomors bench, $NC bins × $NC angles, 32 slices)"
-"$BIN" bench --backend cuda --sizes $NC --slices 32 --interp linear --reps 3 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g' | tail -8
+"$BIN" bench --backend "$BACKEND" --sizes $NC --slices 32 --interp linear --reps 3 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g' | tail -8
 rm -rf "$WORK"
 echo "=== bench-disk $SIZE done in $(since $T0) s"

@@ -447,17 +447,24 @@ fn prime_at_least(n: usize) -> usize {
     (n.max(2)..).find(|&k| is_prime(k)).unwrap_or(n)
 }
 
-/// Reopens dataset `name` of `file` with a chunk cache of `bytes` (HDF5's
-/// default is 1 MiB, smaller than most chunks of a detector, which are then
-/// decompressed again for every read that touches them). Fully read chunks
+/// Closes the dataset in `slot` and reopens it (`name` of `file`) with a
+/// chunk cache of `bytes` (HDF5's default is 1 MiB, smaller than most
+/// chunks of a detector, which are then decompressed again for every read
+/// that touches them). The old handle must be the last one open: HDF5
+/// shares an open dataset, and its cache, between handles. Fully read chunks
 /// are evicted first (w0 = 1), so the chunks a slab shares with the next
-/// one stay.
-fn reopen_with_cache(file: &File, path: &Path, name: &str, bytes: usize) -> Result<Dataset> {
+/// one stay. On failure the slot is reopened without the cache.
+fn reopen_with_cache(
+    file: &File,
+    path: &Path,
+    name: &str,
+    slot: &mut Option<Dataset>,
+    bytes: usize,
+) -> Result<()> {
     use hdf5_sys::h5d::H5Dopen2;
-    let ds = open_dataset(file, path, name)?;
-    let chunk = ds
-        .chunk()
-        .map(|c| c.iter().product::<usize>() * value_bytes(&ds))
+    let chunk = slot
+        .as_ref()
+        .and_then(|d| d.chunk().map(|c| c.iter().product::<usize>() * value_bytes(d)))
         .unwrap_or(1)
         .max(1);
     let slots = prime_at_least((bytes / chunk + 1).saturating_mul(100).min(1 << 24));
@@ -467,17 +474,35 @@ fn reopen_with_cache(file: &File, path: &Path, name: &str, bytes: usize) -> Resu
         .map_err(|e| h5err(path, &format!("cannot set the chunk cache of {name}"), e))?;
     let cname = std::ffi::CString::new(name)
         .map_err(|_| format_err(path, format!("dataset name {name:?} holds a NUL byte")))?;
+    *slot = None;
     let id = hdf5::sync::sync(|| {
         // SAFETY: `file` is open, `cname` NUL-terminated and `dapl` a live
         // dataset-access property list.
         unsafe { H5Dopen2(file.id(), cname.as_ptr(), dapl.id()) }
     });
-    if id < 0 {
-        return Err(format_err(path, format!("cannot reopen dataset {name}")));
+    // SAFETY: a non-negative `id` is a dataset identifier we own.
+    let reopened = (id >= 0)
+        .then(|| unsafe { hdf5::from_id::<Dataset>(id) }.ok())
+        .flatten();
+    match reopened {
+        Some(d) => {
+            *slot = Some(d);
+            Ok(())
+        }
+        None => {
+            *slot = Some(open_dataset(file, path, name)?);
+            Err(format_err(
+                path,
+                format!("cannot reopen dataset {name} with a chunk cache"),
+            ))
+        }
     }
-    // SAFETY: `id` is a dataset identifier we own.
-    unsafe { hdf5::from_id::<Dataset>(id) }
-        .map_err(|e| h5err(path, &format!("cannot reopen dataset {name}"), e))
+}
+
+/// The dataset of a slot that [`reopen_with_cache`] keeps.
+fn slot<'a>(path: &Path, ds: &'a Option<Dataset>) -> Result<&'a Dataset> {
+    ds.as_ref()
+        .ok_or_else(|| format_err(path, "the dataset was closed (a failed reopening)"))
 }
 
 /// Opens an HDF5 scan as DXchange or NXtomo (see [`crate::source::open`]).
@@ -509,7 +534,8 @@ fn has_image_key_near(file: &File, data_path: &str) -> bool {
 /// angles `/exchange/theta` in degrees (optional: evenly over 180° without).
 pub struct DxSource {
     path: PathBuf,
-    data: Dataset,
+    /// Always `Some` but while [`reopen_with_cache`] reopens it.
+    data: Option<Dataset>,
     data_name: String,
     flats: Option<Dataset>,
     darks: Option<Dataset>,
@@ -599,7 +625,7 @@ impl DxSource {
         };
         Ok(Self {
             path: path.to_path_buf(),
-            data,
+            data: Some(data),
             data_name,
             flats,
             darks,
@@ -633,10 +659,10 @@ impl ProjectionSource for DxSource {
         self.n_darks
     }
     fn row_chunk(&self) -> Option<usize> {
-        row_chunk_of(&self.data, self.shape[1])
+        row_chunk_of(self.data.as_ref()?, self.shape[1])
     }
     fn stored_value_bytes(&self) -> usize {
-        value_bytes(&self.data)
+        self.data.as_ref().map_or(4, value_bytes)
     }
     fn row_band_cache_bytes(&self) -> Option<usize> {
         // Flats and darks are read with the projections: their bands too.
@@ -645,20 +671,20 @@ impl ProjectionSource for DxSource {
             .flatten()
             .map(|d| band_bytes(d).unwrap_or(0))
             .sum::<usize>();
-        band_bytes(&self.data).map(|b| b + side)
+        band_bytes(self.data.as_ref()?).map(|b| b + side)
     }
     fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
-        let Some(band) = band_bytes(&self.data) else {
+        let Some(band) = self.data.as_ref().and_then(band_bytes) else {
             return Ok(false);
         };
         let file = &self._file;
-        self.data = reopen_with_cache(file, &self.path, &self.data_name, bytes.min(band))?;
+        reopen_with_cache(file, &self.path, &self.data_name, &mut self.data, bytes.min(band))?;
         for (ds, name) in [
             (&mut self.flats, "/exchange/data_white"),
             (&mut self.darks, "/exchange/data_dark"),
         ] {
             if let Some(b) = ds.as_ref().and_then(band_bytes) {
-                *ds = Some(reopen_with_cache(file, &self.path, name, b)?);
+                reopen_with_cache(file, &self.path, name, ds, b)?;
             }
         }
         Ok(true)
@@ -667,7 +693,7 @@ impl ProjectionSource for DxSource {
         check_rows(&self.path, &rows, self.shape[1])?;
         check_not_shrunk(&self.path, self.len_at_open)?;
         let projections = read_slab3(
-            &self.data,
+            slot(&self.path, &self.data)?,
             &self.path,
             &self.data_name,
             0..self.shape[0],
@@ -802,7 +828,8 @@ struct Run {
 pub struct NxTomoSource {
     path: PathBuf,
     paths: NxPaths,
-    data: Dataset,
+    /// Always `Some` but while [`reopen_with_cache`] reopens it.
+    data: Option<Dataset>,
     runs: Vec<Run>,
     shape: [usize; 3],
     n_flats: usize,
@@ -956,7 +983,7 @@ impl NxTomoSource {
                 image_key: key_name,
                 angles: angles_name,
             },
-            data,
+            data: Some(data),
             runs,
             shape: [n_proj, dshape[1], dshape[2]],
             n_flats,
@@ -988,19 +1015,25 @@ impl ProjectionSource for NxTomoSource {
         self.n_darks
     }
     fn row_chunk(&self) -> Option<usize> {
-        row_chunk_of(&self.data, self.shape[1])
+        row_chunk_of(self.data.as_ref()?, self.shape[1])
     }
     fn stored_value_bytes(&self) -> usize {
-        value_bytes(&self.data)
+        self.data.as_ref().map_or(4, value_bytes)
     }
     fn row_band_cache_bytes(&self) -> Option<usize> {
-        band_bytes(&self.data)
+        band_bytes(self.data.as_ref()?)
     }
     fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
-        let Some(band) = band_bytes(&self.data) else {
+        let Some(band) = self.data.as_ref().and_then(band_bytes) else {
             return Ok(false);
         };
-        self.data = reopen_with_cache(&self._file, &self.path, &self.paths.data, bytes.min(band))?;
+        reopen_with_cache(
+            &self._file,
+            &self.path,
+            &self.paths.data,
+            &mut self.data,
+            bytes.min(band),
+        )?;
         Ok(true)
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
@@ -1014,7 +1047,7 @@ impl ProjectionSource for NxTomoSource {
                 continue;
             }
             let block = read_slab3(
-                &self.data,
+                slot(&self.path, &self.data)?,
                 &self.path,
                 &self.paths.data,
                 run.frames.clone(),

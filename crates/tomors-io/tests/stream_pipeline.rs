@@ -49,7 +49,8 @@ fn write_dx(path: &Path, chunk: [usize; 3], filter: Option<i32>) {
     let f = hdf5::File::create(path).unwrap();
     let g = f.create_group("exchange").unwrap();
     let u16s = |a: Array3<f32>| a.mapv(|v| v.round() as u16);
-    let mut b = g.new_dataset_builder().with_data(&u16s(projections())).chunk(chunk);
+    let data = u16s(projections());
+    let mut b = g.new_dataset_builder().with_data(&data).chunk(chunk);
     b = match filter {
         Some(id) => b.add_filter(id as _, &[]),
         None => b.shuffle().deflate(3),
@@ -92,7 +93,7 @@ fn fake_recon(rows: Range<usize>, sino: Array3<f32>) -> Result<Array3<f32>> {
                 for a in 0..na {
                     acc += sino[[z, a, (x + y + a) % nc]] * (1.0 + (a as f32) * 1e-3);
                 }
-                out[[z, y, x]] = acc + rows.start as f32;
+                out[[z, y, x]] = acc + (rows.start + z) as f32;
             }
         }
     }
@@ -379,20 +380,23 @@ fn compressed_chunks_are_decompressed_once() {
     // Chunks of 4 projections × 8 rows × all columns: 6 × 5 = 30 chunks.
     write_dx(&h5, [4, 8, NC], Some(COUNTING_FILTER));
     let n_chunks = NA.div_ceil(4) * NR.div_ceil(8);
-    let open_dx = || {
-        let s = tomors_io::hdf5io::DxSource::open(&h5, &OpenOptions::default()).unwrap();
+    // One source at a time: HDF5 shares an open dataset, and its chunk
+    // cache, between the handles of a process.
+    let open_dx = |cache: Option<usize>| {
+        let mut s = tomors_io::hdf5io::DxSource::open(&h5, &OpenOptions::default()).unwrap();
         assert_eq!(s.row_chunk(), Some(8));
+        if let Some(b) = cache {
+            assert!(s.set_chunk_cache(b).unwrap());
+        }
         s
     };
-    let src = open_dx();
     // The whole scan in one read: each chunk once.
-    assert_eq!(decodes(&src, &[0..NR]), n_chunks);
+    assert_eq!(decodes(&open_dx(None), &[0..NR]), n_chunks);
     // Slabs of 12 rows cut every 12 rows: chunks across slab boundaries are
-    // decompressed again (the default chunk cache of 1 MiB holds them here,
-    // so reopen with a cache too small for one chunk: HDF5's behaviour with
-    // a detector's chunks, which are larger than 1 MiB).
-    let mut tiny = open_dx();
-    tiny.set_chunk_cache(1).unwrap();
+    // decompressed again. (HDF5's default chunk cache of 1 MiB would hold
+    // this small file's chunks; a cache too small for one chunk is HDF5's
+    // behaviour with a detector's chunks, which are larger than 1 MiB.)
+    let tiny = open_dx(Some(1));
     let naive: Vec<Range<usize>> = tomors_io::stream::slabs(0..NR, 12).collect();
     let twice = decodes(&tiny, &naive);
     assert!(twice > n_chunks, "naive slabs decoded {twice} chunks of {n_chunks}");
@@ -403,18 +407,20 @@ fn compressed_chunks_are_decompressed_once() {
     // Also from a row that is not on a chunk boundary.
     let from3 = slab_plan(3..NR, 12, tiny.row_chunk());
     assert_eq!(decodes(&tiny, &from3), n_chunks, "{from3:?}");
-    // Slabs smaller than a chunk (3 rows): each chunk's band is read by
-    // three slabs; a cache of one band keeps them decompressed.
+    // Slabs smaller than a chunk (3 rows): each band of chunks is read by
+    // three slabs, and decompressed by each without a cache...
     let small = slab_plan(0..NR, 3, tiny.row_chunk());
     assert!(decodes(&tiny, &small) >= 2 * n_chunks);
-    let mut cached = open_dx();
-    let band = cached.row_band_cache_bytes().unwrap();
+    let uncached = tiny.read_raw(5..17).unwrap().projections;
+    drop(tiny);
+    // ...and once with a cache of one band.
+    let probe = open_dx(None);
+    let band = probe.row_band_cache_bytes().unwrap();
+    drop(probe);
     // 6 chunks of 4 × 8 × 20 uint16 (the flats and darks are not chunked).
     assert_eq!(band, 6 * 4 * 8 * NC * 2);
-    assert!(cached.set_chunk_cache(band).unwrap());
+    let cached = open_dx(Some(band));
     assert_eq!(decodes(&cached, &small), n_chunks, "{small:?}");
     // The values are those of the uncached read.
-    let a = cached.read_raw(5..17).unwrap().projections;
-    let b = tiny.read_raw(5..17).unwrap().projections;
-    assert_eq!(a, b);
+    assert_eq!(cached.read_raw(5..17).unwrap().projections, uncached);
 }

@@ -268,6 +268,14 @@ where
 /// the slab it happened on.
 type StageEnd = (StageTimes, Option<(usize, IoError)>);
 
+/// The result of a stage's thread (its panic goes on).
+fn join<X>(h: std::thread::ScopedJoinHandle<'_, X>) -> X {
+    match h.join() {
+        Ok(v) => v,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
 /// Sends `item` downstream; `false` when the next stage has stopped.
 fn pass<X>(tx: &SyncSender<X>, item: X) -> bool {
     tx.send(item).is_ok()
@@ -397,10 +405,6 @@ where
         // preprocessing thread a closed channel.
         drop(out_tx);
         drop(prep_rx);
-        let join = |h: std::thread::ScopedJoinHandle<'_, StageEnd>| match h.join() {
-            Ok(v) => v,
-            Err(p) => std::panic::resume_unwind(p),
-        };
         let (rd, rd_err) = join(reader);
         let (pp, pp_err) = join(preprocessor);
         let (wr, wr_err) = join(writing);
