@@ -13,6 +13,7 @@ use hdf5::{Dataset, File};
 use ndarray::{s, Array1, Array3, Axis};
 
 use crate::error::{format_err, shape_err, unsupported, IoError, Result};
+use crate::hdf5direct::DirectLayout;
 use crate::source::{check_rows, AngleUnit, FrameGroup, OpenOptions, ProjectionSource, RawSlab};
 
 /// Name of a registered HDF5 filter id (for error messages).
@@ -536,6 +537,8 @@ pub struct DxSource {
     path: PathBuf,
     /// Always `Some` but while [`reopen_with_cache`] reopens it.
     data: Option<Dataset>,
+    /// Where the projections lie when they can be read directly.
+    direct: Option<DirectLayout>,
     data_name: String,
     flats: Option<Dataset>,
     darks: Option<Dataset>,
@@ -558,6 +561,13 @@ fn shape3(path: &Path, name: &str, s: &[usize]) -> Result<[usize; 3]> {
 }
 
 impl DxSource {
+    /// Whether the projections are read from the file directly (contiguous,
+    /// unfiltered, of an exactly converted type; see `hdf5direct`) rather
+    /// than through the HDF5 library.
+    pub fn reads_directly(&self) -> bool {
+        self.direct.is_some()
+    }
+
     /// Opens a DXchange file.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
         crate::output::register_input(path);
@@ -625,6 +635,7 @@ impl DxSource {
         };
         Ok(Self {
             path: path.to_path_buf(),
+            direct: DirectLayout::of(&data),
             data: Some(data),
             data_name,
             flats,
@@ -692,13 +703,16 @@ impl ProjectionSource for DxSource {
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;
         check_not_shrunk(&self.path, self.len_at_open)?;
-        let projections = read_slab3(
-            slot(&self.path, &self.data)?,
-            &self.path,
-            &self.data_name,
-            0..self.shape[0],
-            rows.clone(),
-        )?;
+        let projections = match &self.direct {
+            Some(d) => d.read(&self.path, &self.data_name, 0..self.shape[0], rows.clone())?,
+            None => read_slab3(
+                slot(&self.path, &self.data)?,
+                &self.path,
+                &self.data_name,
+                0..self.shape[0],
+                rows.clone(),
+            )?,
+        };
         let group = |ds: &Option<Dataset>, n: usize, name: &str| -> Result<Vec<FrameGroup>> {
             Ok(match ds {
                 Some(ds) => vec![FrameGroup {
@@ -830,6 +844,8 @@ pub struct NxTomoSource {
     paths: NxPaths,
     /// Always `Some` but while [`reopen_with_cache`] reopens it.
     data: Option<Dataset>,
+    /// Where the frames lie when they can be read directly.
+    direct: Option<DirectLayout>,
     runs: Vec<Run>,
     shape: [usize; 3],
     n_flats: usize,
@@ -983,6 +999,7 @@ impl NxTomoSource {
                 image_key: key_name,
                 angles: angles_name,
             },
+            direct: DirectLayout::of(&data),
             data: Some(data),
             runs,
             shape: [n_proj, dshape[1], dshape[2]],
@@ -1046,13 +1063,16 @@ impl ProjectionSource for NxTomoSource {
             if run.key == 3 {
                 continue;
             }
-            let block = read_slab3(
-                slot(&self.path, &self.data)?,
-                &self.path,
-                &self.paths.data,
-                run.frames.clone(),
-                rows.clone(),
-            )?;
+            let block = match &self.direct {
+                Some(d) => d.read(&self.path, &self.paths.data, run.frames.clone(), rows.clone())?,
+                None => read_slab3(
+                    slot(&self.path, &self.data)?,
+                    &self.path,
+                    &self.paths.data,
+                    run.frames.clone(),
+                    rows.clone(),
+                )?,
+            };
             match run.key {
                 0 => {
                     let n = block.len_of(Axis(0));

@@ -38,6 +38,7 @@ pub mod compression;
 pub mod correct;
 pub mod error;
 pub mod hdf5io;
+mod hdf5direct;
 pub mod info;
 pub mod memory;
 pub mod nexus;

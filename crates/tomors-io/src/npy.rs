@@ -401,7 +401,7 @@ pub fn dtype_name(d: RawDtype) -> &'static str {
     }
 }
 
-fn decode(buf: &[u8], dtype: RawDtype, endian: Endian, out: &mut [f32]) {
+pub(crate) fn decode(buf: &[u8], dtype: RawDtype, endian: Endian, out: &mut [f32]) {
     macro_rules! conv {
         ($t:ty, $n:expr) => {
             for (o, ch) in out.iter_mut().zip(buf.chunks_exact($n)) {

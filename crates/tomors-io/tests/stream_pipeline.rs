@@ -424,3 +424,92 @@ fn compressed_chunks_are_decompressed_once() {
     // The values are those of the uncached read.
     assert_eq!(cached.read_raw(5..17).unwrap().projections, uncached);
 }
+
+// ---- direct reads of contiguous datasets ------------------------------------
+
+/// A DXchange file whose contiguous projections are `data` (any type HDF5
+/// converts to f32), with a user block of `userblock` bytes.
+fn write_contiguous<T: hdf5::H5Type>(path: &Path, data: &Array3<T>, userblock: u64) {
+    let f = hdf5::File::with_options()
+        .with_fcpl(|p| p.userblock(userblock))
+        .create(path)
+        .unwrap();
+    let g = f.create_group("exchange").unwrap();
+    g.new_dataset_builder().with_data(data).create("data").unwrap();
+}
+
+#[test]
+fn direct_reads_of_contiguous_projections_give_the_values_hdf5_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = projections();
+    let cases: Vec<(&str, Box<dyn Fn(&Path, u64)>)> = vec![
+        ("u16", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| v as u16), u))),
+        ("i16", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| (v - 600.0) as i16), u))),
+        ("u8", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| (v / 5.0) as u8), u))),
+        ("i8", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| (v / 10.0 - 60.0) as i8), u))),
+        ("f32", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| v * 1.37e-3), u))),
+        ("f64", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| f64::from(v) * 1.37e-3), u))),
+    ];
+    for (name, write) in &cases {
+        for userblock in [0, 1024] {
+            let f = dir.path().join(format!("{name}-{userblock}.h5"));
+            write(&f, userblock);
+            let want: Array3<f32> = hdf5::File::open(&f)
+                .unwrap()
+                .dataset("/exchange/data")
+                .unwrap()
+                .read_slice::<f32, _, ndarray::Ix3>(s![.., 5..17, ..])
+                .unwrap();
+            let src = tomors_io::hdf5io::DxSource::open(&f, &OpenOptions::default()).unwrap();
+            // float64 → float32 rounds: left to HDF5.
+            assert_eq!(src.reads_directly(), *name != "f64", "{name}");
+            let got = src.read_raw(5..17).unwrap().projections;
+            assert!(
+                same_bits(&got, &want),
+                "{name}, user block {userblock}: the direct read differs from HDF5's"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_truncated_contiguous_file_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("cut.h5");
+    write_contiguous(&f, &projections().mapv(|v| v as u16), 0);
+    let src = tomors_io::hdf5io::DxSource::open(&f, &OpenOptions::default()).unwrap();
+    // Cut the file after opening: the end of the projections is gone.
+    let len = std::fs::metadata(&f).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_len(len - 4000)
+        .unwrap();
+    let e = src.read_raw(30..NR).unwrap_err().to_string();
+    assert!(e.contains("cut.h5") && !e.contains('\n'), "{e}");
+}
+
+#[test]
+fn direct_writes_of_uncompressed_volumes_read_back_exactly() {
+    use tomors_io::writer::{read_hdf5_volume, Hdf5Writer, WriteOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let vol = Array3::from_shape_fn((11, 13, 7), |(z, y, x)| (z * 1000 + y * 10 + x) as f32 * 0.37 - 5.0);
+    for compression in [tomors_io::Compression::None, tomors_io::Compression::Deflate(1)] {
+        let out = dir.path().join(format!("{compression:?}.h5"));
+        let options = WriteOptions {
+            compression,
+            ..Default::default()
+        };
+        let mut w = Hdf5Writer::create_opts(&out, [11, 13, 7], &VolumeMeta::default(), &options).unwrap();
+        assert_eq!(w.writes_directly(), compression == tomors_io::Compression::None);
+        for (z0, z1) in [(0, 4), (4, 5), (5, 11)] {
+            w.write_slab(z0, vol.slice(s![z0..z1, .., ..])).unwrap();
+        }
+        Box::new(w).finish().unwrap();
+        let back = read_hdf5_volume(&out).unwrap();
+        assert!(same_bits(&back, &vol), "{compression:?}");
+        let f = hdf5::File::open(&out).unwrap();
+        assert_eq!(f.dataset("volume").unwrap().chunk(), Some(vec![1, 13, 7]));
+    }
+}

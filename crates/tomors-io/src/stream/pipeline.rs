@@ -268,6 +268,29 @@ where
 /// the slab it happened on.
 type StageEnd = (StageTimes, Option<(usize, IoError)>);
 
+/// Makes glibc give every buffer of 4 MiB or more its own mapping, returned
+/// to the system when freed. By default the threshold rises to the size of
+/// the largest buffer freed (up to 32 MiB), after which slab-sized buffers
+/// freed by one stage's thread stay in that thread's arena while another
+/// thread allocates new ones: the resident memory of a 200 MiB budget then
+/// reached 208 MiB, against 102 MiB with the fixed threshold (a scan of
+/// 360 × 160 × 512, HDF5 to HDF5, CPU backend). Left alone when the user
+/// sets `MALLOC_MMAP_THRESHOLD_`.
+fn map_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+                // SAFETY: mallopt only changes the allocator's parameters.
+                unsafe {
+                    libc::mallopt(libc::M_MMAP_THRESHOLD, 4 << 20);
+                }
+            }
+        });
+    }
+}
+
 /// The result of a stage's thread (its panic goes on).
 fn join<X>(h: std::thread::ScopedJoinHandle<'_, X>) -> X {
     match h.join() {
@@ -297,6 +320,7 @@ where
     P: Fn(Range<usize>, Array3<f32>) -> Result<T> + Sync,
     R: FnMut(Range<usize>, T) -> Result<Array3<f32>>,
 {
+    map_large_buffers();
     // Rendezvous channels: a finished slab waits in the stage that made it
     // until the next stage takes it, so each stage holds one slab at most.
     let (raw_tx, raw_rx) = sync_channel::<(usize, RawSlab)>(0);
