@@ -6,15 +6,15 @@
 #   /work/gpuq/pack.sh disk --bin tomors
 #   cargo build --release -p tomors-io --example disk_scan && cp target/release/examples/disk_scan /work/main/.gpuq/disk/bin/
 # On the GPU machine (16 cores, no Rust):
-#   bash scripts/bench-disk.sh [small|medium|full]     # small ≈ 20 s, full ≈ 200 s
+#   bash scripts/bench-disk.sh [small|medium|full]     # small ≈ 20 s, medium ≈ 50 s, full ≈ 130 s
 # Environment: TOMORS_BIN, DISK_SCAN_BIN (the binaries), WORK (scratch folder, default /tmp/tomors-disk),
 # MEM (the --memory of the runs), BACKEND (cuda).
 #
 # Steps: generate a DXchange HDF5 scan (uint16, flats, darks, theta) with disk_scan; sync and drop the page
 # cache (when allowed: root); `tomors recon` HDF5 → HDF5 on the GPU, timed with the final `sync`; the
-# log's stage line (read, preprocess, reconstruct, write, wall, overlap); then the same rows pipelined
-# and sequential (TOMORS_STREAM=sequential) on a quarter of the rows; then the back projection alone
-# (`tomors bench`).
+# log's stage line (read, preprocess, reconstruct, write, wall, overlap); then a quarter of the rows
+# pipelined, sequential (TOMORS_STREAM=sequential), and pipelined through the HDF5 library instead of
+# the direct reads and writes (TOMORS_HDF5_DIRECT=0); then the back projection alone (`tomors bench`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${1:-small}
@@ -50,15 +50,15 @@ t=$(now)
 sync
 echo "generated and synced in $(since $t) s; $(du -h "$WORK/scan.h5" | cut -f1)"
 
-# recon NAME STREAM ARGS...: one file-to-file run (TOMORS_STREAM=STREAM: pipelined or sequential) from a
-# cold page cache, wall time with the final sync.
+# recon NAME "VAR=VALUE ..." ARGS...: one file-to-file run with those environment variables
+# (TOMORS_STREAM=sequential, TOMORS_HDF5_DIRECT=0) from a cold page cache, wall time with the final sync.
 recon() {
-  local name=$1 stream=$2; shift 2
+  local name=$1 envs=$2; shift 2
   rm -f "$WORK/$name.h5"
   drop_caches
-  echo "=== recon $name: TOMORS_STREAM=$stream tomors recon $WORK/scan.h5 --out $WORK/$name.h5 --backend $BACKEND --memory $MEM $*"
+  echo "=== recon $name: $envs tomors recon $WORK/scan.h5 --out $WORK/$name.h5 --backend $BACKEND --memory $MEM $*"
   local t=$(now)
-  TOMORS_STREAM=$stream "$BIN" recon "$WORK/scan.h5" --out "$WORK/$name.h5" --backend "$BACKEND" --memory "$MEM" "$@" 2>&1 \
+  env $envs "$BIN" recon "$WORK/scan.h5" --out "$WORK/$name.h5" --backend "$BACKEND" --memory "$MEM" "$@" 2>&1 \
     | sed -e 's/\x1b\[[0-9;]*m//g'
   local rc=${PIPESTATUS[0]}
   local t_run=$(since $t)
@@ -67,10 +67,11 @@ recon() {
   rm -f "$WORK/$name.h5"
 }
 
-recon all pipelined
+recon all "TOMORS_STREAM=pipelined"
 Q=$((NR / 4))
-recon quarter-pipelined pipelined --slices 0:$Q
-recon quarter-sequential sequential --slices 0:$Q
+recon quarter-pipelined "TOMORS_STREAM=pipelined" --slices 0:$Q
+recon quarter-sequential "TOMORS_STREAM=sequential" --slices 0:$Q
+recon quarter-pipelined-via-hdf5 "TOMORS_STREAM=pipelined TOMORS_HDF5_DIRECT=0" --slices 0:$Q
 
 echo "=== back projection alone (tomors bench, $NC bins × $NC angles, 32 slices)"
 "$BIN" bench --backend "$BACKEND" --sizes $NC --slices 32 --interp linear --reps 3 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g' | tail -8

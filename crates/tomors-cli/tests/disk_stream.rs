@@ -10,6 +10,16 @@ use std::process::Command;
 use ndarray::{Array1, Array3};
 use tomors_io::hdf5;
 
+/// The tomors binary. Tests run in parallel threads: a child started while
+/// another thread has an HDF5 file open inherits its descriptor and with it
+/// the file's lock, which would make the next reader of that file fail to
+/// lock it (as in `reliability_input.rs`).
+fn tomors() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tomors"));
+    c.env("HDF5_USE_FILE_LOCKING", "FALSE");
+    c
+}
+
 fn tooth() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tomors-io/tests/data/tooth.h5")
 }
@@ -17,7 +27,7 @@ fn tooth() -> PathBuf {
 /// Runs `tomors recon INPUT --out OUT --backend cpu ARGS` (sequential when
 /// asked) and returns its standard error; panics when it fails.
 fn recon(input: &Path, out: &Path, args: &[&str], sequential: bool) -> String {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tomors"));
+    let mut c = tomors();
     c.arg("recon")
         .arg(input)
         .arg("--out")
@@ -143,7 +153,7 @@ fn an_error_in_a_later_slab_stops_the_pipelined_run_without_output() {
     let scan = dir.path().join("nan.h5");
     write_scan(&scan, 30, Some(25));
     let out = dir.path().join("v.h5");
-    let o = Command::new(env!("CARGO_BIN_EXE_tomors"))
+    let o = tomors()
         .args(["-q", "recon"])
         .arg(&scan)
         .arg("--out")
