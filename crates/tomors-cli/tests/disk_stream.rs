@@ -66,7 +66,11 @@ fn compare(input: &Path, args: &[&str], slabs: usize) {
     let va: Array3<f32> = ndarray_npy::read_npy(&a).unwrap();
     let vb: Array3<f32> = ndarray_npy::read_npy(&b).unwrap();
     assert!(va.iter().any(|&v| v != 0.0));
-    assert!(same_bits(&va, &vb), "{}: the volumes differ", input.display());
+    assert!(
+        same_bits(&va, &vb),
+        "{}: the volumes differ",
+        input.display()
+    );
 }
 
 #[test]
@@ -101,7 +105,10 @@ fn write_scan(path: &Path, nr: usize, nan_row: Option<usize>) {
         Some(r) => {
             let mut p = p;
             p[[na / 2, r, nc / 2]] = f32::NAN;
-            g.new_dataset_builder().with_data(&p).create("data").unwrap();
+            g.new_dataset_builder()
+                .with_data(&p)
+                .create("data")
+                .unwrap();
         }
     }
     g.new_dataset_builder()
@@ -138,7 +145,12 @@ fn compressed_chunked_scan_in_several_slabs_is_bit_identical() {
     compare(&scan, &["--memory", "65M"], slabs);
     compare(&scan, &["--memory", "65M", "--slices", "3:27"], {
         // Rows 3..27 cut at multiples of the chunk rows: one more slab at most.
-        let l = recon(&scan, &dir2.path().join("w.npy"), &["--memory", "65M", "--slices", "3:27"], true);
+        let l = recon(
+            &scan,
+            &dir2.path().join("w.npy"),
+            &["--memory", "65M", "--slices", "3:27"],
+            true,
+        );
         l.split(" slab(s)")
             .next()
             .and_then(|t| t.rsplit(' ').next())
@@ -166,7 +178,10 @@ fn an_error_in_a_later_slab_stops_the_pipelined_run_without_output() {
     let err = String::from_utf8_lossy(&o.stderr);
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains("nan.h5") && lines[0].to_lowercase().contains("nan"), "{err}");
+    assert!(
+        lines[0].contains("nan.h5") && lines[0].to_lowercase().contains("nan"),
+        "{err}"
+    );
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())

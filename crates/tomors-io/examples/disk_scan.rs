@@ -104,10 +104,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let data = b.create("data")?;
-    let flats = Array3::from_shape_fn((4, nr, nc), |(_, _, c)| (FLAT * gain(c) + DARK).round() as u16);
+    let flats = Array3::from_shape_fn((4, nr, nc), |(_, _, c)| {
+        (FLAT * gain(c) + DARK).round() as u16
+    });
     let darks = Array3::from_elem((4, nr, nc), DARK as u16);
-    g.new_dataset_builder().with_data(&flats).create("data_white")?;
-    g.new_dataset_builder().with_data(&darks).create("data_dark")?;
+    g.new_dataset_builder()
+        .with_data(&flats)
+        .create("data_white")?;
+    g.new_dataset_builder()
+        .with_data(&darks)
+        .create("data_dark")?;
     let theta = Array1::from_shape_fn(na, |i| i as f64 * 180.0 / na as f64);
     let th = g.new_dataset_builder().with_data(&theta).create("theta")?;
     let unit: hdf5::types::VarLenUnicode = "degrees".parse().expect("no NUL");

@@ -109,27 +109,25 @@ impl DirectLayout {
         let Some(dst) = out.as_slice_mut() else {
             return Err(format_err(path, "internal: a new array is not contiguous"));
         };
-        dst.par_chunks_mut(block)
-            .enumerate()
-            .try_for_each_init(
-                || vec![0u8; block * es],
-                |buf, (k, dst)| -> Result<()> {
-                    let f = (frames.start + k) as u64;
-                    let at = self.offset
-                        + ((f * nr as u64 + rows.start as u64) * nc as u64) * es as u64;
-                    self.file.read_exact_at(buf, at).map_err(|e| {
-                        format_err(
-                            path,
-                            format!(
-                                "cannot read {name} from {}: {e} (truncated?)",
-                                self.file_name.display()
-                            ),
-                        )
-                    })?;
-                    crate::npy::decode(buf, self.dtype, self.endian, dst);
-                    Ok(())
-                },
-            )?;
+        dst.par_chunks_mut(block).enumerate().try_for_each_init(
+            || vec![0u8; block * es],
+            |buf, (k, dst)| -> Result<()> {
+                let f = (frames.start + k) as u64;
+                let at =
+                    self.offset + ((f * nr as u64 + rows.start as u64) * nc as u64) * es as u64;
+                self.file.read_exact_at(buf, at).map_err(|e| {
+                    format_err(
+                        path,
+                        format!(
+                            "cannot read {name} from {}: {e} (truncated?)",
+                            self.file_name.display()
+                        ),
+                    )
+                })?;
+                crate::npy::decode(buf, self.dtype, self.endian, dst);
+                Ok(())
+            },
+        )?;
         Ok(out)
     }
 }

@@ -444,7 +444,12 @@ fn band_bytes(ds: &Dataset) -> Option<usize> {
 
 /// A prime at least `n` (hash slots of an HDF5 chunk cache).
 fn prime_at_least(n: usize) -> usize {
-    let is_prime = |k: usize| k >= 2 && (2..).take_while(|d| d * d <= k).all(|d| k % d != 0);
+    let is_prime = |k: usize| {
+        k >= 2
+            && (2..)
+                .take_while(|d| d * d <= k)
+                .all(|d| !k.is_multiple_of(d))
+    };
     (n.max(2)..).find(|&k| is_prime(k)).unwrap_or(n)
 }
 
@@ -465,7 +470,10 @@ fn reopen_with_cache(
     use hdf5_sys::h5d::H5Dopen2;
     let chunk = slot
         .as_ref()
-        .and_then(|d| d.chunk().map(|c| c.iter().product::<usize>() * value_bytes(d)))
+        .and_then(|d| {
+            d.chunk()
+                .map(|c| c.iter().product::<usize>() * value_bytes(d))
+        })
         .unwrap_or(1)
         .max(1);
     let slots = prime_at_least((bytes / chunk + 1).saturating_mul(100).min(1 << 24));
@@ -689,7 +697,13 @@ impl ProjectionSource for DxSource {
             return Ok(false);
         };
         let file = &self._file;
-        reopen_with_cache(file, &self.path, &self.data_name, &mut self.data, bytes.min(band))?;
+        reopen_with_cache(
+            file,
+            &self.path,
+            &self.data_name,
+            &mut self.data,
+            bytes.min(band),
+        )?;
         for (ds, name) in [
             (&mut self.flats, "/exchange/data_white"),
             (&mut self.darks, "/exchange/data_dark"),
@@ -1064,7 +1078,12 @@ impl ProjectionSource for NxTomoSource {
                 continue;
             }
             let block = match &self.direct {
-                Some(d) => d.read(&self.path, &self.paths.data, run.frames.clone(), rows.clone())?,
+                Some(d) => d.read(
+                    &self.path,
+                    &self.paths.data,
+                    run.frames.clone(),
+                    rows.clone(),
+                )?,
                 None => read_slab3(
                     slot(&self.path, &self.data)?,
                     &self.path,

@@ -138,7 +138,11 @@ pub fn align_to_chunks(per_slab: usize, row_chunk: Option<usize>) -> usize {
 /// slabs, no slab crosses a chunk boundary, so the slabs of one band of
 /// chunks follow each other and a chunk cache of one band
 /// ([`ProjectionSource::row_band_cache_bytes`]) decompresses each chunk once.
-pub fn slab_plan(rows: Range<usize>, per_slab: usize, row_chunk: Option<usize>) -> Vec<Range<usize>> {
+pub fn slab_plan(
+    rows: Range<usize>,
+    per_slab: usize,
+    row_chunk: Option<usize>,
+) -> Vec<Range<usize>> {
     let per = per_slab.max(1);
     let c = match row_chunk {
         Some(c) if c > 1 => c,
@@ -262,7 +266,10 @@ mod tests {
                 assert!(r.len() <= per && !r.is_empty());
                 let (c0, c1) = (r.start / c, (r.end - 1) / c);
                 for k in c0..=c1 {
-                    let others = p.iter().filter(|q| q.start < (k + 1) * c && q.end > k * c).count();
+                    let others = p
+                        .iter()
+                        .filter(|q| q.start < (k + 1) * c && q.end > k * c)
+                        .count();
                     assert_eq!(others, 1, "chunk {k} in {others} slabs of {p:?}");
                 }
             }

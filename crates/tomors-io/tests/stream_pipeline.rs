@@ -116,7 +116,12 @@ fn stream(
 ) -> Result<tomors_io::stream::StageTimes> {
     let mut src = open(input, &OpenOptions::default())?;
     let plan = slab_plan(rows.clone(), per, src.row_chunk());
-    let w = create_writer(out, VolumeFormat::Npy, [rows.len(), NC, NC], &VolumeMeta::default())?;
+    let w = create_writer(
+        out,
+        VolumeFormat::Npy,
+        [rows.len(), NC, NC],
+        &VolumeMeta::default(),
+    )?;
     run_stages(
         src.as_mut(),
         &Preprocess::default(),
@@ -167,7 +172,11 @@ fn pipelined_output_is_bit_identical_to_sequential_on_npy_hdf5_and_tiff() {
                 .read_rows(rows.clone(), &Preprocess::default())
                 .unwrap();
             let want = fake_recon(rows.clone(), sinograms(whole)).unwrap();
-            assert!(same_bits(&va, &want), "{}: not the whole-scan values", input.display());
+            assert!(
+                same_bits(&va, &want),
+                "{}: not the whole-scan values",
+                input.display()
+            );
             std::fs::remove_file(&a).unwrap();
             std::fs::remove_file(&b).unwrap();
         }
@@ -305,7 +314,13 @@ fn a_process_that_returns_the_wrong_number_of_slices_is_an_error() {
     ndarray_npy::write_npy(&npy, &projections()).unwrap();
     let out = dir.path().join("vol.npy");
     let mut src = open(&npy, &OpenOptions::default()).unwrap();
-    let w = create_writer(&out, VolumeFormat::Npy, [NR, NC, NC], &VolumeMeta::default()).unwrap();
+    let w = create_writer(
+        &out,
+        VolumeFormat::Npy,
+        [NR, NC, NC],
+        &VolumeMeta::default(),
+    )
+    .unwrap();
     let e = run_stages(
         src.as_mut(),
         &Preprocess::default(),
@@ -313,7 +328,9 @@ fn a_process_that_returns_the_wrong_number_of_slices_is_an_error() {
         w,
         Stages {
             prepare: |_, p| Ok(sinograms(p)),
-            process: |r: Range<usize>, x| fake_recon(r, x).map(|v| v.slice(s![1.., .., ..]).to_owned()),
+            process: |r: Range<usize>, x| {
+                fake_recon(r, x).map(|v| v.slice(s![1.., .., ..]).to_owned())
+            },
         },
         |_, _| {},
         StreamMode::Pipelined,
@@ -391,7 +408,8 @@ fn compressed_chunks_are_decompressed_once() {
         s
     };
     // The whole scan in one read: each chunk once.
-    assert_eq!(decodes(&open_dx(None), &[0..NR]), n_chunks);
+    let whole = slab_plan(0..NR, NR, None);
+    assert_eq!(decodes(&open_dx(None), &whole), n_chunks);
     // Slabs of 12 rows cut every 12 rows: chunks across slab boundaries are
     // decompressed again. (HDF5's default chunk cache of 1 MiB would hold
     // this small file's chunks; a cache too small for one chunk is HDF5's
@@ -399,7 +417,10 @@ fn compressed_chunks_are_decompressed_once() {
     let tiny = open_dx(Some(1));
     let naive: Vec<Range<usize>> = tomors_io::stream::slabs(0..NR, 12).collect();
     let twice = decodes(&tiny, &naive);
-    assert!(twice > n_chunks, "naive slabs decoded {twice} chunks of {n_chunks}");
+    assert!(
+        twice > n_chunks,
+        "naive slabs decoded {twice} chunks of {n_chunks}"
+    );
     // Slabs aligned to the chunks (12 → 8 rows, cut at multiples of 8):
     // each chunk once, even without a cache.
     let aligned = slab_plan(0..NR, 12, tiny.row_chunk());
@@ -435,20 +456,42 @@ fn write_contiguous<T: hdf5::H5Type>(path: &Path, data: &Array3<T>, userblock: u
         .create(path)
         .unwrap();
     let g = f.create_group("exchange").unwrap();
-    g.new_dataset_builder().with_data(data).create("data").unwrap();
+    g.new_dataset_builder()
+        .with_data(data)
+        .create("data")
+        .unwrap();
 }
 
 #[test]
 fn direct_reads_of_contiguous_projections_give_the_values_hdf5_gives() {
     let dir = tempfile::tempdir().unwrap();
     let p = projections();
-    let cases: Vec<(&str, Box<dyn Fn(&Path, u64)>)> = vec![
-        ("u16", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| v as u16), u))),
-        ("i16", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| (v - 600.0) as i16), u))),
-        ("u8", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| (v / 5.0) as u8), u))),
-        ("i8", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| (v / 10.0 - 60.0) as i8), u))),
-        ("f32", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| v * 1.37e-3), u))),
-        ("f64", Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| f64::from(v) * 1.37e-3), u))),
+    type Writer<'a> = Box<dyn Fn(&Path, u64) + 'a>;
+    let cases: Vec<(&str, Writer<'_>)> = vec![
+        (
+            "u16",
+            Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| v as u16), u)),
+        ),
+        (
+            "i16",
+            Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| (v - 600.0) as i16), u)),
+        ),
+        (
+            "u8",
+            Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| (v / 5.0) as u8), u)),
+        ),
+        (
+            "i8",
+            Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| (v / 10.0 - 60.0) as i8), u)),
+        ),
+        (
+            "f32",
+            Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| v * 1.37e-3), u)),
+        ),
+        (
+            "f64",
+            Box::new(|f: &Path, u| write_contiguous(f, &p.mapv(|v| f64::from(v) * 1.37e-3), u)),
+        ),
     ];
     for (name, write) in &cases {
         for userblock in [0, 1024] {
@@ -494,15 +537,24 @@ fn a_truncated_contiguous_file_is_a_one_line_error() {
 fn direct_writes_of_uncompressed_volumes_read_back_exactly() {
     use tomors_io::writer::{read_hdf5_volume, Hdf5Writer, WriteOptions};
     let dir = tempfile::tempdir().unwrap();
-    let vol = Array3::from_shape_fn((11, 13, 7), |(z, y, x)| (z * 1000 + y * 10 + x) as f32 * 0.37 - 5.0);
-    for compression in [tomors_io::Compression::None, tomors_io::Compression::Deflate(1)] {
+    let vol = Array3::from_shape_fn((11, 13, 7), |(z, y, x)| {
+        (z * 1000 + y * 10 + x) as f32 * 0.37 - 5.0
+    });
+    for compression in [
+        tomors_io::Compression::None,
+        tomors_io::Compression::Deflate(1),
+    ] {
         let out = dir.path().join(format!("{compression:?}.h5"));
         let options = WriteOptions {
             compression,
             ..Default::default()
         };
-        let mut w = Hdf5Writer::create_opts(&out, [11, 13, 7], &VolumeMeta::default(), &options).unwrap();
-        assert_eq!(w.writes_directly(), compression == tomors_io::Compression::None);
+        let mut w =
+            Hdf5Writer::create_opts(&out, [11, 13, 7], &VolumeMeta::default(), &options).unwrap();
+        assert_eq!(
+            w.writes_directly(),
+            compression == tomors_io::Compression::None
+        );
         for (z0, z1) in [(0, 4), (4, 5), (5, 11)] {
             w.write_slab(z0, vol.slice(s![z0..z1, .., ..])).unwrap();
         }

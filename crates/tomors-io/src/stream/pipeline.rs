@@ -215,8 +215,26 @@ where
     };
     let first = slabs.first().map(|r| r.start).unwrap_or(0);
     let mut times = match mode {
-        StreamMode::Sequential => sequential(&*source, &spec, pre, slabs, first, writer, stages, &mut progress)?,
-        StreamMode::Pipelined => pipelined(source, &spec, pre, slabs, first, writer, stages, &mut progress)?,
+        StreamMode::Sequential => sequential(
+            &*source,
+            &spec,
+            pre,
+            slabs,
+            first,
+            writer,
+            stages,
+            &mut progress,
+        )?,
+        StreamMode::Pipelined => pipelined(
+            source,
+            &spec,
+            pre,
+            slabs,
+            first,
+            writer,
+            stages,
+            &mut progress,
+        )?,
     };
     times.slabs = slabs.len();
     times.wall = t0.elapsed();
