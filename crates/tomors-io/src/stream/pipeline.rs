@@ -291,9 +291,9 @@ type StageEnd = (StageTimes, Option<(usize, IoError)>);
 /// the largest buffer freed (up to 32 MiB), after which slab-sized buffers
 /// freed by one stage's thread stay in that thread's arena while another
 /// thread allocates new ones: the resident memory of a 200 MiB budget then
-/// reached 208 MiB, against 102 MiB with the fixed threshold (a scan of
-/// 360 × 160 × 512, HDF5 to HDF5, CPU backend). Left alone when the user
-/// sets `MALLOC_MMAP_THRESHOLD_`.
+/// reached 206 MiB, against 121 MiB with the fixed threshold (the test
+/// `reliability_memory`: 360 × 160 × 512, HDF5 to HDF5, CPU backend). Left
+/// alone when the user sets `MALLOC_MMAP_THRESHOLD_`.
 fn map_large_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
