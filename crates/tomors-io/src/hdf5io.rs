@@ -13,6 +13,7 @@ use hdf5::{Dataset, File};
 use ndarray::{s, Array1, Array3, Axis};
 
 use crate::error::{format_err, shape_err, unsupported, IoError, Result};
+use crate::hdf5direct::DirectLayout;
 use crate::source::{check_rows, AngleUnit, FrameGroup, OpenOptions, ProjectionSource, RawSlab};
 
 /// Name of a registered HDF5 filter id (for error messages).
@@ -421,6 +422,98 @@ fn row_chunk_of(ds: &Dataset, n_rows: usize) -> Option<usize> {
     (r > 0 && r < n_rows).then_some(r)
 }
 
+/// Bytes of one stored value of a dataset (4 when unknown).
+fn value_bytes(ds: &Dataset) -> usize {
+    ds.dtype().map(|t| t.size()).unwrap_or(4)
+}
+
+/// Bytes of the decompressed chunks that hold `rows` rows (a band of whole
+/// chunk rows) of every frame of a 3-D dataset chunked along the rows and
+/// compressed; `None` for contiguous or uncompressed storage (read
+/// directly, never decompressed twice).
+fn band_bytes(ds: &Dataset) -> Option<usize> {
+    let c = ds.chunk()?;
+    if ds.filters().is_empty() || c.len() != 3 {
+        return None;
+    }
+    let shape = ds.shape();
+    let frames = shape.first()?.div_ceil(c[0].max(1)) * c[0];
+    let cols = shape.get(2)?.div_ceil(c[2].max(1)) * c[2];
+    Some(frames * c[1] * cols * value_bytes(ds))
+}
+
+/// A prime at least `n` (hash slots of an HDF5 chunk cache).
+fn prime_at_least(n: usize) -> usize {
+    let is_prime = |k: usize| {
+        k >= 2
+            && (2..)
+                .take_while(|d| d * d <= k)
+                .all(|d| !k.is_multiple_of(d))
+    };
+    (n.max(2)..).find(|&k| is_prime(k)).unwrap_or(n)
+}
+
+/// Closes the dataset in `slot` and reopens it (`name` of `file`) with a
+/// chunk cache of `bytes` (HDF5's default is 1 MiB, smaller than most
+/// chunks of a detector, which are then decompressed again for every read
+/// that touches them). The old handle must be the last one open: HDF5
+/// shares an open dataset, and its cache, between handles. Fully read chunks
+/// are evicted first (w0 = 1), so the chunks a slab shares with the next
+/// one stay. On failure the slot is reopened without the cache.
+fn reopen_with_cache(
+    file: &File,
+    path: &Path,
+    name: &str,
+    slot: &mut Option<Dataset>,
+    bytes: usize,
+) -> Result<()> {
+    use hdf5_sys::h5d::H5Dopen2;
+    let chunk = slot
+        .as_ref()
+        .and_then(|d| {
+            d.chunk()
+                .map(|c| c.iter().product::<usize>() * value_bytes(d))
+        })
+        .unwrap_or(1)
+        .max(1);
+    let slots = prime_at_least((bytes / chunk + 1).saturating_mul(100).min(1 << 24));
+    let dapl = hdf5::plist::DatasetAccess::build()
+        .chunk_cache(slots, bytes, 1.0)
+        .finish()
+        .map_err(|e| h5err(path, &format!("cannot set the chunk cache of {name}"), e))?;
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| format_err(path, format!("dataset name {name:?} holds a NUL byte")))?;
+    *slot = None;
+    let id = hdf5::sync::sync(|| {
+        // SAFETY: `file` is open, `cname` NUL-terminated and `dapl` a live
+        // dataset-access property list.
+        unsafe { H5Dopen2(file.id(), cname.as_ptr(), dapl.id()) }
+    });
+    // SAFETY: a non-negative `id` is a dataset identifier we own.
+    let reopened = (id >= 0)
+        .then(|| unsafe { hdf5::from_id::<Dataset>(id) }.ok())
+        .flatten();
+    match reopened {
+        Some(d) => {
+            *slot = Some(d);
+            Ok(())
+        }
+        None => {
+            *slot = Some(open_dataset(file, path, name)?);
+            Err(format_err(
+                path,
+                format!("cannot reopen dataset {name} with a chunk cache"),
+            ))
+        }
+    }
+}
+
+/// The dataset of a slot that [`reopen_with_cache`] keeps.
+fn slot<'a>(path: &Path, ds: &'a Option<Dataset>) -> Result<&'a Dataset> {
+    ds.as_ref()
+        .ok_or_else(|| format_err(path, "the dataset was closed (a failed reopening)"))
+}
+
 /// Opens an HDF5 scan as DXchange or NXtomo (see [`crate::source::open`]).
 pub fn open_hdf5(path: &Path, options: &OpenOptions) -> Result<Box<dyn ProjectionSource>> {
     crate::output::register_input(path);
@@ -450,7 +543,10 @@ fn has_image_key_near(file: &File, data_path: &str) -> bool {
 /// angles `/exchange/theta` in degrees (optional: evenly over 180° without).
 pub struct DxSource {
     path: PathBuf,
-    data: Dataset,
+    /// Always `Some` but while [`reopen_with_cache`] reopens it.
+    data: Option<Dataset>,
+    /// Where the projections lie when they can be read directly.
+    direct: Option<DirectLayout>,
     data_name: String,
     flats: Option<Dataset>,
     darks: Option<Dataset>,
@@ -473,6 +569,13 @@ fn shape3(path: &Path, name: &str, s: &[usize]) -> Result<[usize; 3]> {
 }
 
 impl DxSource {
+    /// Whether the projections are read from the file directly (contiguous,
+    /// unfiltered, of an exactly converted type; see `hdf5direct`) rather
+    /// than through the HDF5 library.
+    pub fn reads_directly(&self) -> bool {
+        self.direct.is_some()
+    }
+
     /// Opens a DXchange file.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
         crate::output::register_input(path);
@@ -540,7 +643,8 @@ impl DxSource {
         };
         Ok(Self {
             path: path.to_path_buf(),
-            data,
+            direct: DirectLayout::of(&data),
+            data: Some(data),
             data_name,
             flats,
             darks,
@@ -574,18 +678,55 @@ impl ProjectionSource for DxSource {
         self.n_darks
     }
     fn row_chunk(&self) -> Option<usize> {
-        row_chunk_of(&self.data, self.shape[1])
+        row_chunk_of(self.data.as_ref()?, self.shape[1])
+    }
+    fn stored_value_bytes(&self) -> usize {
+        self.data.as_ref().map_or(4, value_bytes)
+    }
+    fn row_band_cache_bytes(&self) -> Option<usize> {
+        // Flats and darks are read with the projections: their bands too.
+        let side = [&self.flats, &self.darks]
+            .into_iter()
+            .flatten()
+            .map(|d| band_bytes(d).unwrap_or(0))
+            .sum::<usize>();
+        band_bytes(self.data.as_ref()?).map(|b| b + side)
+    }
+    fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
+        let Some(band) = self.data.as_ref().and_then(band_bytes) else {
+            return Ok(false);
+        };
+        let file = &self._file;
+        reopen_with_cache(
+            file,
+            &self.path,
+            &self.data_name,
+            &mut self.data,
+            bytes.min(band),
+        )?;
+        for (ds, name) in [
+            (&mut self.flats, "/exchange/data_white"),
+            (&mut self.darks, "/exchange/data_dark"),
+        ] {
+            if let Some(b) = ds.as_ref().and_then(band_bytes) {
+                reopen_with_cache(file, &self.path, name, ds, b)?;
+            }
+        }
+        Ok(true)
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;
         check_not_shrunk(&self.path, self.len_at_open)?;
-        let projections = read_slab3(
-            &self.data,
-            &self.path,
-            &self.data_name,
-            0..self.shape[0],
-            rows.clone(),
-        )?;
+        let projections = match &self.direct {
+            Some(d) => d.read(&self.path, &self.data_name, 0..self.shape[0], rows.clone())?,
+            None => read_slab3(
+                slot(&self.path, &self.data)?,
+                &self.path,
+                &self.data_name,
+                0..self.shape[0],
+                rows.clone(),
+            )?,
+        };
         let group = |ds: &Option<Dataset>, n: usize, name: &str| -> Result<Vec<FrameGroup>> {
             Ok(match ds {
                 Some(ds) => vec![FrameGroup {
@@ -715,7 +856,10 @@ struct Run {
 pub struct NxTomoSource {
     path: PathBuf,
     paths: NxPaths,
-    data: Dataset,
+    /// Always `Some` but while [`reopen_with_cache`] reopens it.
+    data: Option<Dataset>,
+    /// Where the frames lie when they can be read directly.
+    direct: Option<DirectLayout>,
     runs: Vec<Run>,
     shape: [usize; 3],
     n_flats: usize,
@@ -869,7 +1013,8 @@ impl NxTomoSource {
                 image_key: key_name,
                 angles: angles_name,
             },
-            data,
+            direct: DirectLayout::of(&data),
+            data: Some(data),
             runs,
             shape: [n_proj, dshape[1], dshape[2]],
             n_flats,
@@ -901,7 +1046,26 @@ impl ProjectionSource for NxTomoSource {
         self.n_darks
     }
     fn row_chunk(&self) -> Option<usize> {
-        row_chunk_of(&self.data, self.shape[1])
+        row_chunk_of(self.data.as_ref()?, self.shape[1])
+    }
+    fn stored_value_bytes(&self) -> usize {
+        self.data.as_ref().map_or(4, value_bytes)
+    }
+    fn row_band_cache_bytes(&self) -> Option<usize> {
+        band_bytes(self.data.as_ref()?)
+    }
+    fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
+        let Some(band) = self.data.as_ref().and_then(band_bytes) else {
+            return Ok(false);
+        };
+        reopen_with_cache(
+            &self._file,
+            &self.path,
+            &self.paths.data,
+            &mut self.data,
+            bytes.min(band),
+        )?;
+        Ok(true)
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;
@@ -913,13 +1077,21 @@ impl ProjectionSource for NxTomoSource {
             if run.key == 3 {
                 continue;
             }
-            let block = read_slab3(
-                &self.data,
-                &self.path,
-                &self.paths.data,
-                run.frames.clone(),
-                rows.clone(),
-            )?;
+            let block = match &self.direct {
+                Some(d) => d.read(
+                    &self.path,
+                    &self.paths.data,
+                    run.frames.clone(),
+                    rows.clone(),
+                )?,
+                None => read_slab3(
+                    slot(&self.path, &self.data)?,
+                    &self.path,
+                    &self.paths.data,
+                    run.frames.clone(),
+                    rows.clone(),
+                )?,
+            };
             match run.key {
                 0 => {
                     let n = block.len_of(Axis(0));

@@ -41,6 +41,7 @@ pub mod compression;
 pub mod correct;
 pub mod error;
 pub mod half;
+mod hdf5direct;
 pub mod hdf5io;
 pub mod info;
 pub mod memory;

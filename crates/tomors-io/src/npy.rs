@@ -401,7 +401,7 @@ pub fn dtype_name(d: RawDtype) -> &'static str {
     }
 }
 
-fn decode(buf: &[u8], dtype: RawDtype, endian: Endian, out: &mut [f32]) {
+pub(crate) fn decode(buf: &[u8], dtype: RawDtype, endian: Endian, out: &mut [f32]) {
     macro_rules! conv {
         ($t:ty, $n:expr) => {
             for (o, ch) in out.iter_mut().zip(buf.chunks_exact($n)) {
@@ -498,6 +498,9 @@ impl ProjectionSource for NpySource {
     }
     fn n_darks(&self) -> usize {
         self.darks.as_ref().map_or(0, |s| s.n_frames())
+    }
+    fn stored_value_bytes(&self) -> usize {
+        self.data.dtype().size()
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         let projections = self.data.read_rows(rows.clone())?;

@@ -81,6 +81,29 @@ pub trait ProjectionSource: Send {
         0
     }
 
+    /// Bytes of one stored value of the projections (2 for uint16 data,
+    /// 4 when unknown), for the read rate of [`crate::stream::StageTimes`].
+    fn stored_value_bytes(&self) -> usize {
+        4
+    }
+
+    /// Bytes of decompressed storage chunks that hold one band of
+    /// [`Self::row_chunk`] rows of every frame (projections, flats and darks):
+    /// what a chunk cache must hold so that slabs that share chunks
+    /// decompress each chunk once. `None` when the storage is not chunked
+    /// along the rows or not compressed (nothing is decompressed twice).
+    fn row_band_cache_bytes(&self) -> Option<usize> {
+        None
+    }
+
+    /// Gives the reader a cache of `bytes` for decompressed storage chunks
+    /// (see [`Self::row_band_cache_bytes`]); sources without chunks ignore
+    /// it. Returns whether a cache was set.
+    fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
+        let _ = bytes;
+        Ok(false)
+    }
+
     /// Reads detector rows `rows` and preprocesses them as `pre` says:
     /// `[angle][row][col]`. Steps that need neighbouring rows (rotation,
     /// phase retrieval) read [`Preprocess::read_range`] and crop. A

@@ -1,7 +1,13 @@
-//! Streaming: how many detector rows fit a memory budget, and a driver that
-//! reads, processes and writes a scan slab by slab
-//! (read → preprocess → reconstruct → write), so a volume larger than the
-//! memory reconstructs with bounded peak memory.
+//! Streaming: how many detector rows fit a memory budget, how the rows are
+//! cut into slabs (aligned to the file's storage chunks), and a driver that
+//! reads, preprocesses, reconstructs and writes a scan slab by slab with the
+//! stages overlapped on threads ([`run_stages`], module `pipeline`), so a
+//! volume larger than the memory reconstructs with bounded peak memory at
+//! the speed of the slowest stage.
+
+mod pipeline;
+
+pub use pipeline::{run_stages, StageTimes, Stages, StreamMode};
 
 use std::ops::Range;
 
@@ -65,21 +71,25 @@ impl MemoryModel {
         self
     }
 
-    /// Bytes per detector row of a slab: the raw/preprocessed projections
-    /// and the sinogram copy (2 × angles × cols f32), the filtered copy at
-    /// the padded length (angles × padded cols),
-    /// the flats and darks, and two copies of the reconstructed slice
-    /// (the result and the writer's buffer).
+    /// Bytes per detector row of a slab, counting every slab in flight in
+    /// the pipelined stream ([`run_stages`]; each of its four stages holds
+    /// one slab at most): the raw slab being read (angles × cols), the slab
+    /// being preprocessed (its raw values and its sinograms, 2 × angles ×
+    /// cols), the sinograms being reconstructed (angles × cols) with their
+    /// filtered copy at the padded length (angles × padded cols), the
+    /// flats and darks (read and averaged, 2 × frames × cols), and three
+    /// copies of the reconstructed slice (the result, the slab being
+    /// written and the writer's buffer); f32 values.
     /// Saturates instead of overflowing (sizes from user input).
     pub fn bytes_per_row(&self) -> usize {
-        let proj = 2usize
+        let proj = 4usize
             .saturating_mul(self.n_angles)
             .saturating_mul(self.n_cols)
             .saturating_add(self.n_angles.saturating_mul(self.padded_cols));
         let side = 2usize
             .saturating_mul(self.n_side_frames)
             .saturating_mul(self.n_cols);
-        let slice = 2usize.saturating_mul(self.slice_pixels);
+        let slice = 3usize.saturating_mul(self.slice_pixels);
         proj.saturating_add(side)
             .saturating_add(slice)
             .saturating_mul(4)
@@ -137,6 +147,44 @@ pub fn align_to_chunks(per_slab: usize, row_chunk: Option<usize>) -> usize {
     }
 }
 
+/// Cuts `rows` into consecutive slabs of at most `per_slab` rows whose
+/// boundaries fall on the storage chunks' row boundaries (multiples of
+/// `row_chunk`, counted from detector row 0) wherever they can: with slabs
+/// of at least one chunk (`per_slab` rounded down to a multiple of it),
+/// every chunk lies in one slab and is decompressed once; with smaller
+/// slabs, no slab crosses a chunk boundary, so the slabs of one band of
+/// chunks follow each other and a chunk cache of one band
+/// ([`ProjectionSource::row_band_cache_bytes`]) decompresses each chunk once.
+pub fn slab_plan(
+    rows: Range<usize>,
+    per_slab: usize,
+    row_chunk: Option<usize>,
+) -> Vec<Range<usize>> {
+    let per = per_slab.max(1);
+    let c = match row_chunk {
+        Some(c) if c > 1 => c,
+        _ => return slabs(rows, per).collect(),
+    };
+    let mut out = Vec::new();
+    let mut s = rows.start;
+    while s < rows.end {
+        let e = if per >= c {
+            let lim = (s + per - per % c).min(rows.end);
+            let boundary = lim - lim % c;
+            if boundary > s && lim < rows.end {
+                boundary
+            } else {
+                lim
+            }
+        } else {
+            (s + per).min((s / c + 1) * c).min(rows.end)
+        };
+        out.push(s..e);
+        s = e;
+    }
+    out
+}
+
 /// Splits `rows` into consecutive slabs of at most `per_slab` rows.
 pub fn slabs(rows: Range<usize>, per_slab: usize) -> impl Iterator<Item = Range<usize>> {
     let per = per_slab.max(1);
@@ -177,31 +225,31 @@ pub fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
 /// with `writer` (slice z of the output = detector row `rows.start + z`),
 /// and reports `(slabs done, slabs in all)` to `progress`. Finishes the
 /// writer at the end; on an error the writer is dropped, which removes its
-/// partial output.
+/// partial output. The stages run one after the other; [`run_stages`]
+/// overlaps them.
 pub fn stream_slabs(
-    source: &dyn ProjectionSource,
+    source: &mut dyn ProjectionSource,
     pre: &Preprocess,
     rows: Range<usize>,
     per_slab: usize,
-    mut writer: Box<dyn VolumeWriter>,
-    mut process: impl FnMut(Range<usize>, Array3<f32>) -> Result<Array3<f32>>,
-    mut progress: impl FnMut(usize, usize),
+    writer: Box<dyn VolumeWriter>,
+    process: impl FnMut(Range<usize>, Array3<f32>) -> Result<Array3<f32>>,
+    progress: impl FnMut(usize, usize),
 ) -> Result<()> {
-    let all: Vec<Range<usize>> = slabs(rows.clone(), per_slab).collect();
-    for (i, r) in all.iter().enumerate() {
-        let proj = source.read_rows(r.clone(), pre)?;
-        let vol = process(r.clone(), proj)?;
-        if vol.len_of(ndarray::Axis(0)) != r.len() {
-            return Err(IoError::Parameter(format!(
-                "slab of {} detector rows gave {} slices",
-                r.len(),
-                vol.len_of(ndarray::Axis(0))
-            )));
-        }
-        writer.write_slab(r.start - rows.start, vol.view())?;
-        progress(i + 1, all.len());
-    }
-    writer.finish()
+    let all: Vec<Range<usize>> = slabs(rows, per_slab).collect();
+    run_stages(
+        source,
+        pre,
+        &all,
+        writer,
+        Stages {
+            prepare: |_, p| Ok(p),
+            process,
+        },
+        progress,
+        StreamMode::Sequential,
+    )
+    .map(|_| ())
 }
 
 #[cfg(test)]
@@ -212,6 +260,39 @@ mod tests {
     fn slabs_cover_rows_once() {
         let v: Vec<_> = slabs(3..13, 4).collect();
         assert_eq!(v, vec![3..7, 7..11, 11..13]);
+    }
+
+    #[test]
+    fn slab_plan_cuts_at_chunk_boundaries() {
+        // Slabs of at least a chunk: every chunk of 32 rows in one slab,
+        // from a start that is not on a chunk boundary.
+        let p = slab_plan(100..300, 70, Some(32));
+        assert_eq!(p, vec![100..160, 160..224, 224..288, 288..300]);
+        // Smaller slabs never cross a chunk boundary.
+        let p = slab_plan(10..70, 12, Some(32));
+        assert_eq!(p, vec![10..22, 22..32, 32..44, 44..56, 56..64, 64..70]);
+        // Every chunk lies within one slab when slabs hold a chunk.
+        for (start, end, per, c) in [(0, 1000, 64, 16), (5, 997, 100, 7), (31, 33, 40, 32)] {
+            let p = slab_plan(start..end, per, Some(c));
+            assert_eq!(p.first().unwrap().start, start);
+            assert_eq!(p.last().unwrap().end, end);
+            for w in p.windows(2) {
+                assert_eq!(w[0].end, w[1].start);
+            }
+            for r in &p {
+                assert!(r.len() <= per && !r.is_empty());
+                let (c0, c1) = (r.start / c, (r.end - 1) / c);
+                for k in c0..=c1 {
+                    let others = p
+                        .iter()
+                        .filter(|q| q.start < (k + 1) * c && q.end > k * c)
+                        .count();
+                    assert_eq!(others, 1, "chunk {k} in {others} slabs of {p:?}");
+                }
+            }
+        }
+        // No chunks: plain slabs.
+        assert_eq!(slab_plan(3..13, 4, None), vec![3..7, 7..11, 11..13]);
     }
 
     #[test]
@@ -241,9 +322,9 @@ mod tests {
             overhead: 1 << 20,
             extra_per_row: 0,
         };
-        // 4·(30000 + 20000) = 200000 bytes per row.
-        assert_eq!(m.bytes_per_row(), 200_000);
-        assert_eq!(m.rows_per_slab((1 << 20) + 1_000_000).unwrap(), 5);
+        // 4·(50000 + 30000) = 320000 bytes per row.
+        assert_eq!(m.bytes_per_row(), 320_000);
+        assert_eq!(m.rows_per_slab((1 << 20) + 1_000_000).unwrap(), 3);
         assert!(m.rows_per_slab(1 << 20).is_err());
     }
 

@@ -158,6 +158,10 @@ impl ProjectionSource for Subset {
         self.inner.n_darks()
     }
 
+    fn stored_value_bytes(&self) -> usize {
+        self.inner.stored_value_bytes()
+    }
+
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(self.path(), &rows, self.shape[1])?;
         let br = self.spec.bin[1];

@@ -21,6 +21,7 @@ use ndarray::{s, Array3, ArrayView3};
 
 pub use crate::compression::Compression;
 use crate::error::{format_err, os_err, IoError, Result};
+use crate::hdf5direct::DirectChunks;
 use crate::output::{OutputKind, StagedDir, StagedFile};
 use crate::tiffio::{write_image, TiffDepth};
 
@@ -517,6 +518,8 @@ pub struct Hdf5Writer {
     tmp: PathBuf,
     file: Option<hdf5::File>,
     ds: Option<hdf5::Dataset>,
+    /// The chunks' places in the file when slabs are written directly.
+    direct: Option<DirectChunks>,
     stage: Option<StagedFile>,
     cursor: SlabCursor,
 }
@@ -551,6 +554,13 @@ pub(crate) fn limit_hdf5_free_lists() {
 }
 
 impl Hdf5Writer {
+    /// Whether slabs go straight to the chunks' places in the file (an
+    /// uncompressed volume; see `hdf5direct`) rather than through the HDF5
+    /// library.
+    pub fn writes_directly(&self) -> bool {
+        self.direct.is_some()
+    }
+
     /// Starts writing `path` (under its temporary name); `path` must not
     /// exist.
     pub fn create(path: &Path, shape: [usize; 3], meta: &VolumeMeta) -> Result<Self> {
@@ -587,6 +597,7 @@ impl Hdf5Writer {
             tmp: tmp.clone(),
             file: None,
             ds: None,
+            direct: None,
             stage: Some(stage),
             cursor: SlabCursor { shape, next: 0 },
         };
@@ -595,6 +606,7 @@ impl Hdf5Writer {
         let ds =
             volume_dataset(&f, "volume", shape, options.compression).map_err(|e| h5w(&tmp, e))?;
         write_attrs(&ds, &meta.attrs, &tmp)?;
+        this.direct = DirectChunks::of(&ds, &tmp, shape);
         this.file = Some(f);
         this.ds = Some(ds);
         Ok(this)
@@ -609,10 +621,17 @@ pub(crate) fn volume_dataset(
     shape: [usize; 3],
     compression: Compression,
 ) -> hdf5::Result<hdf5::Dataset> {
-    let b = group
+    let mut b = group
         .new_dataset::<f32>()
         .chunk((1, shape[1], shape[2]))
         .chunk_cache(521, hdf5_write_cache_bytes(shape), 1.0);
+    if compression == Compression::None {
+        // Every chunk gets its place in the file now and is never filled:
+        // the slabs are written there directly (`crate::hdf5direct`).
+        b = b
+            .alloc_time(Some(hdf5::plist::dataset_create::AllocTime::Early))
+            .fill_time(hdf5::plist::dataset_create::FillTime::Never);
+    }
     compression.apply(b).shape(shape).create(name)
 }
 
@@ -670,9 +689,11 @@ impl Hdf5Writer {
         ds: hdf5::Dataset,
         shape: [usize; 3],
     ) -> Self {
+        let tmp = stage.path().to_path_buf();
         Self {
             path: path.to_path_buf(),
-            tmp: stage.path().to_path_buf(),
+            direct: DirectChunks::of(&ds, &tmp, shape),
+            tmp,
             file: Some(file),
             ds: Some(ds),
             stage: Some(stage),
@@ -698,11 +719,15 @@ impl VolumeWriter for Hdf5Writer {
             .ok_or_else(|| format_err(&self.path, "writer already closed"))?;
         // No copy when the slab is already in C order (the usual case).
         let std = slab.as_standard_layout();
+        if let (Some(d), Some(values)) = (&self.direct, std.as_slice()) {
+            return d.write(&self.tmp, z0, values);
+        }
         ds.write_slice(std.view(), s![z0..z0 + n, .., ..])
             .map_err(|e| h5w(&self.tmp, e))
     }
     fn finish(mut self: Box<Self>) -> Result<()> {
         self.cursor.complete(&self.path)?;
+        self.direct.take();
         self.ds.take();
         if let Some(f) = self.file.take() {
             f.flush().map_err(|e| h5w(&self.tmp, e))?;
@@ -716,6 +741,7 @@ impl VolumeWriter for Hdf5Writer {
 impl Drop for Hdf5Writer {
     fn drop(&mut self) {
         // Close the file before the stage removes an unfinished one.
+        self.direct.take();
         self.ds.take();
         self.file.take();
         self.stage.take();
