@@ -52,7 +52,9 @@ with tempfile.TemporaryDirectory() as d:
                              text=True, check=True).stdout
         rs.append(float(out.split()[0]))
         rsc.append(float(out.split()[1]))
-print(f"{rows} slices of 1024² from 1024 angles × 1024 bins, backend {backend}, {reps} runs each")
+gpus = [d["name"] for d in tomors.devices()["devices"]]
+print(f"{rows} slices of 1024² from 1024 angles × 1024 bins, backend {backend}, {reps} runs each; "
+      f"{os.cpu_count()} CPU threads, GPUs {gpus or 'none'}, load {os.getloadavg()[0]:.2f}")
 for what, p, r in (("wall", py, rs), ("cpu", pyc, rsc)):
     print(f"{what} python:", " ".join(f"{v:.3f}" for v in p))
     print(f"{what} rust:  ", " ".join(f"{v:.3f}" for v in r))

@@ -204,9 +204,14 @@ pub fn iterative_options(
     })
 }
 
-/// Whether the GPU runs `options` with `projector` (parallel beam).
-fn gpu_capable(options: &IterativeOptions, kind: ProjectorKind) -> bool {
-    matches!(options.algorithm, Algorithm::Sirt(_)) && kind == ProjectorKind::Joseph
+/// Whether the GPU runs `options` with `projector` (parallel beam; as the
+/// CLI: the SIRT family and the block-sequential methods with Joseph's
+/// projector).
+pub fn gpu_capable(options: &IterativeOptions, kind: ProjectorKind) -> bool {
+    matches!(
+        options.algorithm,
+        Algorithm::Sirt(_) | Algorithm::BlockSequential { .. }
+    ) && kind == ProjectorKind::Joseph
 }
 
 /// What `recon(..., return_info=True)` returns besides the volume.
@@ -269,7 +274,7 @@ pub fn recon_iterative<'py>(
         let capable = gpu_capable(&options, kind);
         if choice == Choice::Cuda && !capable {
             return Err(value(format!(
-                "backend 'cuda' runs sirt, landweber and cimmino with the joseph projector; \
+                "backend 'cuda' runs sirt, landweber, cimmino, sart and block-it with the joseph projector; \
                  {algorithm} with the {projector_name} projector runs on the CPU (use backend 'cpu' or 'auto')"
             )));
         }
