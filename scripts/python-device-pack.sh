@@ -4,8 +4,9 @@
 # scipy, h5py, tqdm and CuPy already installed; no Rust, no network) into
 # DEST (default .pydevice/):
 #   wheels/  the abi3 tomors wheel (maturin build --release);
-#   bin/tomors               the CLI binary (test_cli_equal.py compares with it);
-#   bin/examples/fbp_timing  the Rust side of the overhead measurement;
+#   bin/tomors.xz               the CLI binary (test_cli_equal.py compares with it);
+#   bin/examples/fbp_timing.xz  the Rust side of the overhead measurement
+#            (both xz-compressed, unpacked by run.sh into /tmp);
 #   tests/   a copy of crates/tomors-py/tests (the machine may run another
 #            checkout's files), scripts/python_overhead.py;
 #   run.sh   installs the wheel into /tmp/site, runs pytest with
@@ -35,6 +36,11 @@ cargo build --release --quiet -p tomors-py --example fbp_timing
 cp "$CARGO_TARGET_DIR/release/tomors" "$pack/bin/tomors"
 cp "$CARGO_TARGET_DIR/release/examples/fbp_timing" "$pack/bin/examples/fbp_timing"
 strip "$pack/bin/tomors" "$pack/bin/examples/fbp_timing" 2>/dev/null || true
+# xz-compressed (a third of the size); run.sh unpacks them with Python's lzma.
+for f in "$pack/bin/tomors" "$pack/bin/examples/fbp_timing"; do
+  python3 -c 'import lzma, sys; open(sys.argv[1] + ".xz", "wb").write(lzma.compress(open(sys.argv[1], "rb").read(), preset=6))' "$f"
+  rm "$f"
+done
 cp crates/tomors-py/tests/*.py "$pack/tests/"
 cp scripts/python_overhead.py "$pack/"
 cat > "$pack/run.sh" <<'RUN'
@@ -49,8 +55,10 @@ export TOMORS_CUDA_CACHE=/tmp/tomors-py-cuda-cache TOMORS_TUNING_FILE=/tmp/tomor
 export XDG_CACHE_HOME=/tmp/tomors-py-xdg HOME="${HOME:-/tmp}"
 # The tests look for the CLI and the example under $CARGO_TARGET_DIR/release.
 mkdir -p /tmp/tomors-py-target/release/examples
-cp "$here/bin/tomors" /tmp/tomors-py-target/release/tomors
-cp "$here/bin/examples/fbp_timing" /tmp/tomors-py-target/release/examples/fbp_timing
+for f in tomors examples/fbp_timing; do
+  python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.decompress(open(sys.argv[1], "rb").read()))' \
+    "$here/bin/$f.xz" "/tmp/tomors-py-target/release/$f" || exit 2
+done
 chmod +x /tmp/tomors-py-target/release/tomors /tmp/tomors-py-target/release/examples/fbp_timing
 export CARGO_TARGET_DIR=/tmp/tomors-py-target
 export PYTHONDONTWRITEBYTECODE=1
@@ -59,7 +67,9 @@ rm -rf /tmp/site
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
   --target /tmp/site "$here"/wheels/*.whl || exit 2
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-rm -rf /tmp/tomors-py-tests && cp -r "$here/tests" /tmp/tomors-py-tests
+# As in a checkout (conftest.py finds the repository three levels up).
+tests=/tmp/tomors-py-repo/crates/tomors-py/tests
+rm -rf /tmp/tomors-py-repo && mkdir -p "$(dirname "$tests")" && cp -r "$here/tests" "$tests"
 part="${1:-all}"
 [ $# -gt 0 ] && shift
 rc=0
@@ -68,16 +78,16 @@ if [ "$part" = all ] || [ "$part" = pytest ]; then
   nvidia-smi -L 2>/dev/null || true
   python3 -c 'import sys, numpy, tomors, json; print("python", sys.version.split()[0], "numpy", numpy.__version__, "tomors", tomors.__version__, json.dumps(tomors.devices()))'
   python3 -c 'import cupy; print("cupy", cupy.__version__)' 2>&1 | tail -1
-  (cd /tmp/tomors-py-tests && timeout 100 python3 -m pytest -q -s -rs -p no:cacheprovider . "$@") || rc=$?
+  (cd "$tests/.." && timeout 80 python3 -m pytest -q -s -rs -p no:cacheprovider tests "$@") || rc=$?
   echo "## pytest exit $rc"
 fi
 overhead() {
   echo "## $(date -u +%FT%TZ) python_overhead.py $*"
-  timeout 60 python3 "$here/python_overhead.py" "$@" || echo "## overhead $* exit $?"
+  timeout 35 python3 "$here/python_overhead.py" "$@" || echo "## overhead $* exit $?"
 }
 if [ "$part" = all ]; then
-  overhead 32 7 cpu
-  overhead 32 7 cuda
+  overhead 32 6 cpu
+  overhead 32 6 cuda
 elif [ "$part" = overhead ]; then
   overhead "$@"
 fi
