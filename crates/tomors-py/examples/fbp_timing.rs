@@ -61,29 +61,29 @@ fn main() {
 /// The slab loop of `tomors._native.fbp`: rows transposed into sinograms 32
 /// at a time, `Backend::fbp` on each.
 fn run(backend: &dyn Backend, proj: &Array3<f32>, theta: &[f32]) -> Array3<f32> {
-        let (na, nr, nb) = proj.dim();
-        check_finite(proj.view(), "the projections").expect("finite");
-        let g = ParallelGeometry::new(theta.to_vec(), nb).expect("geometry");
-        assert_eq!(g.n_angles(), na);
-        let grid = SliceGrid::for_geometry(&g);
-        let mut out = Array3::<f32>::zeros((nr, grid.ny, grid.nx));
-        let mut start = 0;
-        while start < nr {
-            let end = (start + 32).min(nr);
-            let sino = projections_to_sinograms(proj.view(), start..end).expect("sinograms");
-            backend
-                .fbp(
-                    sino.view(),
-                    &g,
-                    &grid,
-                    &FilterSpec::default(),
-                    Interpolation::Linear,
-                    out.slice_mut(s![start..end, .., ..]),
-                )
-                .expect("fbp");
-            start = end;
-        }
-        out
+    let (na, nr, nb) = proj.dim();
+    check_finite(proj.view(), "the projections").expect("finite");
+    let g = ParallelGeometry::new(theta.to_vec(), nb).expect("geometry");
+    assert_eq!(g.n_angles(), na);
+    let grid = SliceGrid::for_geometry(&g);
+    let mut out = Array3::<f32>::zeros((nr, grid.ny, grid.nx));
+    let mut start = 0;
+    while start < nr {
+        let end = (start + 32).min(nr);
+        let sino = projections_to_sinograms(proj.view(), start..end).expect("sinograms");
+        backend
+            .fbp(
+                sino.view(),
+                &g,
+                &grid,
+                &FilterSpec::default(),
+                Interpolation::Linear,
+                out.slice_mut(s![start..end, .., ..]),
+            )
+            .expect("fbp");
+        start = end;
+    }
+    out
 }
 
 /// User + system CPU time of this process (all threads) from /proc/self/stat,

@@ -68,14 +68,7 @@ pub fn recon_iterative_device<'py>(
     let progress = Progress::new(progress);
     let (out, report, name) = compute(py, || {
         let options = iterative_options(
-            algorithm,
-            iterations,
-            relaxation,
-            min,
-            max,
-            block_size,
-            tolerance,
-            false,
+            algorithm, iterations, relaxation, min, max, block_size, tolerance, false,
         )?;
         let kind = parse_name::<ProjectorKind>(projector_name)?;
         if !gpu_capable(&options, kind) {

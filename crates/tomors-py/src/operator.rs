@@ -40,9 +40,9 @@ enum Model {
     /// the projections as `[angle][row·col]`).
     CpuCone(Box<dyn ConeOperator<f32>>),
     /// Joseph's pair on one GPU (a lock: one call at a time on its stream).
-    CudaParallel(Mutex<CudaJoseph>),
+    CudaParallel(Box<Mutex<CudaJoseph>>),
     /// Joseph's cone-beam projector (and the chosen back projection) on one GPU.
-    CudaCone(Mutex<CudaConeJoseph>),
+    CudaCone(Box<Mutex<CudaConeJoseph>>),
 }
 
 /// Which side of the operator a vector is on.
@@ -333,7 +333,7 @@ impl Operator {
                 // Checks the slice count against the device stack's limit.
                 p.operator(slices)?;
                 return Ok(Self {
-                    model: Model::CudaParallel(Mutex::new(p)),
+                    model: Model::CudaParallel(Box::new(Mutex::new(p))),
                     vol: dims.0,
                     proj: dims.1,
                     voxel_size: 1.0,
@@ -399,7 +399,7 @@ impl Operator {
                 };
                 let p = CudaConeJoseph::with_back(&gpus.devices()[0], &g, &vol, back)?;
                 return Ok(Self {
-                    model: Model::CudaCone(Mutex::new(p)),
+                    model: Model::CudaCone(Box::new(Mutex::new(p))),
                     vol: dims.0,
                     proj: dims.1,
                     voxel_size: vol.voxel_size,
@@ -460,7 +460,7 @@ impl Operator {
         stream: Option<u64>,
         out_shape: Option<Vec<usize>>,
     ) -> PyResult<DeviceArray> {
-        Ok(compute(py, || self.run_device(ptr, stream, true, out_shape))?)
+        compute(py, || self.run_device(ptr, stream, true, out_shape))
     }
 
     /// `B·y` of a GPU array (as [`Operator::forward_device`]).
@@ -472,7 +472,7 @@ impl Operator {
         stream: Option<u64>,
         out_shape: Option<Vec<usize>>,
     ) -> PyResult<DeviceArray> {
-        Ok(compute(py, || self.run_device(ptr, stream, false, out_shape))?)
+        compute(py, || self.run_device(ptr, stream, false, out_shape))
     }
 
     /// The volume's shape.

@@ -29,7 +29,12 @@ impl CudaJoseph {
 
     /// `dst[j][i][c] = src[i][j][c]` for `src` of `(n0, n1, cols)` floats
     /// (both on this projector's device); waits for the stream.
-    fn swap_leading(&self, src: u64, dst: u64, (n0, n1, cols): (usize, usize, usize)) -> Result<()> {
+    fn swap_leading(
+        &self,
+        src: u64,
+        dst: u64,
+        (n0, n1, cols): (usize, usize, usize),
+    ) -> Result<()> {
         let ctx = self.queue.context();
         let (cubin, _) = cubin_cached("layout", LAYOUT_CU, &[], &ctx.name, ctx.cc, ctx.driver)?;
         let module = Module::load(ctx, &cubin)?;
