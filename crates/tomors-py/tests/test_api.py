@@ -149,3 +149,17 @@ def test_release_gpus_empties_the_kept_backends():
     # Whatever earlier tests opened is dropped; nothing is left to drop after.
     assert tomors.release_gpus() >= 0
     assert tomors.release_gpus() == 0
+
+
+def test_help_reads_like_tomopy():
+    """help(tomors.recon) shows plain signatures (types live in the stubs) and
+    numpydoc sections, as TomoPy's recon does."""
+    import inspect
+
+    sig = str(inspect.signature(tomors.recon))
+    assert sig.startswith("(tomo, theta, center=None, algorithm='fbp', *, filter='ram-lak'"), sig
+    doc = tomors.recon.__doc__
+    for section in ("Parameters\n    ----------", "Returns\n    -------", "Raises\n", "Examples\n"):
+        assert section in doc, section
+    assert "theta : array_like" in doc and "radians" in doc
+    assert str(inspect.signature(tomors.Projector)).startswith("(theta, n_bins, shape=None")
