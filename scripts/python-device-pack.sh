@@ -4,9 +4,11 @@
 # scipy, h5py, tqdm and CuPy already installed; no Rust, no network) into
 # DEST (default .pydevice/):
 #   wheels/  the abi3 tomors wheel (maturin build --release);
-#   bin/tomors.xz               the CLI binary (test_cli_equal.py compares with it);
-#   bin/examples/fbp_timing.xz  the Rust side of the overhead measurement
-#            (both xz-compressed, unpacked by run.sh into /tmp);
+#   bin/examples/fbp_timing.xz  the Rust side of the overhead measurement;
+#   bin/foreign_gpu.xz  tomors-cuda's test of the device-to-device accessors;
+#   bin/tomors.xz  with WITH_CLI=1: the CLI (test_cli_equal.py compares with
+#            it; skipped without it): CPU-only equalities, left out by default
+#            to keep the pack small (xz-compressed, unpacked by run.sh);
 #   tests/   a copy of crates/tomors-py/tests (the machine may run another
 #            checkout's files), scripts/python_overhead.py;
 #   run.sh   installs the wheel into /tmp/site, runs pytest with
@@ -31,13 +33,25 @@ py=python3
 if [ -x "$CARGO_TARGET_DIR/python-venv/bin/python" ]; then py="$CARGO_TARGET_DIR/python-venv/bin/python"; fi
 "$py" -m maturin --version >/dev/null 2>&1 || "$py" -m pip install --quiet --disable-pip-version-check maturin
 "$py" -m maturin build --release --quiet -m crates/tomors-py/Cargo.toml -o "$pack/wheels"
-cargo build --release --quiet --bin tomors
 cargo build --release --quiet -p tomors-py --example fbp_timing
-cp "$CARGO_TARGET_DIR/release/tomors" "$pack/bin/tomors"
 cp "$CARGO_TARGET_DIR/release/examples/fbp_timing" "$pack/bin/examples/fbp_timing"
-strip "$pack/bin/tomors" "$pack/bin/examples/fbp_timing" 2>/dev/null || true
+# The GPU test of tomors-cuda's device-to-device accessors.
+exe=$(cargo test --release -p tomors-cuda --test foreign_gpu --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"])')
+cp "$exe" "$pack/bin/foreign_gpu"
+bins="$pack/bin/examples/fbp_timing $pack/bin/foreign_gpu"
+if [ -n "${WITH_CLI:-}" ]; then
+  cargo build --release --quiet --bin tomors
+  cp "$CARGO_TARGET_DIR/release/tomors" "$pack/bin/tomors"
+  bins="$bins $pack/bin/tomors"
+fi
+strip $bins 2>/dev/null || true
 # xz-compressed (a third of the size); run.sh unpacks them with Python's lzma.
-for f in "$pack/bin/tomors" "$pack/bin/examples/fbp_timing"; do
+for f in $bins; do
   python3 -c 'import lzma, sys; open(sys.argv[1] + ".xz", "wb").write(lzma.compress(open(sys.argv[1], "rb").read(), preset=6))' "$f"
   rm "$f"
 done
@@ -55,11 +69,12 @@ export TOMORS_CUDA_CACHE=/tmp/tomors-py-cuda-cache TOMORS_TUNING_FILE=/tmp/tomor
 export XDG_CACHE_HOME=/tmp/tomors-py-xdg HOME="${HOME:-/tmp}"
 # The tests look for the CLI and the example under $CARGO_TARGET_DIR/release.
 mkdir -p /tmp/tomors-py-target/release/examples
-for f in tomors examples/fbp_timing; do
+for f in tomors examples/fbp_timing foreign_gpu; do
+  [ -e "$here/bin/$f.xz" ] || continue
   python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.decompress(open(sys.argv[1], "rb").read()))' \
     "$here/bin/$f.xz" "/tmp/tomors-py-target/release/$f" || exit 2
+  chmod +x "/tmp/tomors-py-target/release/$f"
 done
-chmod +x /tmp/tomors-py-target/release/tomors /tmp/tomors-py-target/release/examples/fbp_timing
 export CARGO_TARGET_DIR=/tmp/tomors-py-target
 export PYTHONDONTWRITEBYTECODE=1
 python3 -c 'import numpy' || { echo "run.sh: this python3 has no numpy" >&2; exit 2; }
@@ -80,14 +95,18 @@ if [ "$part" = all ] || [ "$part" = pytest ]; then
   python3 -c 'import cupy; print("cupy", cupy.__version__)' 2>&1 | tail -1
   (cd "$tests/.." && timeout 80 python3 -m pytest -q -s -rs -p no:cacheprovider tests "$@") || rc=$?
   echo "## pytest exit $rc"
+  if [ -x /tmp/tomors-py-target/release/foreign_gpu ]; then
+    echo "## $(date -u +%FT%TZ) tomors-cuda test foreign_gpu"
+    timeout 30 /tmp/tomors-py-target/release/foreign_gpu --test-threads=1 || rc=$?
+  fi
 fi
 overhead() {
   echo "## $(date -u +%FT%TZ) python_overhead.py $*"
-  timeout 35 python3 "$here/python_overhead.py" "$@" || echo "## overhead $* exit $?"
+  timeout 40 python3 "$here/python_overhead.py" "$@" || echo "## overhead $* exit $?"
 }
 if [ "$part" = all ]; then
-  overhead 32 6 cpu
-  overhead 32 6 cuda
+  overhead 32 10 cpu
+  overhead 32 10 cuda
 elif [ "$part" = overhead ]; then
   overhead "$@"
 fi
@@ -96,8 +115,8 @@ RUN
 chmod +x "$pack/run.sh"
 du -sh "$pack"
 size=$(du -sm "$pack" | cut -f1)
-if [ "$size" -gt 30 ]; then
-  echo "python-device-pack: $pack is $size MiB (> 30 MiB)" >&2
+if [ "$size" -gt 12 ]; then
+  echo "python-device-pack: $pack is $size MiB (> 12 MiB)" >&2
   exit 1
 fi
 ls -la "$pack/wheels" "$pack/bin"

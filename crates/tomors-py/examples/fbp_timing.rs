@@ -2,7 +2,7 @@
 //! `.npy` file, for the Python-overhead measurement of docs/python.md:
 //! the same slab loop as `tomors._native.fbp` (rows transposed into
 //! sinograms 32 at a time, `Backend::fbp` on each), without Python, after
-//! the same warm-up call on two rows.
+//! the same untimed warm-up call.
 //!
 //! `cargo run --release -p tomors-py --example fbp_timing -- proj.npy theta.npy REPS [cpu|cuda]`
 //! (backend as `tomors.recon(..., backend=...)`: `cuda` opens every GPU,
@@ -42,10 +42,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    // Warm-up on two rows, as scripts/python_overhead.py does before timing
-    // `tomors.recon` (thread pool, FFT plans, GPU buffers and kernels).
-    let two = proj.slice(s![.., ..2.min(proj.dim().1), ..]).to_owned();
-    run(backend.as_ref(), &two, &theta);
+    // One untimed call on the same data, as scripts/python_overhead.py makes
+    // before timing `tomors.recon` (thread pool, FFT plans, GPU buffers and
+    // kernels).
+    run(backend.as_ref(), &proj, &theta);
     for _ in 0..reps {
         let (t, cpu) = (Instant::now(), cpu_seconds());
         let out = run(backend.as_ref(), &proj, &theta);

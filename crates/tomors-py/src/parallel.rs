@@ -215,6 +215,52 @@ pub fn gpu_capable(options: &IterativeOptions, kind: ProjectorKind) -> bool {
     ) && kind == ProjectorKind::Joseph
 }
 
+/// The progress of a GPU run whose slabs iterate on several GPUs at once
+/// (or one after another): reports the iterations done averaged over the
+/// slabs, each count once, so `progress(done, total)` counts iterations
+/// as on one slab.
+struct SlabProgress<'a> {
+    progress: &'a Progress,
+    total: usize,
+    /// Iterations per slab, the last count reported, whether to stop.
+    state: std::sync::Mutex<(Vec<usize>, usize, bool)>,
+}
+
+impl<'a> SlabProgress<'a> {
+    fn new(progress: &'a Progress, total: usize) -> Self {
+        Self {
+            progress,
+            total,
+            state: std::sync::Mutex::new((Vec::new(), 0, false)),
+        }
+    }
+
+    /// Records `info`; `false` once the callback or a signal asked to stop.
+    fn report(&self, info: &tomors_cuda::iterative::GpuIteration) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.2 {
+            return false;
+        }
+        let (slab, n) = info.slab;
+        let n = n.max(1);
+        if s.0.len() < n {
+            s.0.resize(n, 0);
+        }
+        if let Some(v) = s.0.get_mut(slab) {
+            *v = (*v).max(info.iteration);
+        }
+        let done = s.0.iter().sum::<usize>() / n;
+        if done > s.1 {
+            s.1 = done;
+            if !self.progress.report(done, self.total) {
+                s.2 = true;
+                return false;
+            }
+        }
+        true
+    }
+}
+
 /// What `recon(..., return_info=True)` returns besides the volume.
 pub fn result_info<'py>(
     py: Python<'py>,
@@ -293,6 +339,7 @@ pub fn recon_iterative<'py>(
         if on_gpu {
             let gpus = open_gpus(devices.as_deref(), tomors_cuda::KernelChoice::Auto)?;
             let names: Vec<String> = gpus.devices().iter().map(|d| d.name()).collect();
+            let slabs = SlabProgress::new(&progress, options.iterations);
             let result = tomors_cuda::sirt_cuda_multi(
                 &gpus,
                 &geometry,
@@ -301,9 +348,7 @@ pub fn recon_iterative<'py>(
                 init,
                 &options,
                 &tomors_cuda::GpuSirtOptions::default(),
-                &|info: &tomors_cuda::iterative::GpuIteration| {
-                    progress.report(info.iteration, options.iterations)
-                },
+                &|info: &tomors_cuda::iterative::GpuIteration| slabs.report(info),
             )
             .map(|(r, _)| r)
             .map_err(Into::into);

@@ -237,7 +237,11 @@ def test_cupy_through_operator_and_sirt(gpu):
     cp = pytest.importorskip("cupy", reason="CuPy is not installed (the ctypes tests cover the rest)")
     theta, proj = _scan(8, 128, 90)
     dev = tomors.Projector(theta, 128, slices=8, backend="cuda")
+    dev0 = cp.cuda.runtime.getDevice()
     host = tomors.recon(proj, theta, algorithm="sirt", iterations=5, backend="cuda")
+    # tomors binds every GPU it uses, then gives the caller's current
+    # device back (CuPy allocates on it).
+    assert cp.cuda.runtime.getDevice() == dev0
     with cp.cuda.Stream(non_blocking=True):
         x = cp.asarray(tomors.shepp_logan(128, 8)) * cp.float32(1)
         before = _native._debug_transfer_bytes()
