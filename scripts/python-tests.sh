@@ -23,6 +23,8 @@ else
   export PIP_ROOT_USER_ACTION=ignore
 fi
 "$py" -m pip install --quiet --disable-pip-version-check maturin numpy pytest scipy h5py tqdm
+# maturin's PEP 517 hooks run the `maturin` executable: the venv's, on PATH.
+export PATH="$(dirname "$py"):$PATH"
 # No build isolation: maturin comes from the venv (no second download).
 "$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./crates/tomors-py
 "$py" -c 'import tomors; print("tomors", tomors.__version__, "for Python from", tomors.__file__)'

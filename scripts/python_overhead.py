@@ -11,8 +11,9 @@ The example is looked up in $CARGO_TARGET_DIR (default target/) under
 release/examples; on the GPU machine `bash .pydevice/run.sh overhead ...`
 (scripts/python-device-pack.sh) runs this script with the packed example.
 
-Runs alternate (Python, Rust, Python, Rust, ...) so that a changing machine
-load hits both alike; prints every wall-clock and CPU time (user + system of
+Both sides time warm calls: one untimed call on the same data first (the
+Rust example does it in each of its processes). Runs alternate (Python,
+Rust, Python, Rust, ...) so that a changing machine load hits both alike; prints every wall-clock and CPU time (user + system of
 all threads: less sensitive to other processes on a shared machine), their
 medians and minima.
 """
@@ -42,7 +43,9 @@ with tempfile.TemporaryDirectory() as d:
     np.save(f"{d}/p.npy", proj)
     np.save(f"{d}/t.npy", theta)
     py, rs, pyc, rsc = [], [], [], []
-    tomors.recon(proj[:, :2], theta, backend=backend)  # warm up (thread pool, FFT plans)
+    # One untimed call on the same data first (thread pool, FFT plans, GPU
+    # contexts, kernels and buffers), as fbp_timing does in its process.
+    tomors.recon(proj, theta, backend=backend)
     for _ in range(reps):
         t, c = time.perf_counter(), time.process_time()
         tomors.recon(proj, theta, backend=backend)
@@ -52,7 +55,9 @@ with tempfile.TemporaryDirectory() as d:
                              text=True, check=True).stdout
         rs.append(float(out.split()[0]))
         rsc.append(float(out.split()[1]))
-print(f"{rows} slices of 1024² from 1024 angles × 1024 bins, backend {backend}, {reps} runs each")
+gpus = [d["name"] for d in tomors.devices()["devices"]]
+print(f"{rows} slices of 1024² from 1024 angles × 1024 bins, backend {backend}, {reps} runs each; "
+      f"{os.cpu_count()} CPU threads, GPUs {gpus or 'none'}, load {os.getloadavg()[0]:.2f}")
 for what, p, r in (("wall", py, rs), ("cpu", pyc, rsc)):
     print(f"{what} python:", " ".join(f"{v:.3f}" for v in p))
     print(f"{what} rust:  ", " ".join(f"{v:.3f}" for v in r))

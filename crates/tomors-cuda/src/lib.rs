@@ -75,7 +75,7 @@ pub use iterative::cone as cone_iterative;
 pub use runtime as driver;
 pub use runtime::compile;
 pub use runtime::transfer::transfer_bytes;
-pub use runtime::{wait_foreign_stream, DeviceBuffer, ForeignDevicePtr};
+pub use runtime::{keep_current_context, wait_foreign_stream, DeviceBuffer, ForeignDevicePtr};
 pub use tune::model;
 
 /// Number of usable CUDA devices. Errors (one line, with the reason) when

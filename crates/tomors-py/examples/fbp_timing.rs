@@ -1,7 +1,8 @@
 //! Times the Rust side of `tomors.recon(proj, theta)` (FBP on the CPU) on a
 //! `.npy` file, for the Python-overhead measurement of docs/python.md:
 //! the same slab loop as `tomors._native.fbp` (rows transposed into
-//! sinograms 32 at a time, `Backend::fbp` on each), without Python.
+//! sinograms 32 at a time, `Backend::fbp` on each), without Python, after
+//! the same untimed warm-up call.
 //!
 //! `cargo run --release -p tomors-py --example fbp_timing -- proj.npy theta.npy REPS [cpu|cuda]`
 //! (backend as `tomors.recon(..., backend=...)`: `cuda` opens every GPU,
@@ -41,30 +42,13 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // One untimed call on the same data, as scripts/python_overhead.py makes
+    // before timing `tomors.recon` (thread pool, FFT plans, GPU buffers and
+    // kernels).
+    run(backend.as_ref(), &proj, &theta);
     for _ in 0..reps {
         let (t, cpu) = (Instant::now(), cpu_seconds());
-        let (na, nr, nb) = proj.dim();
-        check_finite(proj.view(), "the projections").expect("finite");
-        let g = ParallelGeometry::new(theta.clone(), nb).expect("geometry");
-        assert_eq!(g.n_angles(), na);
-        let grid = SliceGrid::for_geometry(&g);
-        let mut out = Array3::<f32>::zeros((nr, grid.ny, grid.nx));
-        let mut start = 0;
-        while start < nr {
-            let end = (start + 32).min(nr);
-            let sino = projections_to_sinograms(proj.view(), start..end).expect("sinograms");
-            backend
-                .fbp(
-                    sino.view(),
-                    &g,
-                    &grid,
-                    &FilterSpec::default(),
-                    Interpolation::Linear,
-                    out.slice_mut(s![start..end, .., ..]),
-                )
-                .expect("fbp");
-            start = end;
-        }
+        let out = run(backend.as_ref(), &proj, &theta);
         println!(
             "{:.4} {:.2}",
             t.elapsed().as_secs_f64(),
@@ -72,6 +56,34 @@ fn main() {
         );
         std::hint::black_box(&out);
     }
+}
+
+/// The slab loop of `tomors._native.fbp`: rows transposed into sinograms 32
+/// at a time, `Backend::fbp` on each.
+fn run(backend: &dyn Backend, proj: &Array3<f32>, theta: &[f32]) -> Array3<f32> {
+    let (na, nr, nb) = proj.dim();
+    check_finite(proj.view(), "the projections").expect("finite");
+    let g = ParallelGeometry::new(theta.to_vec(), nb).expect("geometry");
+    assert_eq!(g.n_angles(), na);
+    let grid = SliceGrid::for_geometry(&g);
+    let mut out = Array3::<f32>::zeros((nr, grid.ny, grid.nx));
+    let mut start = 0;
+    while start < nr {
+        let end = (start + 32).min(nr);
+        let sino = projections_to_sinograms(proj.view(), start..end).expect("sinograms");
+        backend
+            .fbp(
+                sino.view(),
+                &g,
+                &grid,
+                &FilterSpec::default(),
+                Interpolation::Linear,
+                out.slice_mut(s![start..end, .., ..]),
+            )
+            .expect("fbp");
+        start = end;
+    }
+    out
 }
 
 /// User + system CPU time of this process (all threads) from /proc/self/stat,

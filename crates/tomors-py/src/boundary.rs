@@ -127,6 +127,9 @@ where
     T: Send,
     F: FnOnce() -> Result<T> + Send,
 {
+    // The caller's current CUDA context (CuPy's or PyTorch's device) is
+    // current again when the call returns, whichever devices it used.
+    let _current = tomors_cuda::keep_current_context();
     let outcome = py.detach(|| catch_unwind(AssertUnwindSafe(work)));
     match outcome {
         Ok(Ok(v)) => Ok(v),

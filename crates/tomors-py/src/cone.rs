@@ -120,9 +120,15 @@ pub fn fdk<'py>(
     Ok((out.into_pyarray(py), voxel))
 }
 
+/// Whether the GPU runs `options` with `kind` (as the CLI: the SIRT family
+/// with the joseph or voxel pair, the block-sequential methods with
+/// joseph's, whose block views the voxel pair lacks).
 fn cone_gpu_capable(options: &IterativeOptions, kind: ProjectorKind) -> bool {
-    matches!(options.algorithm, Algorithm::Sirt(_))
-        && matches!(kind, ProjectorKind::Joseph | ProjectorKind::Voxel)
+    match options.algorithm {
+        Algorithm::Sirt(_) => matches!(kind, ProjectorKind::Joseph | ProjectorKind::Voxel),
+        Algorithm::BlockSequential { .. } => kind == ProjectorKind::Joseph,
+        _ => false,
+    }
 }
 
 /// `tomors.recon_cone`: the iterative methods in cone beam.
@@ -173,7 +179,8 @@ pub fn recon_cone<'py>(
         let capable = cone_gpu_capable(&options, kind);
         if choice == Choice::Cuda && !capable {
             return Err(value(format!(
-                "backend 'cuda' runs cone-beam sirt, landweber and cimmino with the joseph or voxel projector; \
+                "backend 'cuda' runs cone-beam sirt, landweber and cimmino with the joseph or voxel projector, \
+                 sart and block-it with the joseph projector; \
                  {algorithm} with the {projector_name} projector runs on the CPU (use backend 'cpu' or 'auto')"
             )));
         }

@@ -34,6 +34,11 @@ pub struct DeviceArray {
 }
 
 impl DeviceArray {
+    /// The array of `shape` (C order) held in `buf` on GPU `device`.
+    pub(crate) fn new(buf: DeviceBuffer, shape: Vec<usize>, device: usize) -> Self {
+        Self { buf, shape, device }
+    }
+
     fn len(&self) -> usize {
         self.shape.iter().product()
     }
@@ -200,7 +205,7 @@ pub fn fbp_device(
 }
 
 /// Checks that the array's device is among `devices` ("0,1"; None = any).
-fn check_device(ordinal: usize, devices: Option<&str>) -> Result<()> {
+pub(crate) fn check_device(ordinal: usize, devices: Option<&str>) -> Result<()> {
     let Some(spec) = devices else {
         return Ok(());
     };

@@ -78,6 +78,14 @@ pub fn release_gpus() -> usize {
     n
 }
 
+/// The GPU `ordinal` (opened once per process, as by [`open_gpus`]) and
+/// its name, for the operators and methods that run on one given device.
+pub fn gpu_backend(ordinal: usize) -> Result<(Arc<MultiCudaBackend>, String)> {
+    let gpus = open_gpus(Some(&ordinal.to_string()), KernelChoice::Auto)?;
+    let name = gpus.devices()[0].name();
+    Ok((gpus, name))
+}
+
 /// The first device of `devices`, for the methods that run on one GPU.
 pub fn open_gpu(devices: Option<&str>) -> Result<CudaBackend> {
     let available = tomors_cuda::device_count()?;

@@ -14,11 +14,13 @@
 //! - [`io`]: reading, preprocessing, centre finding, writing;
 //! - [`phantom`]: phantoms with exact projections, metrics;
 //! - [`gpu`]: backend choice, `devices()`, `tune()`;
-//! - [`device`]: GPU arrays in and out (`__cuda_array_interface__`).
+//! - [`device`]: GPU arrays in and out (`__cuda_array_interface__`);
+//! - [`device_solve`]: the GPU's iterative methods on GPU arrays.
 
 pub mod boundary;
 pub mod cone;
 pub mod device;
+pub mod device_solve;
 pub mod gpu;
 pub mod io;
 pub mod operator;
@@ -56,6 +58,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(phantom::uniform_angles, m)?)?;
     m.add_class::<device::DeviceArray>()?;
     m.add_function(wrap_pyfunction!(device::fbp_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device_solve::recon_iterative_device, m)?)?;
     m.add_function(wrap_pyfunction!(device::debug_transfer_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::devices, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::tune, m)?)?;

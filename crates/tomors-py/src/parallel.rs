@@ -121,7 +121,8 @@ pub fn fbp<'py>(
         let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
         let grid = SliceGrid::for_geometry(&geometry);
         check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
-        let backend: std::sync::Arc<dyn Backend> = fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
+        let backend: std::sync::Arc<dyn Backend> =
+            fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
         let slab = slab.max(1);
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
         let mut start = 0;
@@ -204,9 +205,60 @@ pub fn iterative_options(
     })
 }
 
-/// Whether the GPU runs `options` with `projector` (parallel beam).
-fn gpu_capable(options: &IterativeOptions, kind: ProjectorKind) -> bool {
-    matches!(options.algorithm, Algorithm::Sirt(_)) && kind == ProjectorKind::Joseph
+/// Whether the GPU runs `options` with `projector` (parallel beam; as the
+/// CLI: the SIRT family and the block-sequential methods with Joseph's
+/// projector).
+pub fn gpu_capable(options: &IterativeOptions, kind: ProjectorKind) -> bool {
+    matches!(
+        options.algorithm,
+        Algorithm::Sirt(_) | Algorithm::BlockSequential { .. }
+    ) && kind == ProjectorKind::Joseph
+}
+
+/// The progress of a GPU run whose slabs iterate on several GPUs at once
+/// (or one after another): reports the iterations done averaged over the
+/// slabs, each count once, so `progress(done, total)` counts iterations
+/// as on one slab.
+struct SlabProgress<'a> {
+    progress: &'a Progress,
+    total: usize,
+    /// Iterations per slab, the last count reported, whether to stop.
+    state: std::sync::Mutex<(Vec<usize>, usize, bool)>,
+}
+
+impl<'a> SlabProgress<'a> {
+    fn new(progress: &'a Progress, total: usize) -> Self {
+        Self {
+            progress,
+            total,
+            state: std::sync::Mutex::new((Vec::new(), 0, false)),
+        }
+    }
+
+    /// Records `info`; `false` once the callback or a signal asked to stop.
+    fn report(&self, info: &tomors_cuda::iterative::GpuIteration) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.2 {
+            return false;
+        }
+        let (slab, n) = info.slab;
+        let n = n.max(1);
+        if s.0.len() < n {
+            s.0.resize(n, 0);
+        }
+        if let Some(v) = s.0.get_mut(slab) {
+            *v = (*v).max(info.iteration);
+        }
+        let done = s.0.iter().sum::<usize>() / n;
+        if done > s.1 {
+            s.1 = done;
+            if !self.progress.report(done, self.total) {
+                s.2 = true;
+                return false;
+            }
+        }
+        true
+    }
 }
 
 /// What `recon(..., return_info=True)` returns besides the volume.
@@ -269,7 +321,7 @@ pub fn recon_iterative<'py>(
         let capable = gpu_capable(&options, kind);
         if choice == Choice::Cuda && !capable {
             return Err(value(format!(
-                "backend 'cuda' runs sirt, landweber and cimmino with the joseph projector; \
+                "backend 'cuda' runs sirt, landweber, cimmino, sart and block-it with the joseph projector; \
                  {algorithm} with the {projector_name} projector runs on the CPU (use backend 'cpu' or 'auto')"
             )));
         }
@@ -287,6 +339,7 @@ pub fn recon_iterative<'py>(
         if on_gpu {
             let gpus = open_gpus(devices.as_deref(), tomors_cuda::KernelChoice::Auto)?;
             let names: Vec<String> = gpus.devices().iter().map(|d| d.name()).collect();
+            let slabs = SlabProgress::new(&progress, options.iterations);
             let result = tomors_cuda::sirt_cuda_multi(
                 &gpus,
                 &geometry,
@@ -295,9 +348,7 @@ pub fn recon_iterative<'py>(
                 init,
                 &options,
                 &tomors_cuda::GpuSirtOptions::default(),
-                &|info: &tomors_cuda::iterative::GpuIteration| {
-                    progress.report(info.iteration, options.iterations)
-                },
+                &|info: &tomors_cuda::iterative::GpuIteration| slabs.report(info),
             )
             .map(|(r, _)| r)
             .map_err(Into::into);

@@ -18,12 +18,6 @@ def test_version_and_all():
         assert getattr(tomors, name).__doc__ or name == "__version__", f"{name} has no docstring"
 
 
-def test_help_reads_like_tomopy():
-    doc = tomors.recon.__doc__
-    for part in ("Parameters", "tomo : ndarray", "theta : array_like", "center", "Returns", "Raises"):
-        assert part in doc
-
-
 def test_progress_callback_fbp_and_iterative():
     calls = []
     tomors.recon(PROJ, TH, slab=2, progress=lambda d, t: calls.append((d, t)))
@@ -149,3 +143,18 @@ def test_release_gpus_empties_the_kept_backends():
     # Whatever earlier tests opened is dropped; nothing is left to drop after.
     assert tomors.release_gpus() >= 0
     assert tomors.release_gpus() == 0
+
+
+def test_help_reads_like_tomopy():
+    """help(tomors.recon) shows plain signatures (types live in the stubs) and
+    numpydoc sections, as TomoPy's recon does."""
+    import inspect
+
+    sig = str(inspect.signature(tomors.recon))
+    assert sig.startswith("(tomo, theta, center=None, algorithm='fbp', *, filter='ram-lak'"), sig
+    doc = tomors.recon.__doc__
+    for section in ("Parameters\n    ----------", "Returns\n    -------", "Raises\n", "Examples\n"):
+        assert section in doc, section
+    for part in ("tomo : ndarray", "theta : array_like", "radians", "center : float"):
+        assert part in doc, part
+    assert str(inspect.signature(tomors.Projector)).startswith("(theta, n_bins, shape=None")

@@ -106,6 +106,9 @@ CASES = [
     ("string tomo", lambda: tomors.recon(np.array([["a", "b"]] * 2), TH[:2]), TypeError),
     ("object tomo", lambda: tomors.recon(np.array([[None, 1]] * 2, dtype=object), TH[:2]), TypeError),
     ("GPU array", lambda: tomors.recon(FakeCupy(), TH), TypeError),
+    ("Projector unknown backend", lambda: tomors.Projector(TH, 16, backend="tpu"), ValueError),
+    ("Projector model the GPU lacks", lambda: tomors.Projector(TH, 16, projector="line", backend="cuda"), ValueError),
+    ("CPU Projector given a GPU array", lambda: tomors.Projector(TH, 16).forward(FakeCupy()), TypeError),
     ("progress not callable", lambda: tomors.recon(SINO, TH, progress=3), TypeError),
     ("path not a path", lambda: tomors.read(3.5), TypeError),
     ("read missing file", lambda: tomors.read("/nonexistent/scan.h5"), FileNotFoundError),
@@ -161,6 +164,10 @@ def test_cuda_without_gpu_is_runtime_error():
         tomors.fdk(CONE, CONE_TH, 100, 50, 1.0, backend="cuda")
     with pytest.raises(RuntimeError):
         tomors.tune(quick=True, dry_run=True)
+    with pytest.raises(RuntimeError):
+        tomors.Projector(TH, 32, backend="cuda")
+    # 'auto' falls back to the CPU.
+    assert tomors.Projector(TH, 32, backend="auto").backend == "cpu"
 
 
 def test_bad_input_list_never_crashes_the_interpreter():

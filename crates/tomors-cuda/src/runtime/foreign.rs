@@ -112,3 +112,33 @@ pub unsafe fn wait_foreign_stream(handle: u64) -> Result<()> {
         "cuStreamSynchronize (the producer's stream)",
     )
 }
+
+/// The calling thread's CUDA context when [`keep_current_context`] was
+/// called, made current again when this guard drops.
+pub struct CurrentContext(Option<sys::CUcontext>);
+
+/// Remembers the calling thread's current CUDA context and makes it current
+/// again when the returned guard drops: for callers that share their thread
+/// with other CUDA users (CuPy, PyTorch, Numba), whose current device a
+/// tomors call (which binds each device it uses) must not change. A no-op
+/// where CUDA is unavailable.
+pub fn keep_current_context() -> CurrentContext {
+    if init().is_err() {
+        return CurrentContext(None);
+    }
+    let mut c: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: writes one context handle (null when none is current).
+    let ok = unsafe { sys::cuCtxGetCurrent(&mut c) } == sys::CUresult::CUDA_SUCCESS;
+    CurrentContext(ok.then_some(c))
+}
+
+impl Drop for CurrentContext {
+    fn drop(&mut self) {
+        if let Some(c) = self.0 {
+            // SAFETY: a handle that was current on this thread (or null:
+            // none); an invalid one is refused by the driver with an error,
+            // ignored here.
+            let _ = unsafe { sys::cuCtxSetCurrent(c) };
+        }
+    }
+}

@@ -30,7 +30,7 @@ mod texture;
 pub mod transfer;
 
 pub use context::{Context, Event, Stream};
-pub use foreign::{wait_foreign_stream, ForeignDevicePtr};
+pub use foreign::{keep_current_context, wait_foreign_stream, CurrentContext, ForeignDevicePtr};
 pub(crate) use memory::{ensure, ensure_pinned};
 pub use memory::{DeviceBuffer, PinnedBuffer};
 pub use module::{launch, Arg, Function, Module};

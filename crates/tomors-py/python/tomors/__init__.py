@@ -137,3 +137,27 @@ def tune(
         No usable GPU.
     """
     return _native.tune(int(device), int(size), int(reps), bool(quick), out, bool(dry_run))
+
+
+def _plain_signatures() -> None:
+    """``help(tomors.recon)`` shows ``recon(tomo, theta, center=None, ...)``, as
+    TomoPy's does: the public callables drop their runtime annotations (the
+    types are in ``__init__.pyi``, which type checkers read instead)."""
+    import inspect
+
+    for name in __all__:
+        obj = globals().get(name)
+        targets = []
+        if inspect.isfunction(obj):
+            targets.append(obj)
+        elif inspect.isclass(obj) and obj.__module__.startswith("tomors."):
+            for member in vars(obj).values():
+                f = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+                if inspect.isfunction(f):
+                    targets.append(f)
+        for f in targets:
+            f.__annotations__ = {}
+
+
+_plain_signatures()
+

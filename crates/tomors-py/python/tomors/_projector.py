@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _arrays as A
+from . import _gpu
 from . import _native
 
 
@@ -18,6 +19,17 @@ class Projector:
     ``⟨A x, y⟩ = ⟨x, Aᵀ y⟩`` to float32 rounding; ``'voxel'`` pairs Joseph's
     forward projection with the voxel-driven back projection of FBP (fast,
     not the exact transpose).
+
+    It wraps the library's linear-operator abstraction (tomors-core's
+    ``LinearOperator``, the one every iterative method is written against):
+    ``backend='cpu'`` (the default) any CPU projector, ``backend='cuda'`` the
+    GPU operator (Joseph's pair in parallel beam; the Joseph or voxel pair in
+    cone beam) on one GPU, with the same calls and shapes. A GPU operator
+    takes NumPy arrays (uploaded, result downloaded) or GPU arrays
+    (``__cuda_array_interface__``: CuPy, Numba, PyTorch; C-contiguous float32
+    on the operator's device), which it reads and answers on the device with
+    no host round trip: a CuPy array for CuPy input, else a
+    :class:`tomors.DeviceArray`.
 
     Parallel beam (``Projector(theta, n_bins, ...)``):
 
@@ -42,6 +54,12 @@ class Projector:
         Rotation-axis position (default ``(n_bins-1)/2``), or one per projection.
     projector : str
         ``'joseph'`` (default), ``'line'`` or ``'voxel'``.
+    backend : str
+        ``'cpu'`` (default), ``'cuda'`` (a ``RuntimeError`` saying why when no
+        GPU is usable; ``ValueError`` for a model the GPU lacks) or ``'auto'``
+        (the GPU when usable and it runs the model, else the CPU).
+    device : int, optional
+        The GPU of ``backend='cuda'`` (default 0).
 
     Examples
     --------
@@ -61,6 +79,8 @@ class Projector:
         slices: Optional[int] = None,
         center: Union[None, float, Sequence[float]] = None,
         projector: str = "joseph",
+        backend: str = "cpu",
+        device: Optional[int] = None,
         _native_op: Any = None,
     ) -> None:
         if _native_op is not None:
@@ -78,7 +98,7 @@ class Projector:
         self._flat = slices is None
         self._op = _native.Operator.parallel(
             A.angles(theta, func), int(n_bins), 1 if slices is None else int(slices),
-            ny, nx, c, cs, str(projector),
+            ny, nx, c, cs, str(projector), str(backend), None if device is None else int(device),
         )
 
     @classmethod
@@ -94,10 +114,13 @@ class Projector:
         voxel_size: Optional[float] = None,
         principal_point: Optional[Tuple[float, float]] = None,
         projector: str = "joseph",
+        backend: str = "cpu",
+        device: Optional[int] = None,
     ) -> "Projector":
         """A cone-beam operator (parameters as :func:`tomors.fdk`;
         ``detector = (rows, cols)``, ``shape = (nz, ny, nx)`` default
-        ``(rows, cols, cols)``)."""
+        ``(rows, cols, cols)``; ``backend`` and ``device`` as for the
+        parallel-beam operator; the GPU runs ``'joseph'`` and ``'voxel'``)."""
         func = "Projector.cone"
         pp = None if principal_point is None else A.pair(principal_point, "principal_point", func)
         rows, cols = (int(v) for v in detector)
@@ -105,7 +128,7 @@ class Projector:
         op = _native.Operator.cone(
             A.angles(theta, func), float(sod), float(odd), A.pair(pixel_size, "pixel_size", func),
             (rows, cols), pp, sh, None if voxel_size is None else float(voxel_size),
-            str(projector),
+            str(projector), str(backend), None if device is None else int(device),
         )
         return cls(None, 0, _native_op=op)
 
@@ -141,6 +164,16 @@ class Projector:
         """Whether :meth:`backward` is the exact transpose of :meth:`forward`."""
         return self._op.is_matched
 
+    @property
+    def backend(self) -> str:
+        """Where the operator runs: ``'cpu'`` or the GPU (``'cuda:0 NVIDIA ...'``)."""
+        return self._op.backend
+
+    @property
+    def device(self) -> Optional[int]:
+        """The GPU's index (None for a CPU operator)."""
+        return self._op.device
+
     def _as(self, a: Any, shape: Tuple[int, ...], what: str) -> np.ndarray:
         arr = A.f32(a, what, "Projector", (1, 2, 3))
         if arr.size != int(np.prod(shape)):
@@ -150,15 +183,37 @@ class Projector:
         arr = arr.reshape(shape)
         return arr[None] if self._flat else arr
 
-    def forward(self, x: Any) -> np.ndarray:
+    def _on_device(self, a: Any, shape: Tuple[int, ...], what: str, forward: bool) -> Any:
+        """``forward``/``backward`` of a GPU array, on its device."""
+        func = "Projector.forward" if forward else "Projector.backward"
+        if self._op.device is None:
+            raise TypeError(
+                f"tomors.{func}: {what} is a GPU array but this operator runs on the CPU; "
+                "build it with backend='cuda', or pass a NumPy array (cupy.asnumpy(x))"
+            )
+        g = _gpu.cuda_array(a, what, func, (1, 2, 3))
+        if int(np.prod(g.shape, dtype=np.int64)) != int(np.prod(shape)):
+            raise ValueError(
+                f"tomors.{func}: {what} has shape {g.shape}, expected {shape}"
+            )
+        out_shape = list(self.proj_shape if forward else self.vol_shape)
+        run = self._op.forward_device if forward else self._op.backward_device
+        return _gpu.wrap_result(run(g.ptr, g.stream, out_shape), a)
+
+    def forward(self, x: Any) -> Any:
         """``A x``: projections of the volume ``x`` (shape :attr:`vol_shape`, or
-        flattened)."""
+        flattened). A GPU array (GPU operators) gives a GPU array on its
+        device: CuPy for CuPy input, else a :class:`tomors.DeviceArray`."""
+        if _gpu.is_gpu_array(x):
+            return self._on_device(x, self.vol_shape, "x", True)
         y = self._op.forward(self._as(x, self.vol_shape, "x"))
         return y[0] if self._flat else y
 
-    def backward(self, y: Any) -> np.ndarray:
+    def backward(self, y: Any) -> Any:
         """``B y`` (``Aᵀ y`` for matched models): back projection of ``y``
-        (shape :attr:`proj_shape`, or flattened)."""
+        (shape :attr:`proj_shape`, or flattened); GPU arrays as :meth:`forward`."""
+        if _gpu.is_gpu_array(y):
+            return self._on_device(y, self.proj_shape, "y", False)
         x = self._op.backward(self._as(y, self.proj_shape, "y"))
         return x[0] if self._flat else x
 
@@ -185,7 +240,7 @@ class Projector:
     def __repr__(self) -> str:
         return (
             f"tomors.Projector({self._op.name}, volume {self.vol_shape} -> projections "
-            f"{self.proj_shape}, matched={self.is_matched})"
+            f"{self.proj_shape}, matched={self.is_matched}, backend={self.backend!r})"
         )
 
 

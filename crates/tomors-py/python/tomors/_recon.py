@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -14,6 +14,8 @@ from . import _native
 from ._progress import reporter
 
 ITERATIVE = ("sirt", "landweber", "cimmino", "sart", "block-it", "block-parallel", "art")
+# The iterative methods the GPU runs (with the joseph projector), as the CLI.
+GPU_ITERATIVE = ("sirt", "landweber", "cimmino", "sart", "block-it")
 
 
 def recon(
@@ -58,7 +60,11 @@ def recon(
         with ``sinogram_order=True``), or one sinogram ``[angle][col]`` (2D).
         Line integrals: flat/dark corrected and -log'ed (see :func:`normalize`,
         :func:`minus_log`). C-contiguous float32 is read in place; other dtypes
-        and orders are converted once.
+        and orders are converted once. A GPU array (CuPy, Numba, PyTorch:
+        ``__cuda_array_interface__``, C-contiguous float32) is reconstructed on
+        its GPU with no host round trip (FBP and the GPU's iterative methods)
+        and the result stays there: a CuPy array for CuPy input, else a
+        :class:`DeviceArray`.
     theta : array_like
         Projection angles in radians, one per projection.
     center : float or array_like, optional
@@ -101,7 +107,8 @@ def recon(
         ``tomo`` is ``[row][angle][col]`` (read in place, no transposition).
     backend : str
         ``'auto'`` (a usable GPU, else the CPU), ``'cpu'`` or ``'cuda'``. The GPU
-        runs FBP and sirt/landweber/cimmino with the joseph projector.
+        runs FBP, and sirt/landweber/cimmino/sart/block-it with the joseph
+        projector.
     devices : int, str or list of int, optional
         GPUs to use (default all), e.g. ``[0, 1]`` or ``"0,1"``.
     kernel : str, optional
@@ -131,6 +138,20 @@ def recon(
         Bad shapes, non-finite values, unknown names, a centre off the detector.
     RuntimeError
         A GPU failure (or ``backend='cuda'`` without a usable GPU).
+
+    See Also
+    --------
+    find_center, normalize, minus_log, fdk, recon_cone, Projector
+
+    Examples
+    --------
+    >>> import tomors
+    >>> theta = tomors.angles(180)                                # radians
+    >>> proj = tomors.shepp_logan_projections(theta, 128, nz=4)  # [angle][row][col]
+    >>> rec = tomors.recon(proj, theta)                           # FBP, ram-lak
+    >>> rec.shape
+    (4, 128, 128)
+    >>> rec = tomors.recon(proj, theta, algorithm='sirt', iterations=50, min=0)
     """
     func = "recon"
     if _gpu.is_gpu_array(tomo):
@@ -138,6 +159,9 @@ def recon(
             tomo, theta, center, algorithm, filter=filter, cutoff=cutoff, padding=padding,
             interp=interp, sinogram_order=sinogram_order, backend=backend, devices=devices,
             kernel=kernel, progress=progress, verbose=verbose, return_info=return_info,
+            iterative=dict(iterations=iterations, relaxation=relaxation, projector=projector,
+                           min=min, max=max, block_size=block_size, tolerance=tolerance,
+                           random_order=random_order, init=init),
         )
     arr = A.f32(tomo, "tomo", func, (2, 3))
     flat = arr.ndim == 2
@@ -180,14 +204,18 @@ def _recon_gpu_array(
     tomo: Any, theta: Any, center: Any, algorithm: str, *, filter: str, cutoff: float,
     padding: str, interp: str, sinogram_order: bool, backend: str, devices: Any,
     kernel: Optional[str], progress: Any, verbose: bool, return_info: bool,
+    iterative: Dict[str, Any],
 ) -> Any:
-    """:func:`recon` of an array on a GPU: FBP on that memory, in place."""
+    """:func:`recon` of an array on a GPU, on that GPU: FBP reads the array in
+    place; the GPU's iterative methods reorder it into sinograms on the device
+    and iterate there. The result stays on the device."""
     func = "recon"
     g = _gpu.cuda_array(tomo, "tomo", func, (2, 3))
     alg = str(algorithm).lower().replace("_", "-")
-    if alg != "fbp":
+    if alg not in ("fbp",) + GPU_ITERATIVE:
         raise TypeError(
-            f"tomors.{func}: GPU arrays are reconstructed with algorithm='fbp' only; for "
+            f"tomors.{func}: GPU arrays are reconstructed on their GPU, which runs "
+            f"algorithm='fbp', {', '.join(repr(a) for a in GPU_ITERATIVE)}; for "
             f"'{alg}' pass a NumPy array (cupy.asnumpy(x)) (docs/python.md, 'GPU arrays')"
         )
     if str(backend).lower() not in ("auto", "cuda", "gpu"):
@@ -202,6 +230,33 @@ def _recon_gpu_array(
     th = A.angles(theta, func)
     c, cs = A.center(center, func)
     n_slices = shape[0] if sinogram_order else shape[1]
+    if alg != "fbp":
+        it = iterative
+        if it["random_order"]:
+            raise ValueError(f"tomors.{func}: random_order is for art")
+        x0 = None
+        if it["init"] is not None:
+            if not _gpu.is_gpu_array(it["init"]):
+                raise TypeError(
+                    f"tomors.{func}: init must be a GPU array like tomo (cupy.asarray(init))"
+                )
+            gi = _gpu.cuda_array(it["init"], "init", func, (2, 3))
+            ishape = gi.shape if len(gi.shape) == 3 else (1,) + gi.shape
+            x0 = (gi.ptr, ishape, gi.stream)
+        with reporter(progress, verbose, alg, "iterations") as cb:
+            out, info = _native.recon_iterative_device(
+                (g.ptr, shape, g.stream), flat, th, c, cs, bool(sinogram_order), alg,
+                int(it["iterations"]),
+                None if it["relaxation"] is None else float(it["relaxation"]),
+                str(it["projector"]),
+                None if it["min"] is None else float(it["min"]),
+                None if it["max"] is None else float(it["max"]),
+                None if it["block_size"] is None else int(it["block_size"]),
+                None if it["tolerance"] is None else float(it["tolerance"]),
+                x0, A.devices(devices), cb,
+            )
+        out = _gpu.wrap_result(out, tomo)
+        return (out, info) if return_info else out
     with reporter(progress, verbose, "FBP", "slices") as cb:
         out, device = _native.fbp_device(
             g.ptr, shape, flat, g.stream, th, c, cs, bool(sinogram_order),

@@ -23,6 +23,7 @@
 //! - [`Queue`] can time its kernels with events by kind (forward, back,
 //!   element-wise) for [`SirtStats`](crate::iterative::SirtStats).
 
+mod foreign;
 mod profile;
 mod vector;
 
@@ -37,6 +38,7 @@ use crate::iterative::{download_staged, upload_staged};
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{launch, Arg, Context, DeviceBuffer, Function, Module, PinnedBuffer, Stream};
 
+pub(crate) use foreign::check_foreign;
 pub use profile::KernelKind;
 use profile::Profile;
 

@@ -49,6 +49,7 @@ use crate::iterative::device::{DeviceVec, KernelKind, Layout, OnQueue, Queue};
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{Arg, Context, Function, Module};
 
+mod foreign;
 mod operator;
 mod ops;
 mod sirt;
