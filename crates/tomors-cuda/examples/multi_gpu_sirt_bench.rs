@@ -160,8 +160,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         if d1.is_some() {
             let multi = MultiCudaBackend::new(&[0, 1], CudaOptions::default())?;
             let t = Instant::now();
-            let (two, st2) =
-                sirt_cuda_multi(&multi, &geom, &grid, sino.view(), None, &opt, &gpu, &progress)?;
+            let (two, st2) = sirt_cuda_multi(
+                &multi,
+                &geom,
+                &grid,
+                sino.view(),
+                None,
+                &opt,
+                &gpu,
+                &progress,
+            )?;
             let h2 = t.elapsed().as_secs_f64() / two.iterations as f64;
             println!(
                 "parallel 2 GPUs: {h2:.4} s/iteration host to host ({} slabs), speed-up {:.2}×, \

@@ -86,7 +86,10 @@ fn partitions(nz: usize) -> Vec<Vec<Range<usize>>> {
 /// Forward projection of the slab `x` with a CPU projector (f64).
 fn cpu_forward(p: &impl Projector<f64>, g: &ConeGeometry, x: &Array3<f32>) -> Array3<f32> {
     let (nz, ny, nx) = x.dim();
-    let img = x.mapv(f64::from).into_shape_with_order((nz * ny, nx)).unwrap();
+    let img = x
+        .mapv(f64::from)
+        .into_shape_with_order((nz * ny, nx))
+        .unwrap();
     let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
     let mut out = Array2::<f64>::zeros((na, nr * nc));
     p.forward_slice(img.view(), &all_angles(na), out.view_mut())
@@ -113,10 +116,11 @@ fn dot(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
 
 /// Joseph pair: every slab's forward and back projection equals the CPU
 /// projector of the same box (1e-5, the GPU-vs-CPU bound of the whole
-/// volume); the slabs' forward projections sum to the whole volume's GPU
-/// forward projection and the slab back projections are its slabs (f32
-/// rounding of the positions and the order of the additions: bound 2e-6);
-/// the slab pair is adjoint (1e-4).
+/// volume; measured on an H200 ≤ 9.9e-7); the slabs' forward projections
+/// sum to the whole volume's GPU forward projection and the slab back
+/// projections are its slabs (f32 rounding of the positions and the order
+/// of the additions: measured ≤ 5.5e-7 and ≤ 8.1e-7, bound 2e-6); the slab
+/// pair is adjoint (1e-4; measured ≤ 5e-9).
 #[test]
 fn joseph_slabs_match_the_cpu_box_and_the_whole_volume() {
     let Some(be) = gpu_or_skip("joseph_slabs_match_the_cpu_box_and_the_whole_volume") else {
@@ -177,10 +181,13 @@ fn joseph_slabs_match_the_cpu_box_and_the_whole_volume() {
 
 /// Voxel pair: the slab's texture forward projection and voxel-driven back
 /// projection against the CPU voxel pair of the same box (texture
-/// interpolation with 8-bit weights: 1e-2, the whole volume's bound on
-/// random data)
-/// and against the whole volume on the GPU (the same texture fetches up to
-/// the rounding of their coordinates: 1e-4).
+/// interpolation with 8-bit weights; measured on an H200 ≤ 2.1e-3 forward,
+/// ≤ 8.7e-4 back on random positive data: bounds 5e-3 and 2e-3, the back
+/// projection's the whole volume's bound) and against the whole volume on
+/// the GPU (the same texture fetches up to the rounding of their
+/// coordinates, which may move an 8-bit weight by one step: measured
+/// ≤ 1.2e-5 back and ≤ 7.6e-6 for the sum of the forwards; bounds 5e-5 and
+/// 3e-5).
 #[test]
 fn voxel_slabs_match_the_cpu_box_and_the_whole_volume() {
     let Some(be) = gpu_or_skip("voxel_slabs_match_the_cpu_box_and_the_whole_volume") else {
@@ -196,8 +203,8 @@ fn voxel_slabs_match_the_cpu_box_and_the_whole_volume() {
         for part in partitions(v.nz) {
             let mut sum = Array3::<f32>::zeros(wf.dim());
             for z in part {
-                let gpu = CudaConeJoseph::slab(&be, &g, &v, z.clone(), ConeBackProjector::Voxel)
-                    .unwrap();
+                let gpu =
+                    CudaConeJoseph::slab(&be, &g, &v, z.clone(), ConeBackProjector::Voxel).unwrap();
                 let xs = x.slice(s![z.clone(), .., ..]).to_owned();
                 let f = gpu.forward(xs.view()).unwrap();
                 let b = gpu.back(y.view()).unwrap();
@@ -213,14 +220,14 @@ fn voxel_slabs_match_the_cpu_box_and_the_whole_volume() {
                     "{name}, voxel slab {z:?}: vs CPU box forward {ef:.2e}, back {eb:.2e}; \
                      back vs whole {ew:.2e}"
                 );
-                assert!(ef <= 1e-2, "{name} {z:?}: forward vs CPU box {ef:.3e}");
-                assert!(eb <= 1e-2, "{name} {z:?}: back vs CPU box {eb:.3e}");
-                assert!(ew <= 1e-4, "{name} {z:?}: back vs whole {ew:.3e}");
+                assert!(ef <= 5e-3, "{name} {z:?}: forward vs CPU box {ef:.3e}");
+                assert!(eb <= 2e-3, "{name} {z:?}: back vs CPU box {eb:.3e}");
+                assert!(ew <= 5e-5, "{name} {z:?}: back vs whole {ew:.3e}");
                 sum += &f;
             }
             let es = rel_l2(&flat(&sum), &flat(&wf));
             eprintln!("{name}: voxel pair, sum of slab forwards vs whole {es:.2e}");
-            assert!(es <= 1e-4, "{name}: sum of slab forwards vs whole {es:.3e}");
+            assert!(es <= 3e-5, "{name}: sum of slab forwards vs whole {es:.3e}");
         }
     }
 }

@@ -100,7 +100,11 @@ fn methods(back: ConeBackProjector) -> Vec<(&'static str, IterativeOptions)> {
         ),
         (
             "cimmino",
-            opt(Algorithm::Sirt(Weighting::Cimmino), None, Constraint::none()),
+            opt(
+                Algorithm::Sirt(Weighting::Cimmino),
+                None,
+                Constraint::none(),
+            ),
         ),
     ];
     if back == ConeBackProjector::Joseph {
@@ -121,16 +125,18 @@ fn methods(back: ConeBackProjector) -> Vec<(&'static str, IterativeOptions)> {
 
 /// Cone SIRT-type methods on `devs` (one slab each) against one device,
 /// both exchanges and both pairs; returns the worst relative L2 distance.
-/// Bounds: 2e-5 for the Joseph pair, 1e-4 for the voxel pair (texture
-/// fetches at coordinates rounded from the slab's origin; see
-/// `cone_slab_gpu.rs`), on the volume after 6 iterations.
+/// Bounds on the volume after 6 iterations: 2e-6 for the Joseph pair
+/// (measured on two H200s ≤ 2.2e-7), 1e-5 for the voxel pair (texture
+/// fetches at coordinates rounded from the slab's origin, see
+/// `cone_slab_gpu.rs`; measured ≤ 1.5e-6); the default relaxation to 1e-5
+/// (measured ≤ 1.8e-7).
 fn cone_multi_vs_one(label: &str, devs: &[&CudaBackend]) -> f64 {
     let (g, v, b) = cone_problem(devs[0]);
     let mut worst = 0f64;
     for back in [ConeBackProjector::Joseph, ConeBackProjector::Voxel] {
         let bound = match back {
-            ConeBackProjector::Joseph => 2e-5,
-            ConeBackProjector::Voxel => 1e-4,
+            ConeBackProjector::Joseph => 2e-6,
+            ConeBackProjector::Voxel => 1e-5,
         };
         for (name, options) in methods(back) {
             let (one, _) = cone_sirt_cuda_with(
@@ -172,9 +178,12 @@ fn cone_multi_vs_one(label: &str, devs: &[&CudaBackend]) -> f64 {
                     stats.loop_s / stats.iterations.max(1) as f64
                 );
                 assert_eq!(many.iterations, one.iterations);
-                assert!(e <= bound, "{label}: {back:?} {name} {exchange:?}: rel L2 {e:.3e}");
+                assert!(
+                    e <= bound,
+                    "{label}: {back:?} {name} {exchange:?}: rel L2 {e:.3e}"
+                );
                 assert!(er <= bound * 10.0, "{label}: {name}: residuals {er:.3e}");
-                assert!(lam <= 1e-3, "{label}: {name}: relaxation {lam:.3e}");
+                assert!(lam <= 1e-5, "{label}: {name}: relaxation {lam:.3e}");
                 worst = worst.max(e);
             }
         }
@@ -183,8 +192,10 @@ fn cone_multi_vs_one(label: &str, devs: &[&CudaBackend]) -> f64 {
 }
 
 /// The slab operator over `devs`: its forward projection equals the whole
-/// volume's (2e-6), its back projection's slabs the whole back
-/// projection's, and it is adjoint (1e-4) with both exchanges.
+/// volume's and its back projection's slabs the whole back projection's
+/// (2e-6; measured ≤ 7.6e-7), and it is adjoint (1e-4) with both
+/// exchanges; with two devices both copies of the sum are equal bit for
+/// bit.
 fn slab_operator_vs_whole(label: &str, devs: &[&CudaBackend]) {
     let (g, v, _) = cone_problem(devs[0]);
     let seed = common::test_seed();

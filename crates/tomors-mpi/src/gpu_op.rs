@@ -4,7 +4,7 @@
 //! - [`GpuSlabVector`], the domain: this rank's z-slab of the volume on its
 //!   GPU, a vector of the whole volume (element-wise operations on the slab,
 //!   reductions summed or maxed over the ranks);
-//! - [`GpuDistConeOperator`]: the slab projector on the rank's GPU
+//! - The operator, [`GpuDistConeOperator`]: the slab projector on the rank's GPU
 //!   ([`CudaConeJoseph::slab`], Joseph or voxel pair); a forward projection
 //!   projects the slab on the GPU, downloads the partial projections, sums
 //!   them over the ranks on the host (`MPI_Allreduce`) and uploads the sum,
@@ -175,12 +175,13 @@ impl<'c> GpuDistConeOperator<'c> {
     /// Sums `y` over the ranks, in place (through host memory).
     fn sum(&self, y: &mut DeviceVec) -> CoreResult<()> {
         let t = Instant::now();
-        let mut host = self.host.lock().map_err(|_| {
-            tomors_core::CoreError::Unsupported {
+        let mut host = self
+            .host
+            .lock()
+            .map_err(|_| tomors_core::CoreError::Unsupported {
                 backend: "mpi".into(),
                 operation: "a poisoned lock".into(),
-            }
-        })?;
+            })?;
         host.resize(y.layout().stored_len(), 0.0);
         y.download_into(&mut host)?;
         self.comm.allreduce_sum_f32(&mut host);
@@ -211,14 +212,29 @@ impl<'c> LinearOperator for GpuDistConeOperator<'c> {
     fn range_zeros(&self, angles: &[usize]) -> CoreResult<DeviceVec> {
         self.local.operator().range_zeros(angles)
     }
-    fn forward(&self, x: &GpuSlabVector<'c>, angles: &[usize], y: &mut DeviceVec) -> CoreResult<()> {
+    fn forward(
+        &self,
+        x: &GpuSlabVector<'c>,
+        angles: &[usize],
+        y: &mut DeviceVec,
+    ) -> CoreResult<()> {
         self.local.operator().forward(&x.x, angles, y)?;
         self.sum(y)
     }
-    fn backward(&self, y: &DeviceVec, angles: &[usize], x: &mut GpuSlabVector<'c>) -> CoreResult<()> {
+    fn backward(
+        &self,
+        y: &DeviceVec,
+        angles: &[usize],
+        x: &mut GpuSlabVector<'c>,
+    ) -> CoreResult<()> {
         self.local.operator().backward(y, angles, &mut x.x)
     }
-    fn select_into(&self, y_full: &DeviceVec, angles: &[usize], out: &mut DeviceVec) -> CoreResult<()> {
+    fn select_into(
+        &self,
+        y_full: &DeviceVec,
+        angles: &[usize],
+        out: &mut DeviceVec,
+    ) -> CoreResult<()> {
         self.local.operator().select_into(y_full, angles, out)
     }
     fn is_matched(&self) -> bool {
@@ -269,7 +285,8 @@ pub fn reconstruct_distributed_gpu(
             volume.nz
         );
     }
-    let backend = CudaBackend::new(device).map_err(|e| anyhow!("opening CUDA device {device}: {e}"))?;
+    let backend =
+        CudaBackend::new(device).map_err(|e| anyhow!("opening CUDA device {device}: {e}"))?;
     let op = GpuDistConeOperator::new(comm, &backend, back, geometry, volume, z.clone())?;
     let b = op.local().upload_projections(projections)?;
     let mut x = op.domain_zeros()?;

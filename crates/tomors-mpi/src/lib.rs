@@ -40,8 +40,7 @@ pub mod status;
 pub use comm::{Comm, ThreadComm};
 pub use job::{
     gpu_for_rank, run_job, BackendFactory, Center, CenterFinder, ConeBackendFactory, GpuChooser,
-    Method,
-    ReconJob,
+    Method, ReconJob,
 };
 pub use launch::is_distributed;
 pub use status::Failure;

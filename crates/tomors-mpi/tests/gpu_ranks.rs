@@ -11,9 +11,7 @@ mod common;
 
 use common::*;
 use ndarray::Array3;
-use tomors_core::iterative::{
-    Algorithm, Constraint, IterativeOptions, ProjectorKind, Weighting,
-};
+use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, ProjectorKind, Weighting};
 use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend};
 use tomors_io::{Preprocess, VolumeFormat};
 use tomors_mpi::cone::{reconstruct_distributed, reconstruct_distributed_gpu};
@@ -50,10 +48,11 @@ fn options(algorithm: Algorithm) -> IterativeOptions {
 }
 
 /// Cone SIRT and BLOCK-IT (Joseph pair) and SIRT with the voxel pair on 2
-/// and 3 ranks' GPUs: against one GPU (2e-5 Joseph, 1e-4 voxel: the slab
-/// operator's rounding, see tomors-cuda's `multi_gpu_iterative.rs`) and,
-/// for the Joseph pair, against the CPU decomposition (1e-4, the GPU-vs-CPU
-/// SIRT bound).
+/// and 3 ranks' GPUs: against one GPU (the slab operator's rounding, see
+/// tomors-cuda's `multi_gpu_iterative.rs`: measured on two H200s ≤ 2.3e-7
+/// Joseph, ≤ 8.6e-6 voxel; bounds 2e-6 and 5e-5) and, for the Joseph pair,
+/// against the CPU decomposition (1e-4, the GPU-vs-CPU SIRT bound;
+/// measured ≤ 3.1e-7).
 #[test]
 fn cone_iterative_on_the_ranks_gpus_matches_one_gpu_and_the_cpu() {
     let Some(n_gpus) = gpus("cone_iterative_on_the_ranks_gpus_matches_one_gpu_and_the_cpu") else {
@@ -110,10 +109,17 @@ fn cone_iterative_on_the_ranks_gpus_matches_one_gpu_and_the_cpu() {
                 .unwrap();
                 (z, r.x, r.residuals)
             });
-            let slabs: Vec<_> = parts.iter().map(|(z, x, _)| (z.clone(), x.clone())).collect();
+            let slabs: Vec<_> = parts
+                .iter()
+                .map(|(z, x, _)| (z.clone(), x.clone()))
+                .collect();
             let got = assemble(&c.v, &slabs);
             let (e, _) = distance(&got, &one.x);
-            let bound = if back == ConeBackProjector::Voxel { 1e-4 } else { 2e-5 };
+            let bound = if back == ConeBackProjector::Voxel {
+                5e-5
+            } else {
+                2e-6
+            };
             eprintln!("cone {name}, {ranks} ranks' GPUs vs one GPU: rel L2 {e:.2e}");
             assert!(e <= bound, "{name}, {ranks} ranks: rel L2 {e:.3e}");
             for (_, _, res) in &parts {
@@ -160,7 +166,7 @@ fn job(input: &std::path::Path, out: &std::path::Path, method: Method) -> anyhow
 
 /// Parallel-beam SIRT with each rank's slices on its GPU (the whole job,
 /// `run_job`, into `.npy`) against the same job on the CPU ranks (1e-4, the
-/// GPU-vs-CPU SIRT bound of docs/iterative.md).
+/// GPU-vs-CPU SIRT bound of docs/iterative.md; measured 2.1e-7).
 #[test]
 fn parallel_sirt_on_the_ranks_gpus_matches_the_cpu() {
     if gpus("parallel_sirt_on_the_ranks_gpus_matches_the_cpu").is_none() {

@@ -175,10 +175,7 @@ fn run_gpu(
         .iter()
         .map(|&d| CudaBackend::new(d).with_context(|| format!("opening CUDA device {d}")))
         .collect::<Result<Vec<_>>>()?;
-    let names: Vec<String> = backends
-        .iter()
-        .map(tomors_core::Backend::name)
-        .collect();
+    let names: Vec<String> = backends.iter().map(tomors_core::Backend::name).collect();
     tracing::info!("{:?} on {}", options.algorithm, names.join(", "));
     let bar = progress::bar(options.iterations as u64, "iterating", "iterations");
     let t = Instant::now();

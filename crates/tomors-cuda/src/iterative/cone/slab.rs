@@ -29,7 +29,11 @@ use super::*;
 
 /// The ray frames of the whole `volume` shifted by `-z0` slices: the frames
 /// of the slab that starts at slice `z0` in its own index coordinates.
-pub(super) fn slab_frames(geometry: &ConeGeometry, volume: &ConeVolume, z0: usize) -> Vec<RayFrame> {
+pub(super) fn slab_frames(
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    z0: usize,
+) -> Vec<RayFrame> {
     let dz = z0 as f64;
     ray_frames(geometry, volume)
         .into_iter()

@@ -45,7 +45,11 @@ fn recv_like<'b>(
         for l in like {
             let mut r = Vec::with_capacity(p - 1);
             for _ in 1..p {
-                r.push(DeviceVec::uninit(l.queue(), l.layout(), "received projections")?);
+                r.push(DeviceVec::uninit(
+                    l.queue(),
+                    l.layout(),
+                    "received projections",
+                )?);
             }
             recv.push(r);
         }
@@ -54,7 +58,6 @@ fn recv_like<'b>(
 }
 
 impl CudaConeSlabs {
-
     /// `parts[s] ← Σ_t parts[t]` on every device `s` (each part holds its
     /// slab's partial projections on entry). On device `s` the others are
     /// added in the order `s+1, s+2, …` (mod P): for two devices the sums
@@ -177,7 +180,9 @@ impl CudaConeSlabs {
 /// Lets every pair of the devices of `ctxs` access each other's memory
 /// where the hardware allows (NVLink or PCIe peer-to-peer). Returns whether
 /// every pair can.
-pub(super) fn enable_peer_access(ctxs: &[&std::sync::Arc<crate::runtime::Context>]) -> Result<bool> {
+pub(super) fn enable_peer_access(
+    ctxs: &[&std::sync::Arc<crate::runtime::Context>],
+) -> Result<bool> {
     let mut all = true;
     for a in ctxs {
         for b in ctxs {

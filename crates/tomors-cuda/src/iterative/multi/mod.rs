@@ -1,7 +1,7 @@
 //! Cone-beam iterative methods on several GPUs by the domain decomposition
 //! of the volume into z-slabs (one slab per device).
 //!
-//! - [`CudaConeSlabs`]: one slab projector per device
+//! - The operator, [`CudaConeSlabs`]: one slab projector per device
 //!   ([`CudaConeJoseph::slab`]: Joseph or voxel pair restricted to the
 //!   slab's slices), as a tomors-core
 //!   [`LinearOperator`](tomors_core::linalg::LinearOperator) whose domain
@@ -13,7 +13,7 @@
 //!   device back projects its copy of the projections into its slab).
 //!   Reductions over the domain sum (or max) over the slabs; over the range
 //!   they read the first copy, since the copies are equal.
-//! - [`cone_sirt_cuda_multi`]: tomors-core's
+//! - The run, [`cone_sirt_cuda_multi`]: tomors-core's
 //!   [`solve`](tomors_core::iterative::solve) on that operator (SIRT,
 //!   Landweber, Cimmino with either pair, SART and BLOCK-IT with the Joseph
 //!   pair: one exchange per block), upload once, download once.
@@ -133,13 +133,7 @@ impl CudaConeSlabs {
                     })
                 })
                 .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(CudaError::Parameter("a device thread panicked".into()))
-                    })
-                })
-                .collect()
+            hs.into_iter().map(join).collect()
         });
         let slabs = built.into_iter().collect::<Result<Vec<_>>>()?;
         let peer = if exchange == Exchange::Peer && p > 1 {
@@ -189,43 +183,55 @@ impl CudaConeSlabs {
         Ok(())
     }
 
-    /// Uploads host projections `[angle][row][col]` to every device.
+    /// Uploads host projections `[angle][row][col]` to every device (the
+    /// devices in parallel).
     ///
     /// Errors: a shape other than the geometry's, driver errors.
     pub fn upload_projections(&self, host: ArrayView3<'_, f32>) -> Result<ReplicaVec> {
-        let parts = self
-            .slabs
-            .iter()
-            .map(|p| p.upload_projections(host))
-            .collect::<Result<_>>()?;
+        let parts = per_device(&self.slabs, |p| p.upload_projections(host))?;
         Ok(ReplicaVec { parts })
     }
 
-    /// Uploads a host volume `[z][y][x]` (the whole volume) as slabs.
+    /// Uploads a host volume `[z][y][x]` (the whole volume) as slabs (the
+    /// devices in parallel).
     ///
     /// Errors: a shape other than the volume's, driver errors.
     pub fn upload_volume(&self, host: ArrayView3<'_, f32>) -> Result<SlabsVec> {
         let full = self.slabs[0].full_volume();
         crate::iterative::check_dim("volume", host.dim(), (full.nz, full.ny, full.nx))?;
-        let parts = self
-            .slabs
-            .iter()
-            .map(|p| p.upload_volume(host.slice(s![p.z_range(), .., ..])))
-            .collect::<Result<_>>()?;
+        let parts = per_device(&self.slabs, |p| {
+            p.upload_volume(host.slice(s![p.z_range(), .., ..]))
+        })?;
         Ok(SlabsVec { parts })
     }
 
-    /// Downloads slab vectors into the whole host volume `[z][y][x]`.
+    /// Downloads slab vectors into the whole host volume `[z][y][x]`: each
+    /// slab straight into its slices of the result (the devices in
+    /// parallel).
     ///
     /// Errors: a vector of another operator, driver errors.
     pub fn download_volume(&self, x: &SlabsVec) -> Result<Array3<f32>> {
         self.check_parts(x.parts.len(), x.parts.len())?;
         let full = self.slabs[0].full_volume();
+        let plane = full.ny * full.nx;
         let mut out = Array3::<f32>::zeros((full.nz, full.ny, full.nx));
-        for (p, v) in self.slabs.iter().zip(&x.parts) {
-            let part = p.download(v)?;
-            out.slice_mut(s![p.z_range(), .., ..]).assign(&part);
+        let mut rest = out.as_slice_mut().expect("standard layout");
+        let mut chunks = Vec::with_capacity(self.slabs.len());
+        for p in &self.slabs {
+            let (a, b) = rest.split_at_mut(p.z_range().len() * plane);
+            chunks.push(a);
+            rest = b;
         }
+        let done: Vec<Result<()>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = x
+                .parts
+                .iter()
+                .zip(chunks)
+                .map(|(v, chunk)| sc.spawn(move || v.download_into(chunk)))
+                .collect();
+            hs.into_iter().map(join).collect()
+        });
+        done.into_iter().collect::<Result<Vec<()>>>()?;
         Ok(out)
     }
 
@@ -235,4 +241,24 @@ impl CudaConeSlabs {
     pub fn download_projections(&self, y: &ReplicaVec) -> Result<Array3<f32>> {
         self.slabs[0].download(&y.parts[0])
     }
+}
+
+/// The result of a device thread (a panic is an error).
+fn join<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    h.join()
+        .unwrap_or_else(|_| Err(CudaError::Parameter("a device thread panicked".into())))
+}
+
+/// `f` on every slab projector, one thread per device; the results in
+/// order.
+fn per_device<T: Send>(
+    slabs: &[CudaConeJoseph],
+    f: impl Fn(&CudaConeJoseph) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let f = &f;
+    let out: Vec<Result<T>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = slabs.iter().map(|p| sc.spawn(move || f(p))).collect();
+        hs.into_iter().map(join).collect()
+    });
+    out.into_iter().collect()
 }

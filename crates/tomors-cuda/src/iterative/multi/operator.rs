@@ -59,7 +59,8 @@ impl LinearOperator for CudaConeSlabs {
     fn backward(&self, y: &ReplicaVec, angles: &[usize], x: &mut SlabsVec) -> CoreResult<()> {
         self.check_parts(x.parts.len(), y.parts.len())?;
         for (s, p) in self.slabs.iter().enumerate() {
-            p.operator().backward(&y.parts[s], angles, &mut x.parts[s])?;
+            p.operator()
+                .backward(&y.parts[s], angles, &mut x.parts[s])?;
         }
         Ok(())
     }

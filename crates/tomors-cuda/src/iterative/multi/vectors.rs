@@ -42,7 +42,10 @@ impl SlabsVec {
         f: impl Fn(&mut DeviceVec, &DeviceVec) -> CoreResult<()>,
     ) -> CoreResult<()> {
         check_parts(self.parts.len(), o.parts.len())?;
-        self.parts.iter_mut().zip(&o.parts).try_for_each(|(a, b)| f(a, b))
+        self.parts
+            .iter_mut()
+            .zip(&o.parts)
+            .try_for_each(|(a, b)| f(a, b))
     }
 }
 
@@ -172,7 +175,10 @@ impl ReplicaVec {
         f: impl Fn(&mut DeviceVec, &DeviceVec) -> CoreResult<()>,
     ) -> CoreResult<()> {
         check_parts(self.parts.len(), o.parts.len())?;
-        self.parts.iter_mut().zip(&o.parts).try_for_each(|(a, b)| f(a, b))
+        self.parts
+            .iter_mut()
+            .zip(&o.parts)
+            .try_for_each(|(a, b)| f(a, b))
     }
 }
 
