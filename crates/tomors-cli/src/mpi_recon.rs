@@ -5,7 +5,9 @@
 use anyhow::{bail, Context, Result};
 use tomors_core::cone::FdkOptions;
 use tomors_core::cpu::CpuBackend;
-use tomors_mpi::{Center, Method, ReconJob};
+use tomors_core::iterative::{Algorithm, ProjectorKind};
+use tomors_io::CenterOptions;
+use tomors_mpi::{Center, GpuChooser, Method, ReconJob};
 
 use crate::backend_select::{make_backend, make_cone_backend, BackendArgs, BackendChoice};
 use crate::job::geometry::CenterArg;
@@ -53,13 +55,59 @@ fn rank_backend(b: &BackendArgs, local_rank: usize) -> Result<Option<BackendArgs
     }
 }
 
+/// The GPU of a rank for the iterative methods (`None`: the CPU), from
+/// `--devices` as FBP chooses it (local rank modulo the GPUs).
+fn rank_gpu(b: &BackendArgs, local_rank: usize) -> Result<Option<usize>> {
+    match rank_backend(b, local_rank)? {
+        Some(args) => {
+            let d = args.devices.as_deref().unwrap_or("0");
+            Ok(Some(d.parse().with_context(|| format!("GPU {d}"))?))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Whether the iterative method runs on the ranks' GPUs: parallel beam,
+/// SIRT-type and block-sequential methods with the Joseph projector; cone
+/// beam, SIRT-type methods with the Joseph or voxel pair and
+/// block-sequential ones with the Joseph pair. `--backend cuda` insists
+/// (an error for other methods), `auto` takes the GPUs where they run the
+/// method; the rank's GPU is chosen on the rank.
+fn iterative_gpu(job: &Job, cone: bool) -> Result<Option<GpuChooser>> {
+    let Some(name) = job.method.algorithm else {
+        return Ok(None);
+    };
+    let options = job.method.iterative.options(name)?;
+    let kind = job.method.iterative.projector();
+    let capable = match options.algorithm {
+        Algorithm::Sirt(_) if cone => matches!(kind, ProjectorKind::Joseph | ProjectorKind::Voxel),
+        Algorithm::Sirt(_) | Algorithm::BlockSequential { .. } => kind == ProjectorKind::Joseph,
+        _ => false,
+    };
+    match job.backend.backend {
+        BackendChoice::Cpu => Ok(None),
+        BackendChoice::Cuda if !capable => bail!(
+            "--backend cuda runs sirt, landweber, cimmino, sart and block-it with the joseph projector \
+             (cone beam: sirt, landweber and cimmino also with the voxel projector); \
+             {name:?} with the {kind:?} projector runs on the CPU (use --backend cpu or auto)"
+        ),
+        BackendChoice::Auto if !capable => Ok(None),
+        _ => {
+            let args = job.backend.clone();
+            Ok(Some(Box::new(move |local_rank| rank_gpu(&args, local_rank))))
+        }
+    }
+}
+
 fn rank_job(job: &Job, route: Route) -> Result<ReconJob> {
     let format = job.output.check()?;
     let cone = matches!(route, Route::ConeFdk | Route::ConeIterative);
     let iterative = matches!(route, Route::Iterative | Route::ConeIterative);
-    if iterative && job.backend.backend == BackendChoice::Cuda {
-        bail!("under MPI, --algorithm runs on the CPU (use --backend cpu or auto)");
-    }
+    let gpu = if iterative {
+        iterative_gpu(job, route == Route::ConeIterative)?
+    } else {
+        None
+    };
     let scan = input::open(&job.input, &job.pre, cone)?;
     let path = scan.path().to_path_buf();
     let [n_angles, n_rows, n_cols] = scan.shape();
@@ -82,6 +130,7 @@ fn rank_job(job: &Job, route: Route) -> Result<ReconJob> {
                 volume,
                 options: job.method.iterative.options(name)?,
                 projector: job.method.iterative.projector(),
+                gpu,
             }
         } else {
             Method::Fdk {
@@ -130,6 +179,7 @@ fn rank_job(job: &Job, route: Route) -> Result<ReconJob> {
                 center: centre,
                 options: job.method.iterative.options(name)?,
                 projector: job.method.iterative.projector(),
+                gpu,
             }
         } else {
             Method::Fbp {

@@ -20,8 +20,11 @@ use tomors_core::iterative::{
 use tomors_core::linalg::LinearOperator;
 use tomors_io::VolumeMeta;
 
+use tomors_cuda::ConeBackProjector;
+
 use crate::comm::Comm;
 pub use crate::dist_op::{DistConeOperator, SlabVector};
+pub use crate::gpu_op::{reconstruct_distributed_gpu, GpuDistConeOperator, GpuSlabVector};
 use crate::job::{bar, Method, ReconJob};
 use crate::output::DistOutput;
 use crate::split::split_rows;
@@ -137,14 +140,19 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
         volume,
         options,
         projector,
+        gpu,
     } = &job.method
     else {
         unreachable!("cone iterative jobs only")
     };
     let rank = comm.rank();
     let input = job.source.path().display().to_string();
-    let setup = (|| -> Result<Array3<f32>> {
+    let setup = (|| -> Result<(Array3<f32>, Option<usize>)> {
         check_method(options)?;
+        let device = match gpu {
+            Some(choose) => choose(comm.local_rank())?,
+            None => None,
+        };
         if volume.nz < comm.size() {
             bail!(
                 "{} ranks for {} slices: at most one rank per slice",
@@ -156,12 +164,12 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
         let p = job.source.read_rows(0..n_rows, &job.preprocess)?;
         check_finite(p.view(), "the projections").context(input.clone())?;
         injected_failure(rank)?;
-        Ok(p)
+        Ok((p, device))
     })();
-    let projections = agree(comm, setup)?;
+    let (projections, device) = agree(comm, setup)?;
     if rank == 0 {
         tracing::info!(
-            "{:?} with the {:?} projector, {} iterations on {} ranks: {} onto {}×{}×{} voxels, z-slabs of {} slices (±1)",
+            "{:?} with the {:?} projector, {} iterations on {} ranks: {} onto {}×{}×{} voxels, z-slabs of {} slices (±1), {}",
             options.algorithm,
             projector,
             options.iterations,
@@ -170,7 +178,11 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
             volume.nx,
             volume.ny,
             volume.nz,
-            volume.nz / comm.size()
+            volume.nz / comm.size(),
+            match device {
+                Some(d) => format!("rank 0 on GPU {d}"),
+                None => "on the CPU".to_string(),
+            }
         );
     }
     let bar = bar(
@@ -181,21 +193,37 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
         "iterations",
     );
     let t = Instant::now();
-    let run = reconstruct_distributed(
-        comm,
-        *projector,
-        geometry,
-        volume,
-        projections.view(),
-        options,
-        &mut |info| {
-            bar.set_position(info.iteration as u64);
-            if let Some(r) = info.residual {
-                tracing::debug!("iteration {}: relative residual {r:.3e}", info.iteration);
-            }
-            true
-        },
-    );
+    let step = |iteration: usize, residual: Option<f64>| {
+        bar.set_position(iteration as u64);
+        if let Some(r) = residual {
+            tracing::debug!("iteration {iteration}: relative residual {r:.3e}");
+        }
+        true
+    };
+    let run = match device {
+        Some(d) => reconstruct_distributed_gpu(
+            comm,
+            d,
+            match projector {
+                ProjectorKind::Voxel => ConeBackProjector::Voxel,
+                _ => ConeBackProjector::Joseph,
+            },
+            geometry,
+            volume,
+            projections.view(),
+            options,
+            &mut |info| step(info.iteration, info.residual),
+        ),
+        None => reconstruct_distributed(
+            comm,
+            *projector,
+            geometry,
+            volume,
+            projections.view(),
+            options,
+            &mut |info| step(info.iteration, info.residual),
+        ),
+    };
     // The ranks run the same collectives in the same order; an error inside
     // one rank's iteration (after the checks above) may leave the others
     // waiting in a sum, so it ends the whole job at once. No output exists
@@ -221,10 +249,11 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
         );
     }
     let what = format!(
-        "{:?}, {:?} projector, {} ranks",
+        "{:?}, {:?} projector, {} ranks{}",
         options.algorithm,
         projector,
-        comm.size()
+        comm.size(),
+        if device.is_some() { " (GPUs)" } else { "" }
     );
     let meta = cone_meta(&job, geometry, volume, &what);
     let shape = [volume.nz, volume.ny, volume.nx];

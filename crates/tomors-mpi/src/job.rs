@@ -22,6 +22,11 @@ pub type BackendFactory = Box<dyn Fn(usize) -> Result<Box<dyn Backend>>>;
 /// Makes a rank's cone-beam (FDK) backend, as [`BackendFactory`].
 pub type ConeBackendFactory = Box<dyn Fn(usize) -> Result<Box<dyn ConeBackend>>>;
 
+/// Chooses a rank's GPU for the iterative methods from its local rank
+/// (see [`gpu_for_rank`]): `Ok(Some(ordinal))`, or `Ok(None)` to iterate on
+/// the CPU.
+pub type GpuChooser = Box<dyn Fn(usize) -> Result<Option<usize>>>;
+
 /// Finds the rotation centre of a source (angles in radians); run on rank
 /// 0 only, its result broadcast.
 pub type CenterFinder = Box<dyn Fn(&dyn ProjectionSource, &[f32], &Preprocess) -> Result<f32>>;
@@ -47,8 +52,8 @@ pub enum Method {
         /// The rank's backend.
         backend: BackendFactory,
     },
-    /// Parallel-beam iterative reconstruction of the rank's rows (the CPU
-    /// projectors; slices are independent, so no communication).
+    /// Parallel-beam iterative reconstruction of the rank's rows (slices
+    /// are independent, so no communication), on the rank's GPU or the CPU.
     Iterative {
         /// Rotation axis (`Auto` is not available).
         center: Center,
@@ -57,6 +62,10 @@ pub enum Method {
         options: IterativeOptions,
         /// Projection model.
         projector: ProjectorKind,
+        /// The rank's GPU (`None`: the CPU projectors). The caller gives
+        /// one only for what the GPU runs (SIRT-type and block-sequential
+        /// methods with the Joseph projector).
+        gpu: Option<GpuChooser>,
     },
     /// Cone-beam FDK, the volume split into z-slabs, each rank reading the
     /// detector rows its slab needs.
@@ -80,8 +89,12 @@ pub enum Method {
         volume: ConeVolume,
         /// SIRT / Landweber / Cimmino / SART / BLOCK-IT and parameters.
         options: IterativeOptions,
-        /// Projection model (CPU).
+        /// Projection model.
         projector: ProjectorKind,
+        /// The rank's GPU (`None`: the CPU projectors). The caller gives
+        /// one only for what the GPU runs (SIRT-type methods with the
+        /// Joseph or voxel pair, SART and BLOCK-IT with the Joseph pair).
+        gpu: Option<GpuChooser>,
     },
 }
 

@@ -26,6 +26,7 @@
 pub mod comm;
 pub mod cone;
 pub mod dist_op;
+pub mod gpu_op;
 pub mod job;
 pub mod launch;
 pub mod log;
@@ -38,8 +39,8 @@ pub mod status;
 
 pub use comm::{Comm, ThreadComm};
 pub use job::{
-    gpu_for_rank, run_job, BackendFactory, Center, CenterFinder, ConeBackendFactory, Method,
-    ReconJob,
+    gpu_for_rank, run_job, BackendFactory, Center, CenterFinder, ConeBackendFactory, GpuChooser,
+    Method, ReconJob,
 };
 pub use launch::is_distributed;
 pub use status::Failure;

@@ -206,6 +206,7 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
         center,
         options,
         projector: kind,
+        gpu,
     } = &job.method
     else {
         unreachable!("run_iterative takes parallel iterative jobs")
@@ -236,15 +237,23 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
         };
         injected_failure(rank)?;
         let p = projector::<f32>(*kind, &geometry, &grid, None)?;
-        Ok((geometry, grid, sinograms, p))
+        let device = match gpu {
+            Some(choose) => choose(comm.local_rank())?,
+            None => None,
+        };
+        Ok((geometry, grid, sinograms, p, device))
     })();
-    let (geometry, grid, sinograms, p) = agree(comm, setup)?;
+    let (geometry, grid, sinograms, p, device) = agree(comm, setup)?;
     if rank == 0 {
         tracing::info!(
-            "{:?} with the {} projector, {} iterations: rows {}..{} of {} on {} ranks ({} angles × {} bins)",
+            "{:?} with the {} projector, {} iterations{}: rows {}..{} of {} on {} ranks ({} angles × {} bins)",
             options.algorithm,
             p.name(),
             options.iterations,
+            match device {
+                Some(d) => format!(" (rank 0 on GPU {d})"),
+                None => String::new(),
+            },
             job.rows.start,
             job.rows.end,
             job.source.path().display(),
@@ -261,14 +270,17 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
         "iterations",
     );
     let t = Instant::now();
-    let result = match &sinograms {
-        Some(s) => reconstruct(p.as_ref(), s.view(), None, options, &mut |info| {
+    let result = match (&sinograms, device) {
+        (Some(s), Some(d)) => gpu_iterate(d, &geometry, &grid, s.view(), options, &bar)
+            .map(Some)
+            .map_err(|e| anyhow!("{}: {e:#}", job.source.path().display())),
+        (Some(s), None) => reconstruct(p.as_ref(), s.view(), None, options, &mut |info| {
             bar.set_position(info.iteration as u64);
             true
         })
         .map(Some)
         .map_err(|e| io_err(&job, e)),
-        None => Ok(None),
+        (None, _) => Ok(None),
     };
     let what = format!("{:?}, {} projector", options.algorithm, p.name());
     let meta = meta(&job, &geometry, &grid, &what);
@@ -295,4 +307,32 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
     }
     report(comm, &job, shape, &geometry, t, geometry.n_angles());
     Ok(())
+}
+
+/// The rank's slices iterated on its GPU `device` (`sirt_cuda`: resident,
+/// slabs of slices as memory allows).
+fn gpu_iterate(
+    device: usize,
+    geometry: &ParallelGeometry,
+    grid: &SliceGrid,
+    sinograms: ndarray::ArrayView3<'_, f32>,
+    options: &tomors_core::iterative::IterativeOptions,
+    bar: &indicatif::ProgressBar,
+) -> Result<tomors_core::iterative::IterativeResult<f32>> {
+    let backend = tomors_cuda::CudaBackend::new(device)
+        .with_context(|| format!("opening CUDA device {device}"))?;
+    let (result, _) = tomors_cuda::sirt_cuda(
+        &backend,
+        geometry,
+        grid,
+        sinograms,
+        None,
+        options,
+        &tomors_cuda::GpuSirtOptions::default(),
+        &|info: &tomors_cuda::iterative::GpuIteration| {
+            bar.set_position(info.iteration as u64);
+            true
+        },
+    )?;
+    Ok(result)
 }

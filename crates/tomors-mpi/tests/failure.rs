@@ -85,6 +85,7 @@ fn a_failing_rank_ends_every_rank_and_leaves_nothing() {
                     ..Default::default()
                 },
                 projector: ProjectorKind::Joseph,
+                gpu: None,
             }),
         ),
         (
@@ -97,6 +98,7 @@ fn a_failing_rank_ends_every_rank_and_leaves_nothing() {
                     ..Default::default()
                 },
                 projector: ProjectorKind::Joseph,
+                gpu: None,
             }),
         ),
         (

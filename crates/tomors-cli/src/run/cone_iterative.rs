@@ -1,7 +1,8 @@
 //! Cone-beam algebraic iterative reconstruction with the cone-beam Joseph,
 //! line-length or voxel-driven projectors on the CPU; SIRT (row/column
-//! sums, Landweber, Cimmino) with the Joseph or voxel-driven pair also on
-//! one GPU, resident on the device.
+//! sums, Landweber, Cimmino) with the Joseph or voxel-driven pair, and SART /
+//! BLOCK-IT with the Joseph pair, also on the GPUs of `--devices`, resident
+//! on the devices (several GPUs: one z-slab of the volume each).
 
 use std::time::Instant;
 
@@ -12,7 +13,9 @@ use tomors_core::iterative::{
     cone_projector, reconstruct_cone, Algorithm, IterativeOptions, ProjectorKind,
 };
 use tomors_cuda::iterative::GpuIteration;
-use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend};
+use tomors_cuda::{
+    cone_sirt_cuda_multi, cone_sirt_cuda_with, ConeBackProjector, CudaBackend, Exchange,
+};
 
 use crate::backend_select::BackendChoice;
 use crate::job::{cone, output, Job};
@@ -142,7 +145,10 @@ fn run_cpu(
     Ok(result.x)
 }
 
-/// Runs the iteration on the first GPU of `--devices`.
+/// Runs the iteration on the GPUs of `--devices` (all when not given): one
+/// GPU holds the whole volume; several split it into z-slabs, one per GPU,
+/// the partial projections summed across the GPUs every forward projection
+/// (peer-to-peer; `TOMORS_EXCHANGE=host` stages them through host memory).
 fn run_gpu(
     job: &Job,
     g: &ConeGeometry,
@@ -154,38 +160,70 @@ fn run_gpu(
 ) -> Result<Array3<f32>> {
     let available = tomors_cuda::device_count()?;
     let list = tomors_cuda::parse_devices(job.backend.devices.as_deref(), available)?;
-    if list.len() > 1 {
-        tracing::info!("cone-beam SIRT runs on one GPU: device {}", list[0]);
-    }
-    let backend =
-        CudaBackend::new(list[0]).with_context(|| format!("opening CUDA device {}", list[0]))?;
-    tracing::info!(
-        "{:?} on {}",
-        options.algorithm,
-        tomors_core::Backend::name(&backend)
-    );
+    let list: Vec<usize> = if list.len() > vol.nz {
+        tracing::info!(
+            "{} GPUs for {} slices: using the first {}",
+            list.len(),
+            vol.nz,
+            vol.nz
+        );
+        list[..vol.nz].to_vec()
+    } else {
+        list
+    };
+    let backends = list
+        .iter()
+        .map(|&d| CudaBackend::new(d).with_context(|| format!("opening CUDA device {d}")))
+        .collect::<Result<Vec<_>>>()?;
+    let names: Vec<String> = backends.iter().map(tomors_core::Backend::name).collect();
+    tracing::info!("{:?} on {}", options.algorithm, names.join(", "));
     let bar = progress::bar(options.iterations as u64, "iterating", "iterations");
     let t = Instant::now();
     let back = match kind {
         ProjectorKind::Voxel => ConeBackProjector::Voxel,
         _ => ConeBackProjector::Joseph,
     };
-    let (result, stats) = cone_sirt_cuda_with(
-        &backend,
-        g,
-        vol,
-        projections.view(),
-        None,
-        options,
-        back,
-        &|info: &GpuIteration| {
-            iteration_report::step(&bar, info.iteration, Some(info.residual));
-            true
-        },
-    )
+    let report = |info: &GpuIteration| {
+        iteration_report::step(&bar, info.iteration, Some(info.residual));
+        true
+    };
+    let (result, stats) = if backends.len() == 1 {
+        cone_sirt_cuda_with(
+            &backends[0],
+            g,
+            vol,
+            projections.view(),
+            None,
+            options,
+            back,
+            &report,
+        )
+    } else {
+        let exchange = match std::env::var("TOMORS_EXCHANGE").as_deref() {
+            Ok("host") => Exchange::HostStaged,
+            _ => Exchange::Peer,
+        };
+        let refs: Vec<&CudaBackend> = backends.iter().collect();
+        cone_sirt_cuda_multi(
+            &refs,
+            g,
+            vol,
+            projections.view(),
+            None,
+            options,
+            back,
+            exchange,
+            &report,
+        )
+    }
     .with_context(|| path.display().to_string())?;
     let where_ = format!(
-        "on the GPU ({:.4} s per iteration in the device loop)",
+        "on {} ({:.4} s per iteration in the device loop)",
+        if backends.len() == 1 {
+            "the GPU".to_string()
+        } else {
+            format!("{} GPUs (z-slabs)", backends.len())
+        },
         stats.loop_s / stats.iterations.max(1) as f64
     );
     iteration_report::finished(&bar, &result, &where_, t.elapsed().as_secs_f64());

@@ -46,6 +46,7 @@ mod blocks;
 mod checks;
 pub mod cone;
 pub mod device;
+pub mod multi;
 pub mod parallel;
 mod report;
 mod run;
@@ -54,6 +55,7 @@ mod staging;
 pub(crate) use checks::{check_dim, check_finite, check_options};
 pub use cone::{ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph};
 pub use device::{DeviceVec, Layout, OnQueue, Queue};
+pub use multi::{cone_sirt_cuda_multi, CudaConeSlabs, Exchange, ReplicaVec, SlabsVec};
 pub use parallel::{
     check_sirt_inputs, sirt_cuda, sirt_cuda_multi, CudaJoseph, DeviceStack, GpuSirtOptions,
     JosephStackOp, JosephTuning, JOSEPH_CU,

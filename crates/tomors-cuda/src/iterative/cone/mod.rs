@@ -79,6 +79,7 @@ use crate::runtime::{
 mod operator;
 mod ops;
 mod sirt;
+mod slab;
 
 pub use operator::ConeOp;
 
@@ -174,6 +175,10 @@ struct VoxelBack {
     tex: DeviceBuffer,
     weights: DeviceBuffer,
     geometry: ConeGeometry,
+    /// The whole volume and the first slice of the projector's slab (the
+    /// back projection fills slices `z0..z0 + nz` of the whole volume).
+    full: ConeVolume,
+    z0: usize,
 }
 
 /// `√(SDD² + u² + v²)·h³·SDD/(pu·pv·SOD²)` of every detector pixel
@@ -210,9 +215,11 @@ fn texture_forward_default() -> bool {
 }
 
 impl VoxelBack {
+    /// The state for slab `volume` (slices `z0..` of `full`).
     fn new(
         ctx: &Arc<Context>,
         geometry: &ConeGeometry,
+        (full, z0): (&ConeVolume, usize),
         volume: &ConeVolume,
         stream: &Stream,
     ) -> Result<Self> {
@@ -249,6 +256,8 @@ impl VoxelBack {
             tex,
             weights,
             geometry: geometry.clone(),
+            full: *full,
+            z0,
         })
     }
 }
@@ -275,6 +284,9 @@ pub struct CudaConeJoseph {
     block: (u32, u32, u32),
     merged: bool,
     voxel: Option<VoxelBack>,
+    /// The whole volume (`volume` is its slices `z0..z0 + volume.nz`).
+    full: ConeVolume,
+    z0: usize,
 }
 
 /// Detector columns of the warp tile of the merged back projection:
@@ -366,56 +378,7 @@ impl CudaConeJoseph {
         volume: &ConeVolume,
         back: ConeBackProjector,
     ) -> Result<Self> {
-        // The CPU operator's checks (source outside the volume), with its
-        // error text.
-        ConeJosephProjector::new(geometry, volume)?;
-        check_sizes(geometry, volume)?;
-        ctx.bind()?;
-        let defines = vec![("WC".to_string(), warp_cols().to_string())];
-        let (cubin, _) = cubin_cached(
-            "cone_joseph",
-            CONE_JOSEPH_CU,
-            &defines,
-            &ctx.name,
-            ctx.cc,
-            ctx.driver,
-        )?;
-        let module = Module::load(&ctx, &cubin)?;
-        let f = Fns {
-            forward: module.function("cj_forward")?,
-            forward_sq: module.function("cj_forward_sq")?,
-            back: module.function("cj_back")?,
-            back_merged: module.function("cj_back_merged")?,
-            weight_pack: module.function("cj_weight_pack")?,
-            forward_tex: module.function("cj_forward_tex")?,
-        };
-        let queue = Queue::new(ctx)?;
-        let voxel = match back {
-            ConeBackProjector::Joseph => None,
-            ConeBackProjector::Voxel => Some(VoxelBack::new(
-                queue.context(),
-                geometry,
-                volume,
-                queue.stream(),
-            )?),
-        };
-        let frames_host = ray_frames(geometry, volume);
-        let all: Vec<usize> = (0..geometry.n_angles()).collect();
-        let full = ConeBlock::new(&queue, &all, &frames_host)?;
-        Ok(Self {
-            queue,
-            _module: module,
-            f,
-            volume: *volume,
-            na: geometry.n_angles(),
-            nr: geometry.n_rows(),
-            nc: geometry.n_cols(),
-            frames_host,
-            blocks: BlockCache::new(geometry.n_angles(), full),
-            block: block_shape(),
-            merged: std::env::var("TOMORS_CONE_BACK").map_or(true, |v| v != "plain"),
-            voxel,
-        })
+        Self::build(ctx, geometry, volume, 0..volume.nz, back)
     }
 
     /// Chooses the back-projection kernel: `true` (the default; `false`

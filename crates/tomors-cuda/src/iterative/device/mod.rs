@@ -522,6 +522,36 @@ impl DeviceVec {
         *self.shadow.fresh.get_mut() = false;
     }
 
+    /// Uploads `data` (the stored floats, in order) into this vector,
+    /// through pinned staging, and waits for the copy.
+    ///
+    /// Errors: a length other than the stored length, driver errors.
+    pub fn upload_from(&mut self, data: &[f32]) -> Result<()> {
+        if data.len() != self.layout.stored_len() {
+            return Err(CudaError::Parameter(format!(
+                "uploading {} floats into a device vector of {}",
+                data.len(),
+                self.layout.stored_len()
+            )));
+        }
+        self.touched();
+        self.queue.upload_f32(&self.buf, data)
+    }
+
+    /// Downloads the stored floats (after the stream's work) into `out`.
+    ///
+    /// Errors: a length other than the stored length, driver errors.
+    pub fn download_into(&self, out: &mut [f32]) -> Result<()> {
+        if out.len() != self.layout.stored_len() {
+            return Err(CudaError::Parameter(format!(
+                "downloading a device vector of {} floats into {}",
+                self.layout.stored_len(),
+                out.len()
+            )));
+        }
+        self.queue.download_f32(&self.buf, out)
+    }
+
     /// Checks that `self` and `o` are the same kind of vector.
     fn check_same(&self, o: &Self, what: &str) -> Result<()> {
         if self.layout != o.layout {

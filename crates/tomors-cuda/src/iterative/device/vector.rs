@@ -50,7 +50,17 @@ impl DeviceVec {
         Ok(p.iter().sum())
     }
 
-    fn max_value(&self) -> Result<f64> {
+    /// `self ← 1/self` where `self > floor` (and `> 0`), else 0: the
+    /// floored inverse with an absolute floor (a floor taken over several
+    /// vectors, such as the slabs of a volume over devices or ranks).
+    pub fn invert_above(&mut self, floor: f64) -> Result<()> {
+        self.touched();
+        let args = [self.buf.ptr().into(), floor.into(), self.n()];
+        self.elementwise(&self.queue.f.invert, "dv_invert", &args)
+    }
+
+    /// `max(0, max of the elements)` (waits for the device).
+    pub fn max_value(&self) -> Result<f64> {
         let (plane, ns) = self.layout.mask();
         let n = self.n();
         let p = self.queue.reduce(&self.queue.f.max, "dv_max", |part| {
