@@ -121,7 +121,8 @@ pub fn fbp<'py>(
         let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
         let grid = SliceGrid::for_geometry(&geometry);
         check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
-        let backend: std::sync::Arc<dyn Backend> = fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
+        let backend: std::sync::Arc<dyn Backend> =
+            fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
         let slab = slab.max(1);
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
         let mut start = 0;
