@@ -3,7 +3,7 @@
 # GPU — parallel-beam FBP (2048², 64 slices), the DXchange tooth scan with
 # --center auto, cone FDK 256³, and a failing rank; then, with two or more
 # GPUs, one rank per GPU against one process on one GPU and one process on
-# two (--devices 0,1): FBP of 128 slices of 2048² and FDK 512³. Prints times
+# two (--devices 0,1): FDK 512³ and FBP of 64 slices of 2048². Prints times
 # and whether the volumes are identical (else their relative L2 distance).
 #
 #   scripts/mpi-gpu-check.sh RUNTIME [shared|multi|all]
@@ -72,7 +72,7 @@ fi
 # One rank per GPU: the rank's GPU is its local rank (each rank logs its
 # device under TOMORS_LOG=info); against one process on GPU 0 and one
 # process on every GPU (--devices 0,1).
-tmr() { local t0=$(date +%s.%N); "$@" > /tmp/last.log 2>&1; local rc=$?; local t1=$(date +%s.%N); sed 's/\x1b\[[0-9;]*m//g' /tmp/last.log | grep -E "wrote|error|rank [0-9]+: |backend:|rank 0 on|on [0-9]+ ranks \(z-slabs" | sed 's/^.*\(INFO\|WARN\|ERROR\) //' | head -6; echo "  rc=$rc wall $(python3 -c "print('%.2f s' % ($t1 - $t0))")"; }
+tmr() { local t0=$(date +%s.%N); "$@" > /tmp/last.log 2>&1; local rc=$?; local t1=$(date +%s.%N); sed 's/\x1b\[[0-9;]*m//g' /tmp/last.log | grep -E "wrote|error|rank [0-9]+: |backend:|reconstructed|rank 0 on|on [0-9]+ ranks \(z-slabs" | sed 's/^.*\(INFO\|WARN\|ERROR\) //' | head -7; echo "  rc=$rc wall $(python3 -c "print('%.2f s' % ($t1 - $t0))")"; }
 echo "== one rank per GPU ($ngpu GPUs)"
 if (( ngpu < 2 )); then
   echo "skipping: $ngpu GPU; one rank per GPU needs at least 2"
@@ -89,8 +89,8 @@ for i in 1 2; do
   echo "run $i: mpirun -n 2, one rank per GPU"; tmr mpirun -n 2 $T recon cm/projections.npy $C --backend cuda --out s2_$i.npy
 done
 cmpf h1_1.npy h2_1.npy; cmpf h1_1.npy s2_1.npy; cmpf h2_1.npy s2_2.npy
-echo "-- parallel FBP, 128 slices of 2048^2 from 1800 projections"
-$T -q phantom --size 2048 --rows 128 --angles 1800 --out-dir pm
+echo "-- parallel FBP, 64 slices of 2048^2 from 1800 projections"
+$T -q phantom --size 2048 --rows 64 --angles 1800 --out-dir pm
 for i in 1 2; do
   echo "run $i: one process, GPU 0"; tmr $T recon pm/projections.npy --backend cuda --devices 0 --out g1_$i.npy
   echo "run $i: one process, GPUs 0,1"; tmr $T recon pm/projections.npy --backend cuda --devices 0,1 --out g2_$i.npy

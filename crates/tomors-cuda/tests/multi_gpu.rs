@@ -38,7 +38,8 @@ fn max_abs(a: &Array3<f32>, b: &Array3<f32>) -> f32 {
 }
 
 /// A wide cone (SOD 150, ODD 150, detector 80² of pixel 2 for a 64³ volume
-/// of voxel 1): a half of the volume needs about half the detector rows.
+/// of voxel 0.95, whose shadow just fits the detector): a half of the
+/// volume needs about half the detector rows.
 fn cone_case(na: usize) -> (ConeGeometry, ConeVolume, Array3<f32>) {
     let g = ConeGeometry::new(
         uniform_angles(na, 2.0 * PI as f32),
@@ -50,8 +51,9 @@ fn cone_case(na: usize) -> (ConeGeometry, ConeVolume, Array3<f32>) {
         2.0,
     )
     .unwrap();
-    let v = ConeVolume::new(64, 64, 64, 1.0).unwrap();
-    let p = project_cone(&Phantom3d::shepp_logan(), &g, 32.0, 2).unwrap();
+    let v = ConeVolume::new(64, 64, 64, 0.95).unwrap();
+    g.check_volume(&v).unwrap();
+    let p = project_cone(&Phantom3d::shepp_logan(), &g, 30.0, 2).unwrap();
     (g, v, p)
 }
 

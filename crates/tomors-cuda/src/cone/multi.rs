@@ -71,6 +71,10 @@ pub fn slab_parts(
         .collect()
 }
 
+/// One device's work on its part and its slices of the output.
+type PartWork<'a, T> =
+    dyn Fn(&CudaBackend, &SlabPart, ArrayViewMut3<'_, f32>) -> tomors_core::Result<T> + Sync + 'a;
+
 /// Runs `work` for every part on its device, one host thread per device,
 /// each with its slices of `out` (`[z][y][x]` of the slices the parts
 /// cover, from `z0`).
@@ -79,8 +83,7 @@ fn on_devices<T: Send>(
     parts: &[SlabPart],
     z0: usize,
     mut out: ArrayViewMut3<'_, f32>,
-    work: &(dyn Fn(&CudaBackend, &SlabPart, ArrayViewMut3<'_, f32>) -> tomors_core::Result<T>
-          + Sync),
+    work: &PartWork<'_, T>,
 ) -> tomors_core::Result<Vec<T>> {
     let mut views = Vec::with_capacity(parts.len());
     let mut at = z0;
