@@ -14,7 +14,9 @@ need=()
 command -v mpirun >/dev/null 2>&1 || need+=(mpich)
 [ -e /usr/include/x86_64-linux-gnu/mpich/mpi.h ] || [ -e /usr/include/mpich/mpi.h ] \
   || ls /usr/include/*/mpich/mpi.h >/dev/null 2>&1 || need+=(libmpich-dev)
-ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || ls /usr/lib/*/libclang*.so* >/dev/null 2>&1 \
+# libclang itself (libclang.so*, libclang-NN.so*), not libclang-cpp, which
+# clang's other packages bring and bindgen cannot use.
+ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || ls /usr/lib/*/libclang-[0-9]*.so* >/dev/null 2>&1 \
   || need+=(libclang-dev clang)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 if [ ${#need[@]} -gt 0 ]; then

@@ -53,7 +53,9 @@ pub fn make_backend(args: &BackendArgs) -> Result<Box<dyn Backend>> {
     }
 }
 
-/// Makes the cone-beam (FDK) backend the user asked for: one GPU, or the CPU.
+/// Makes the cone-beam (FDK) backend the user asked for: the GPUs of
+/// `--devices` (all by default; several share the volume in z-slabs), or
+/// the CPU.
 pub fn make_cone_backend(args: &BackendArgs) -> Result<Box<dyn ConeBackend>> {
     if args.kernel.is_some() {
         anyhow::bail!("--kernel chooses a parallel-beam kernel; cone beam has its own");

@@ -33,17 +33,21 @@ pub fn make_backend(
     }
 }
 
-/// Opens the cone-beam (FDK) backend: the first device of `devices`
-/// (FDK runs on one GPU).
+/// Opens the cone-beam (FDK) backend on `devices` ("0,1"; None = all):
+/// one device, or several sharing the volume in z-slabs (each device
+/// reconstructs its slab from the detector rows it needs).
 pub fn make_cone_backend(devices: Option<&str>) -> Result<Box<dyn tomors_core::cone::ConeBackend>> {
     let available = tomors_cuda::device_count()?;
     let list = tomors_cuda::parse_devices(devices, available)?;
-    if list.len() > 1 {
-        tracing::info!("cone-beam FDK runs on one GPU: device {}", list[0]);
+    if list.len() == 1 {
+        let b = CudaBackend::new(list[0])
+            .with_context(|| format!("opening CUDA device {}", list[0]))?;
+        Ok(Box::new(b))
+    } else {
+        let b = MultiCudaBackend::new(&list, CudaOptions::default())
+            .with_context(|| format!("opening CUDA devices {list:?}"))?;
+        Ok(Box::new(b))
     }
-    let b =
-        CudaBackend::new(list[0]).with_context(|| format!("opening CUDA device {}", list[0]))?;
-    Ok(Box::new(b))
 }
 
 /// Runs the GPU back-projection benchmark and prints a table: every kernel ×

@@ -505,5 +505,12 @@ fn output_and_backend_flags() {
         } else {
             assert!(r.unwrap_err().contains("--kernel"), "{name}");
         }
+        // --devices: every route takes it under auto (FBP and FDK share the
+        // listed GPUs, the iterative methods use them as they can; no GPU:
+        // the CPU, with a log line saying why).
+        let mut args: Vec<String> = route.iter().map(|s| s.to_string()).collect();
+        args.extend(["--devices", "0", "--backend", "auto"].map(String::from));
+        let r = recon(&d.npy, &args, &d.dir.join("dev.npy"));
+        assert_eq!(r, Ok(()), "{name} --devices 0");
     }
 }

@@ -116,12 +116,24 @@ cone_bp(const float* __restrict__ proj, float* __restrict__ vol, int nang, int n
 // ~8192 rows high, so the f32 row coordinate keeps 10 fractional bits. The
 // texture objects of the launch are in c_tex (projection p in texture
 // p / TPG, band p % TPG). Same per-(x, y) terms; one fetch per voxel.
+//
+// Row bands (several devices, MPI ranks): the textures may hold only the
+// detector rows row0 .. row0 + nrb (nrb = NR: the whole detector, row0 = 0),
+// still TPG projections per texture. The row coordinate r is computed for the
+// whole detector, exactly as without a band, and the texture coordinate is
+// the whole detector's (band * (NR + 1) + 0.5 + r, rounded to f32) minus the
+// integer shift band * (NR - nrb) + row0: the difference is exact (a multiple
+// of the larger coordinate's ulp, not larger than it), so the fraction and
+// with it the hardware's 8-bit interpolation weights are those of the whole
+// detector, and a band gives the same values as the whole detector wherever
+// its rows cover the voxels' taps (rows outside [row0, row0 + nrb] add
+// nothing; the caller's band covers every voxel of its slab).
 
 __constant__ unsigned long long c_tex[MAXP];
 
 extern "C" __global__ void __launch_bounds__(256)
 cone_bp_tex(float* __restrict__ vol, int nang, int nzs, int acc, int tpg,
-            int nx, int ny, int nc, int nr,
+            int row0, int nrb, int nx, int ny, int nc, int nr,
             double sod, double sdd, double pu, double pv, double ccol, double crow,
             double vox, double z_first)
 {
@@ -132,7 +144,10 @@ cone_bp_tex(float* __restrict__ vol, int nang, int nzs, int acc, int tpg,
     const double x = ((double)ix - (nx - 1) * 0.5) * vox;
     const double y = ((ny - 1) * 0.5 - (double)iy) * vox;
     const double zb = z_first + (double)kb * vox;
-    const float top = (float)(nr + 1);
+    // Padded rows of the band: [row0, row0 + nrb + 1) (the whole detector:
+    // [0, NR + 1), the zero rows above and below included).
+    const float lo = (float)row0;
+    const float hi = (float)(row0 + nrb + 1);
     float sum[ZB];
 #pragma unroll
     for (int k = 0; k < ZB; ++k) sum[k] = 0.0f;
@@ -150,11 +165,13 @@ cone_bp_tex(float* __restrict__ vol, int nang, int nzs, int acc, int tpg,
         const float r0 = (float)rp;
         const float dr = (float)(vox * m / pv);
         const float base = (float)((double)band * (nr + 1) + 0.5);
+        const float shift = (float)((double)band * (nr - nrb) + row0);
 #pragma unroll
         for (int k = 0; k < ZB; ++k) {
             const float r = r0 + dr * (float)k;
-            if (r >= 0.0f && r < top) {
-                sum[k] += w * tex2D<float>(t, tx, base + r);
+            if (r >= lo && r < hi) {
+                const float y = base + r;  // the whole detector's coordinate
+                sum[k] += w * tex2D<float>(t, tx, y - shift);
             }
         }
     }

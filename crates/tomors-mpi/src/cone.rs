@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use ndarray::{Array3, ArrayView3};
-use tomors_core::cone::{fdk_filter, ConeGeometry, ConeVolume};
+use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::fbp::check_finite;
 use tomors_core::iterative::{
     solve, Algorithm, IterationState, IterativeOptions, IterativeResult, ProjectorKind,
@@ -264,38 +264,10 @@ pub(crate) fn run_iterative(comm: &dyn Comm, job: ReconJob) -> Result<(), Failur
     Ok(())
 }
 
-/// Detector rows whose pixels the voxels of slices `z` project to at some
-/// angle, plus two rows each side for the bilinear interpolation.
-pub fn rows_for_slab(
-    geometry: &ConeGeometry,
-    volume: &ConeVolume,
-    z: &Range<usize>,
-) -> Range<usize> {
-    let h = f64::from(volume.voxel_size);
-    let (x0, x1) = (volume.x(0) - h, volume.x(volume.nx - 1) + h);
-    let (y0, y1) = (volume.y(0) + h, volume.y(volume.ny - 1) - h);
-    let (z0, z1) = (volume.z(z.start) - h, volume.z(z.end - 1) + h);
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for i in 0..geometry.n_angles() {
-        for x in [x0, x1] {
-            for y in [y0, y1] {
-                for zz in [z0, z1] {
-                    match geometry.project_point(i, x, y, zz) {
-                        Some(p) => {
-                            lo = lo.min(p.row);
-                            hi = hi.max(p.row);
-                        }
-                        None => return 0..geometry.n_rows(),
-                    }
-                }
-            }
-        }
-    }
-    let n = geometry.n_rows() as f64;
-    let first = (lo.floor() - 2.0).clamp(0.0, n) as usize;
-    let end = (hi.ceil() + 3.0).clamp(0.0, n) as usize;
-    first..end.max(first + 1).min(geometry.n_rows())
-}
+/// Detector rows the voxels of slices `z` need (moved to
+/// [`tomors_core::cone::rows_for_slab`], which several GPUs of one host use
+/// too).
+pub use tomors_core::cone::rows_for_slab;
 
 /// Distributed FDK ([`Method::Fdk`]).
 pub(crate) fn run_fdk(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
@@ -339,7 +311,12 @@ pub(crate) fn run_fdk(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
             backend.name()
         );
     }
-    tracing::debug!("slices {z:?} need detector rows {rows:?}");
+    // Every rank says where it runs (ranks other than 0 log it under
+    // TOMORS_LOG=info).
+    tracing::info!(
+        "rank {rank}: slices {z:?} from detector rows {rows:?} on {}",
+        backend.name()
+    );
     let what = format!("FDK {:?}, {} ranks", options.filter, comm.size());
     let meta = cone_meta(&job, geometry, volume, &what);
     let shape = [volume.nz, volume.ny, volume.nx];
@@ -350,14 +327,22 @@ pub(crate) fn run_fdk(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
         let p = job.source.read_rows(rows.clone(), &job.preprocess)?;
         check_finite(p.view(), "the projections").map_err(|e| anyhow!("{input}: {e}"))?;
         injected_failure(rank)?;
-        let sub = geometry.detector_rows(rows.clone())?;
-        let filtered = fdk_filter(backend.as_ref(), p.view(), &sub, options)
-            .map_err(|e| anyhow!("{input}: {e}"))?;
-        drop(p);
+        // The rank's slab from its rows: the whole FDK of the backend on
+        // them (on a GPU, weighting, filtering and back projection on the
+        // device with the texture coordinates of the whole detector).
         let mut slab = Array3::<f32>::zeros((z.len(), volume.ny, volume.nx));
         backend
-            .cone_backproject(filtered.view(), &sub, volume, z.clone(), slab.view_mut())
+            .fdk_slab_into(
+                p.view(),
+                geometry,
+                rows.clone(),
+                volume,
+                z.clone(),
+                options,
+                slab.view_mut(),
+            )
             .map_err(|e| anyhow!("{input}: {e}"))?;
+        drop(p);
         out.write(comm, z.start, slab.view())?;
         bar.inc(1);
         Ok(())

@@ -116,6 +116,10 @@ pub(crate) fn run_fbp(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
     let shape = [job.rows.len(), grid.ny, grid.nx];
     let mut out = DistOutput::create(comm, &job.out, job.format, shape, &meta, job.overwrite)?;
     let n_slabs = mine.len().div_ceil(per_slab);
+    if rank != 0 {
+        // Shown under TOMORS_LOG=info (rank 0 says it below).
+        tracing::info!("rank {rank}: rows {mine:?} on {}", backend.name());
+    }
     if rank == 0 {
         tracing::info!(
             "reconstructing rows {}..{} of {} ({}: {} angles × {} bins, centre {:.2}) on {} ranks, \

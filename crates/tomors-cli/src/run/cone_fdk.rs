@@ -1,4 +1,5 @@
-//! Cone-beam FDK on one GPU (the whole FDK on the device) or the CPU.
+//! Cone-beam FDK on the GPUs of `--devices` (the whole FDK on each device,
+//! the volume in z-slabs over several) or the CPU.
 
 use std::time::Instant;
 

@@ -51,6 +51,30 @@ pub trait ConeBackend: Backend {
     ) -> Result<()> {
         fdk_by_steps(self, projections, geometry, volume, options, out)
     }
+
+    /// FDK of slices `z` of `volume` into `out` (`[z.len()][y][x]`,
+    /// overwritten) from detector rows `rows` of the projections of
+    /// `geometry` only (`projections` is `[angle][rows.len()][col]`): one
+    /// slab of a volume shared by several devices or ranks, with `rows`
+    /// from [`rows_for_slab`](super::rows_for_slab).
+    ///
+    /// The default is [`fdk_slab_by_steps`](super::fdk_slab_by_steps); a
+    /// backend overrides it to run its whole FDK on the rows (the CUDA
+    /// backend keeps the texture coordinates of the whole detector, so a
+    /// slab equals the same slices of its whole-volume FDK).
+    #[allow(clippy::too_many_arguments)]
+    fn fdk_slab_into(
+        &self,
+        projections: ArrayView3<'_, f32>,
+        geometry: &ConeGeometry,
+        rows: Range<usize>,
+        volume: &ConeVolume,
+        z: Range<usize>,
+        options: &FdkOptions,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> Result<()> {
+        super::slabs::fdk_slab_by_steps(self, projections, geometry, rows, volume, z, options, out)
+    }
 }
 
 impl ConeBackend for CpuBackend {

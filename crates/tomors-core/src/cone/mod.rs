@@ -11,6 +11,9 @@
 //!   weights, full-scan or Parker short-scan weights ([`weights`]), row-wise
 //!   ramp filtering with the FBP filters, voxel-driven back projection with
 //!   the `(SOD/U)²` weight and bilinear detector interpolation.
+//! - [`split_slabs`], [`rows_for_slab`], [`ConeBackend::fdk_slab_into`]:
+//!   the volume in z-slabs, each reconstructed from the detector rows its
+//!   voxels reach (several GPUs, MPI ranks).
 //! - [`backproject_cone`] (fast, multi-threaded, per-(x, y) terms reused
 //!   along z) and [`backproject_cone_reference`] (plain f64).
 
@@ -18,6 +21,7 @@ mod backproject;
 mod fdk;
 mod geometry;
 mod phantom;
+mod slabs;
 pub mod weights;
 
 pub use backproject::{backproject_cone, backproject_cone_reference};
@@ -26,4 +30,5 @@ pub use geometry::{
     uniform_angles_inclusive, ConeGeometry, ConeProjection, ConeVolume, DetectorPoint,
 };
 pub use phantom::{project_cone, DEFAULT_SUBPIXELS};
+pub use slabs::{check_slab, fdk_slab_by_steps, rows_for_slab, split_slabs};
 pub use weights::ScanMode;

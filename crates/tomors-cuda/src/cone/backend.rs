@@ -2,39 +2,6 @@
 
 use super::*;
 
-fn check_shapes(
-    projections: &ArrayView3<'_, f32>,
-    geometry: &ConeGeometry,
-    volume: &ConeVolume,
-    z_range: &Range<usize>,
-    out_dim: (usize, usize, usize),
-) -> Result<()> {
-    let expected = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
-    if projections.dim() != expected {
-        return Err(CoreError::Shape(format!(
-            "projections are {:?}, the geometry expects {:?} ([angle][row][col])",
-            projections.dim(),
-            expected
-        ))
-        .into());
-    }
-    if z_range.start >= z_range.end || z_range.end > volume.nz {
-        return Err(CoreError::Shape(format!(
-            "slices {}..{} are not a non-empty part of the volume's {} slices",
-            z_range.start, z_range.end, volume.nz
-        ))
-        .into());
-    }
-    let want = (z_range.len(), volume.ny, volume.nx);
-    if out_dim != want {
-        return Err(CoreError::Shape(format!(
-            "output is {out_dim:?}, expected {want:?} ([slice][y][x])"
-        ))
-        .into());
-    }
-    Ok(())
-}
-
 impl CudaBackend {
     /// The cone-beam kernel in use.
     pub fn cone_kernel(&self) -> ConeKernel {
@@ -58,11 +25,43 @@ impl CudaBackend {
         geometry: &ConeGeometry,
         volume: &ConeVolume,
         z_range: Range<usize>,
+        out: ArrayViewMut3<'_, f32>,
+        max_angles: usize,
+    ) -> Result<ConeStats> {
+        let rows = 0..geometry.n_rows();
+        self.cone_backproject_rows(
+            projections,
+            geometry,
+            rows,
+            volume,
+            z_range,
+            out,
+            max_angles,
+        )
+    }
+
+    /// [`CudaBackend::cone_backproject_chunked`] from detector rows `rows`
+    /// of `geometry` only (`projections`: `[angle][rows.len()][col]`), which
+    /// must cover every voxel of `z_range` (see
+    /// [`rows_for_slab`](tomors_core::cone::rows_for_slab)): the same values
+    /// as from the whole detector (texture kernel; the plain-load kernel
+    /// reads the whole detector only).
+    ///
+    /// Errors: as [`CudaBackend::cone_backproject_chunked`]; rows outside
+    /// the detector.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cone_backproject_rows(
+        &self,
+        projections: ArrayView3<'_, f32>,
+        geometry: &ConeGeometry,
+        rows: Range<usize>,
+        volume: &ConeVolume,
+        z_range: Range<usize>,
         mut out: ArrayViewMut3<'_, f32>,
         max_angles: usize,
     ) -> Result<ConeStats> {
         let t_all = Instant::now();
-        check_shapes(&projections, geometry, volume, &z_range, out.dim())?;
+        check_slab(&projections, geometry, &rows, volume, &z_range, out.dim())?;
         let (na, nr, nc) = projections.dim();
         let (nx, ny, nzs) = (volume.nx, volume.ny, z_range.len());
         let plane = nr * nc;
@@ -80,8 +79,13 @@ impl CudaBackend {
         let spare = 256usize << 20;
         let kernel = self.cone_kernel();
         let layout = match kernel {
+            ConeKernel::Loads if nr != geometry.n_rows() => {
+                return Err(CudaError::Parameter(
+                    "the plain-load cone kernel reads the whole detector".into(),
+                ))
+            }
             ConeKernel::Loads => None,
-            ConeKernel::Texture => Some(StackLayout::new(&ctx, nr, nc)?),
+            ConeKernel::Texture => Some(StackLayout::band(&ctx, geometry.n_rows(), nr, nc)?),
         };
         let per_angle = match &layout {
             None => plane * 4,
@@ -150,6 +154,7 @@ impl CudaBackend {
             module.backproject(
                 stream,
                 source,
+                &rows,
                 slab.ptr(),
                 geometry,
                 volume,
@@ -218,6 +223,20 @@ impl ConeBackend for CudaBackend {
         out: ArrayViewMut3<'_, f32>,
     ) -> tomors_core::Result<()> {
         self.fdk_device(projections, geometry, volume, options, out)
+            .map(|_| ())
+    }
+
+    fn fdk_slab_into(
+        &self,
+        projections: ArrayView3<'_, f32>,
+        geometry: &ConeGeometry,
+        rows: Range<usize>,
+        volume: &ConeVolume,
+        z: Range<usize>,
+        options: &FdkOptions,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<()> {
+        self.fdk_slab_device(projections, geometry, rows, volume, z, options, out)
             .map(|_| ())
     }
 }

@@ -20,11 +20,14 @@
 //! chosen, cuFFT is missing, there are more than [`CONE_MAX_ANGLES`]
 //! angles, or the filtered projections do not fit in device memory.
 
+use std::ops::Range;
 use std::time::Instant;
 
 use ndarray::{s, ArrayView3, ArrayViewMut3};
 use tomors_core::cone::weights::{angular_weights, cosine_weights};
-use tomors_core::cone::{fdk_by_steps, ConeGeometry, ConeVolume, FdkOptions};
+use tomors_core::cone::{
+    check_slab, fdk_by_steps, fdk_slab_by_steps, ConeGeometry, ConeVolume, FdkOptions,
+};
 use tomors_core::CoreError;
 
 use crate::cone::{check_extents, BpSource, ConeKernel, ConeModule, StackLayout, CONE_MAX_ANGLES};
@@ -115,31 +118,58 @@ impl CudaBackend {
         geometry: &ConeGeometry,
         volume: &ConeVolume,
         options: &FdkOptions,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<FdkStats> {
+        let rows = 0..geometry.n_rows();
+        self.fdk_slab_device(
+            projections,
+            geometry,
+            rows,
+            volume,
+            0..volume.nz,
+            options,
+            out,
+        )
+    }
+
+    /// [`CudaBackend::fdk_device`] of slices `z` of `volume` (into `out`,
+    /// `[z.len()][y][x]`) from detector rows `rows` of `geometry` only
+    /// (`projections`: `[angle][rows.len()][col]`, rows that cover every
+    /// voxel of the slab, as [`rows_for_slab`](tomors_core::cone::rows_for_slab)'s).
+    /// The texture coordinates are the whole detector's, so when `z.start`
+    /// is a multiple of [`fdk_slab_slices`] the slab equals the same slices
+    /// of the whole-volume FDK (to the filter's rounding, which may differ
+    /// with the rows' batching); the steps path (see the module
+    /// documentation) uses the rows' own geometry instead.
+    ///
+    /// Errors: as [`CudaBackend::fdk_device`]; rows outside the detector.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fdk_slab_device(
+        &self,
+        projections: ArrayView3<'_, f32>,
+        geometry: &ConeGeometry,
+        rows: Range<usize>,
+        volume: &ConeVolume,
+        z: Range<usize>,
+        options: &FdkOptions,
         mut out: ArrayViewMut3<'_, f32>,
     ) -> tomors_core::Result<FdkStats> {
         let t0 = Instant::now();
-        let expected = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
-        if projections.dim() != expected {
-            return Err(CoreError::Shape(format!(
-                "projections are {:?}, the geometry expects {expected:?} ([angle][row][col])",
-                projections.dim()
-            )));
-        }
-        let want = (volume.nz, volume.ny, volume.nx);
-        if out.dim() != want {
-            return Err(CoreError::Shape(format!(
-                "output is {:?}, expected {want:?} ([z][y][x])",
-                out.dim()
-            )));
-        }
+        check_slab(&projections, geometry, &rows, volume, &z, out.dim())?;
         if projections.is_empty() {
             return Err(CoreError::Data("the projections are empty".into()));
         }
         options.filter.validate()?;
-        check_extents(expected.1, expected.2, volume)?;
+        check_extents(geometry.n_rows(), geometry.n_cols(), volume)?;
+        let whole = rows.len() == geometry.n_rows() && z.len() == volume.nz;
         let steps = |why: String, out: ArrayViewMut3<'_, f32>| -> tomors_core::Result<FdkStats> {
             tracing::info!("FDK on the GPU in host steps: {why}");
-            fdk_by_steps(self, projections, geometry, volume, options, out)?;
+            if whole {
+                fdk_by_steps(self, projections, geometry, volume, options, out)?;
+            } else {
+                let (r, zz) = (rows.clone(), z.clone());
+                fdk_slab_by_steps(self, projections, geometry, r, volume, zz, options, out)?;
+            }
             Ok(FdkStats {
                 total_s: t0.elapsed().as_secs_f64(),
                 ..FdkStats::default()
@@ -148,12 +178,10 @@ impl CudaBackend {
         if self.cone_kernel() == ConeKernel::Loads {
             return steps("the plain-load kernel was chosen".into(), out);
         }
-        if expected.0 > CONE_MAX_ANGLES {
+        let na = geometry.n_angles();
+        if na > CONE_MAX_ANGLES {
             return steps(
-                format!(
-                    "{} angles, more than {CONE_MAX_ANGLES} per launch",
-                    expected.0
-                ),
+                format!("{na} angles, more than {CONE_MAX_ANGLES} per launch"),
                 out,
             );
         }
@@ -161,14 +189,19 @@ impl CudaBackend {
             return steps("cuFFT is missing".into(), out);
         }
         let angular = angular_weights(geometry, options.scan)?;
-        let cosine = cosine_weights(geometry);
+        let cosine = cosine_weights(geometry)
+            .slice(s![rows.clone(), ..])
+            .as_standard_layout()
+            .into_owned();
+        let zs = fdk_slab_slices(volume, options.slab);
         let result = {
             let mut e = self.lock()?;
             let r = run(
                 &mut e,
-                (self.ext.get::<FdkChunk>().map_or(0, |c| c.0), options.slab),
+                (self.ext.get::<FdkChunk>().map_or(0, |c| c.0), zs),
                 projections,
                 geometry,
+                (&rows, &z),
                 volume,
                 options,
                 (
@@ -187,55 +220,21 @@ impl CudaBackend {
                 stats.total_s = t0.elapsed().as_secs_f64();
                 Ok(stats)
             }
-            Ok(None) => Err(non_finite(&projections)),
+            Ok(None) => Err(non_finite(&projections, rows.start)),
             Err(err) if err.is_out_of_memory() => steps(err.to_string(), out),
             Err(err) => Err(err.into()),
         }
     }
 }
 
-/// The error for the first non-finite projection value.
-fn non_finite(projections: &ArrayView3<'_, f32>) -> CoreError {
-    match projections.indexed_iter().find(|(_, v)| !v.is_finite()) {
-        Some((pos, v)) => CoreError::Data(format!(
-            "the projections contain a non-finite value ({v}) at {pos:?}"
-        )),
-        None => CoreError::Data("the projections contain a non-finite value".into()),
-    }
-}
-
-/// The device pipeline with `chunk` angles per upload and `slab` slices per
-/// download (0: automatic); `Ok(None)` when a projection value is not
-/// finite.
-#[allow(clippy::too_many_arguments)]
-fn run(
-    e: &mut Engine,
-    (chunk, slab): (usize, usize),
-    projections: ArrayView3<'_, f32>,
-    geometry: &ConeGeometry,
-    volume: &ConeVolume,
-    options: &FdkOptions,
-    (angular, cosine): (&[f32], &[f32]),
-    mut out: ArrayViewMut3<'_, f32>,
-) -> Result<Option<FdkStats>> {
-    let ctx = e.ctx.clone();
-    ctx.bind()?;
-    let module = ConeModule::of(e)?;
-    let (na, nr, nc) = projections.dim();
-    let (nx, ny, nz) = (volume.nx, volume.ny, volume.nz);
-    let (plane, plane_out) = (nr * nc, nx * ny);
-    let layout = StackLayout::new(&ctx, nr, nc)?;
-
-    // Chunks of angles of about CHUNK_FLOATS, of equal size but the last;
-    // slabs of about SLAB_FLOATS, whole runs of the kernel's z block.
-    let ca0 = match chunk {
-        0 => CHUNK_FLOATS / plane,
-        c => c,
-    }
-    .clamp(1, na);
-    let nchunks = na.div_ceil(ca0);
-    let ca = na.div_ceil(nchunks);
-    let zs = match slab {
+/// Slices per back-projected and downloaded slab of [`CudaBackend::fdk_device`]
+/// on `volume` with `FdkOptions::slab` = `slab`: `slab` itself, or (0) about
+/// 64 MiB, whole runs of the kernel's z block. Slabs of the whole-volume FDK
+/// start at multiples of it; a slab of the volume that does too
+/// ([`CudaBackend::fdk_slab_device`]) gets the same values.
+pub fn fdk_slab_slices(volume: &ConeVolume, slab: usize) -> usize {
+    let (nz, plane_out) = (volume.nz.max(1), (volume.nx * volume.ny).max(1));
+    match slab {
         0 => {
             let zs = (SLAB_FLOATS / plane_out).clamp(1, nz);
             if zs >= crate::cone::CONE_ZB {
@@ -245,8 +244,55 @@ fn run(
             }
         }
         s => s.min(nz),
-    };
-    let nslabs = nz.div_ceil(zs);
+    }
+}
+
+/// The error for the first non-finite projection value.
+fn non_finite(projections: &ArrayView3<'_, f32>, row0: usize) -> CoreError {
+    match projections.indexed_iter().find(|(_, v)| !v.is_finite()) {
+        Some(((a, r, c), v)) => CoreError::Data(format!(
+            "the projections contain a non-finite value ({v}) at {:?}",
+            (a, r + row0, c)
+        )),
+        None => CoreError::Data("the projections contain a non-finite value".into()),
+    }
+}
+
+/// The device pipeline with `chunk` angles per upload (0: automatic) and
+/// `zs` slices per download, for slices `z` from detector rows `rows`
+/// (`projections` holds those rows); `Ok(None)` when a projection value is
+/// not finite.
+#[allow(clippy::too_many_arguments)]
+fn run(
+    e: &mut Engine,
+    (chunk, zs): (usize, usize),
+    projections: ArrayView3<'_, f32>,
+    geometry: &ConeGeometry,
+    (rows, z): (&Range<usize>, &Range<usize>),
+    volume: &ConeVolume,
+    options: &FdkOptions,
+    (angular, cosine): (&[f32], &[f32]),
+    mut out: ArrayViewMut3<'_, f32>,
+) -> Result<Option<FdkStats>> {
+    let ctx = e.ctx.clone();
+    ctx.bind()?;
+    let module = ConeModule::of(e)?;
+    let (na, nr, nc) = projections.dim();
+    let (nx, ny) = (volume.nx, volume.ny);
+    let (plane, plane_out) = (nr * nc, nx * ny);
+    let layout = StackLayout::band(&ctx, geometry.n_rows(), nr, nc)?;
+
+    // Chunks of angles of about CHUNK_FLOATS, of equal size but the last;
+    // slabs of zs slices from z.start.
+    let ca0 = match chunk {
+        0 => CHUNK_FLOATS / plane,
+        c => c,
+    }
+    .clamp(1, na);
+    let nchunks = na.div_ceil(ca0);
+    let ca = na.div_ceil(nchunks);
+    let zs = zs.clamp(1, z.len());
+    let nslabs = z.len().div_ceil(zs);
     let (fft_bytes, fft_spec) = Engine::fft_bytes(e.fft_variant, ca * nr, nc);
     let need = layout.bytes(na)
         + 2 * ca * plane * 4
@@ -385,7 +431,8 @@ fn run(
         events(nslabs)?,
         events(nslabs)?,
     );
-    let slab_range = |j: usize| (j * zs, ((j + 1) * zs).min(nz));
+    // Slab j: slices z0..z1 of the volume, z0 - z.start.. of `out`.
+    let slab_range = |j: usize| (z.start + j * zs, (z.start + (j + 1) * zs).min(z.end));
     for j in 0..=nslabs {
         if j < nslabs {
             let b = j % 2;
@@ -397,6 +444,7 @@ fn run(
             module.backproject(
                 &e.comp,
                 BpSource::Textures(layout.tpg),
+                rows,
                 e.out[b].as_ref().expect("allocated").ptr(),
                 geometry,
                 volume,
@@ -431,7 +479,10 @@ fn run(
             let th = Instant::now();
             let src =
                 &e.pin_out[p % 2].as_ref().expect("allocated").as_slice()[..(z1 - z0) * plane_out];
-            copy_out(src, &mut out.slice_mut(s![z0..z1, .., ..]));
+            copy_out(
+                src,
+                &mut out.slice_mut(s![z0 - z.start..z1 - z.start, .., ..]),
+            );
             stats.host_out_s += th.elapsed().as_secs_f64();
         }
     }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ndarray::{ArrayView3, ArrayViewMut3};
-use tomors_core::cone::{ConeBackend, ConeGeometry, ConeVolume, FdkOptions};
+use tomors_core::cone::{check_slab, ConeBackend, ConeGeometry, ConeVolume, FdkOptions};
 use tomors_core::CoreError;
 
 use crate::error::{CudaError, Result};
@@ -38,9 +38,11 @@ use crate::runtime::{
 
 mod backend;
 pub(crate) mod fdk;
+mod multi;
 
 pub(crate) use backend::check_extents;
-pub use fdk::FdkStats;
+pub use fdk::{fdk_slab_slices, FdkStats};
+pub use multi::{slab_parts, SlabPart};
 
 /// Source of the cone-beam back projector (`cone_bp`).
 pub const CONE_BACKPROJECT_CU: &str = include_str!("../../kernels/cone_backproject.cu");
@@ -245,13 +247,16 @@ impl ConeModule {
     /// Back projects `nang` projections (the angles set by
     /// [`ConeModule::set_angles`]) into `nzs` slices from `z_first` (index
     /// into `volume`) at `vol`, overwriting or (`accumulate`) adding. The
-    /// source: plain projections at `src` ([`ConeKernel::Loads`]) or the
-    /// textures already set in `c_tex` with `tpg` projections each.
+    /// source: plain projections at `src` ([`ConeKernel::Loads`], the whole
+    /// detector) or the textures already set in `c_tex` with `tpg`
+    /// projections each, holding detector rows `rows` of `geometry` (see
+    /// [`StackLayout::band`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn backproject(
         &self,
         stream: &Stream,
         source: BpSource,
+        rows: &Range<usize>,
         vol: u64,
         geometry: &ConeGeometry,
         volume: &ConeVolume,
@@ -260,6 +265,18 @@ impl ConeModule {
         nang: usize,
         accumulate: bool,
     ) -> Result<()> {
+        if rows.is_empty() || rows.end > geometry.n_rows() {
+            return Err(CudaError::Parameter(format!(
+                "detector rows {rows:?} are empty or outside the detector's {}",
+                geometry.n_rows()
+            )));
+        }
+        if matches!(source, BpSource::Loads(_)) && rows.len() != geometry.n_rows() {
+            return Err(CudaError::Parameter(
+                "the plain-load cone kernel reads the whole detector".into(),
+            ));
+        }
+        let (row0, nrb) = (rows.start as i32, rows.len() as i32);
         let (nx, ny) = (volume.nx, volume.ny);
         let vp = vol;
         let (n, z, acc) = (nang as i32, nzs as i32, i32::from(accumulate));
@@ -283,7 +300,7 @@ impl ConeModule {
         };
         params.extend_from_slice(&[n.into(), z.into(), acc.into()]);
         if let BpSource::Textures(_) = source {
-            params.push(tg.into());
+            params.extend_from_slice(&[tg.into(), row0.into(), nrb.into()]);
         }
         params.extend_from_slice(&[
             ix.into(),
@@ -337,7 +354,9 @@ pub(crate) enum BpSource {
 
 /// Projections stacked in pitched 2D textures: `tpg` projections per
 /// texture, each with a zero row above and one after the last, rows
-/// `pitch_bytes` apart, textures `gbytes` apart.
+/// `pitch_bytes` apart, textures `gbytes` apart. A band of detector rows
+/// keeps the `tpg` of the whole detector (the kernel's texture coordinates
+/// are the whole detector's, shifted by whole rows).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StackLayout {
     pub tpg: usize,
@@ -352,10 +371,18 @@ impl StackLayout {
     ///
     /// Errors: a detector beyond the device's 2D texture limits.
     pub(crate) fn new(ctx: &Context, nr: usize, nc: usize) -> Result<Self> {
+        Self::band(ctx, nr, nr, nc)
+    }
+
+    /// The layout of `nrb` rows of an `nr` × `nc` detector: the projections
+    /// per texture of the whole detector, `nrb` rows each.
+    ///
+    /// Errors: a detector beyond the device's 2D texture limits.
+    pub(crate) fn band(ctx: &Context, nr: usize, nrb: usize, nc: usize) -> Result<Self> {
         let tpg = ((TEX_ROWS - 1) / (nr + 1)).max(1);
         let align = ctx.pitch_align.max(32);
         let pitch_bytes = (nc * 4).div_ceil(align) * align;
-        let height = tpg * (nr + 1) + 1;
+        let height = tpg * (nrb.min(nr) + 1) + 1;
         if height > ctx.max_tex_height || nc > ctx.max_tex_width {
             return Err(CudaError::Parameter(format!(
                 "a {nr}×{nc} detector exceeds the device's 2D texture limits ({}×{})",

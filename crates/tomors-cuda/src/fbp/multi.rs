@@ -17,15 +17,26 @@ pub struct MultiCudaBackend {
 }
 
 impl MultiCudaBackend {
-    /// Opens the given device ordinals (at least one).
+    /// Opens the given device ordinals (at least one), all at once (one
+    /// thread each: context creation and kernel loading overlap).
     pub fn new(ordinals: &[usize], options: CudaOptions) -> Result<Self> {
         if ordinals.is_empty() {
             return Err(CudaError::Parameter("no CUDA device selected".into()));
         }
-        let devices = ordinals
-            .iter()
-            .map(|&o| CudaBackend::with_options(o, options))
-            .collect::<Result<Vec<_>>>()?;
+        let devices = std::thread::scope(|s| {
+            let handles: Vec<_> = ordinals
+                .iter()
+                .map(|&o| s.spawn(move || CudaBackend::with_options(o, options)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(CudaError::Parameter("opening a device panicked".into()))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
+        })?;
         Ok(Self { devices, chunk: 64 })
     }
 

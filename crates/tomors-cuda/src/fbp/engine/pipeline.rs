@@ -304,9 +304,16 @@ pub(crate) fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
             .zip(s.par_chunks(COPY_CHUNK))
             .for_each(|(d, s)| d.copy_from_slice(s)),
         None => {
-            for (d, v) in dst.iter_mut().zip(src.iter()) {
-                *d = *v;
-            }
+            // Plane by plane in parallel (a band of detector rows is
+            // contiguous within each projection).
+            let plane = (src.shape()[1] * src.shape()[2]).max(1);
+            let planes: Vec<_> = src.outer_iter().collect();
+            dst.par_chunks_mut(plane)
+                .zip(planes.par_iter())
+                .for_each(|(d, p)| match p.as_slice() {
+                    Some(s) => d.copy_from_slice(s),
+                    None => d.iter_mut().zip(p.iter()).for_each(|(d, v)| *d = *v),
+                });
         }
     }
 }

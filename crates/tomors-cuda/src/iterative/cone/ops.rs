@@ -227,6 +227,7 @@ impl CudaConeJoseph {
         vb.module.backproject(
             self.queue.stream(),
             BpSource::Textures(vb.layout.tpg),
+            &(0..self.nr),
             out.buffer().ptr(),
             &vb.geometry,
             &vb.full,
