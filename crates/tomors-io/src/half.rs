@@ -562,6 +562,10 @@ impl ProjectionSource for HalfAcquisitionSource {
         self.inner.row_chunk()
     }
 
+    fn reads_raw(&self) -> bool {
+        false
+    }
+
     /// The inner source's projections are stitched after preprocessing
     /// (flats and darks apply to the detector, not to the stitched row):
     /// only [`ProjectionSource::read_rows`] reads this source.

@@ -81,6 +81,14 @@ pub trait ProjectionSource: Send {
         0
     }
 
+    /// Whether [`Self::read_raw`] gives this source's rows before
+    /// preprocessing. A source that transforms its rows after preprocessing
+    /// (the stitched half-acquisition source) says `false`, and streams read
+    /// it with [`Self::read_rows`] in their reading stage instead.
+    fn reads_raw(&self) -> bool {
+        true
+    }
+
     /// Bytes of one stored value of the projections (2 for uint16 data,
     /// 4 when unknown), for the read rate of [`crate::stream::StageTimes`].
     fn stored_value_bytes(&self) -> usize {

@@ -143,6 +143,47 @@ struct ReadSpec<'a> {
     value_bytes: u64,
 }
 
+/// What the reading stage hands on: raw rows to preprocess, or rows the
+/// source has preprocessed itself (a source that is not
+/// [`ProjectionSource::reads_raw`]).
+enum ReadSlab {
+    Raw(RawSlab),
+    Ready(Array3<f32>),
+}
+
+impl ReadSlab {
+    /// The preprocessed projections of slab `rows`.
+    fn preprocess(
+        self,
+        pre: &Preprocess,
+        spec: &ReadSpec<'_>,
+        rows: Range<usize>,
+    ) -> Result<Array3<f32>> {
+        match self {
+            Self::Raw(raw) => pre.apply_within(raw, spec.path, spec.n_rows, rows),
+            Self::Ready(p) => Ok(p),
+        }
+    }
+}
+
+/// Reads what a slab needs: the raw rows (its preprocessing margin included),
+/// checked exactly as [`ProjectionSource::read_rows`] does, or, from a source
+/// that preprocesses its own rows, the preprocessed rows.
+fn read_any(
+    source: &dyn ProjectionSource,
+    spec: &ReadSpec<'_>,
+    pre: &Preprocess,
+    rows: &Range<usize>,
+) -> Result<(ReadSlab, u64)> {
+    if source.reads_raw() {
+        let (raw, bytes) = read_slab(source, spec, pre, rows)?;
+        return Ok((ReadSlab::Raw(raw), bytes));
+    }
+    let p = source.read_rows(rows.clone(), pre)?;
+    let bytes = p.len() as u64 * spec.value_bytes;
+    Ok((ReadSlab::Ready(p), bytes))
+}
+
 /// Reads the raw rows a slab needs (its preprocessing margin included) and
 /// checks them, exactly as [`ProjectionSource::read_rows`] does.
 fn read_slab(
@@ -259,11 +300,11 @@ where
     let mut st = StageTimes::default();
     for (i, r) in slabs.iter().enumerate() {
         let t = Instant::now();
-        let (raw, bytes) = read_slab(source, spec, pre, r)?;
+        let (raw, bytes) = read_any(source, spec, pre, r)?;
         st.read += t.elapsed();
         st.read_bytes += bytes;
         let t = Instant::now();
-        let proj = pre.apply_within(raw, spec.path, spec.n_rows, r.clone())?;
+        let proj = raw.preprocess(pre, spec, r.clone())?;
         let prepared = (stages.prepare)(r.clone(), proj)?;
         st.preprocess += t.elapsed();
         let t = Instant::now();
@@ -341,7 +382,7 @@ where
     map_large_buffers();
     // Rendezvous channels: a finished slab waits in the stage that made it
     // until the next stage takes it, so each stage holds one slab at most.
-    let (raw_tx, raw_rx) = sync_channel::<(usize, RawSlab)>(0);
+    let (raw_tx, raw_rx) = sync_channel::<(usize, ReadSlab)>(0);
     let (prep_tx, prep_rx) = sync_channel::<(usize, T)>(0);
     let (out_tx, out_rx) = sync_channel::<(usize, Array3<f32>)>(0);
     let prepare = &stages.prepare;
@@ -353,7 +394,7 @@ where
                 let mut st = StageTimes::default();
                 for (i, r) in slabs.iter().enumerate() {
                     let t = Instant::now();
-                    let got = read_slab(&*source, spec, pre, r);
+                    let got = read_any(&*source, spec, pre, r);
                     st.read += t.elapsed();
                     match got {
                         Ok((raw, bytes)) => {
@@ -375,8 +416,8 @@ where
                 for (i, raw) in raw_rx.iter() {
                     let r = slabs[i].clone();
                     let t = Instant::now();
-                    let got = pre
-                        .apply_within(raw, spec.path, spec.n_rows, r.clone())
+                    let got = raw
+                        .preprocess(pre, spec, r.clone())
                         .and_then(|p| prepare(r, p));
                     st.preprocess += t.elapsed();
                     match got {
