@@ -12,7 +12,7 @@ use tomors_core::iterative::{
     cone_projector, reconstruct_cone, Algorithm, IterativeOptions, ProjectorKind,
 };
 use tomors_cuda::iterative::GpuIteration;
-use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend};
+use tomors_cuda::{cone_sirt_cuda_opts, ConeBackProjector, ConeGpuOptions, CudaBackend};
 
 use crate::backend_select::BackendChoice;
 use crate::job::{cone, output, Job};
@@ -75,7 +75,10 @@ fn capable(options: &IterativeOptions, projector: ProjectorKind) -> bool {
         Algorithm::Sirt(_) => matches!(projector, ProjectorKind::Joseph | ProjectorKind::Voxel),
         // Block views of the voxel pair's back projection are not built.
         Algorithm::BlockSequential { .. } => projector == ProjectorKind::Joseph,
-        _ => false,
+        // Kaczmarz over Joseph's rays (the voxel pair's rows are Joseph's).
+        Algorithm::Art { .. } | Algorithm::BlockParallel { .. } => {
+            matches!(projector, ProjectorKind::Joseph | ProjectorKind::Voxel)
+        }
     }
 }
 
@@ -91,8 +94,8 @@ fn wanted(
     match choice {
         BackendChoice::Cpu => Ok(false),
         BackendChoice::Cuda if !ok => bail!(
-            "--backend cuda runs cone-beam sirt, landweber and cimmino with the joseph or voxel projector, \
-             sart and block-it with the joseph projector; \
+            "--backend cuda runs cone-beam sirt, landweber, cimmino, art and block-parallel with the joseph or voxel \
+             projector, sart and block-it with the joseph projector; \
              {:?} with the {projector:?} projector runs on the CPU (use --backend cpu or auto)",
             options.algorithm
         ),
@@ -170,14 +173,18 @@ fn run_gpu(
         ProjectorKind::Voxel => ConeBackProjector::Voxel,
         _ => ConeBackProjector::Joseph,
     };
-    let (result, stats) = cone_sirt_cuda_with(
+    let gpu = ConeGpuOptions {
+        back,
+        deterministic: job.backend.deterministic,
+    };
+    let (result, stats) = cone_sirt_cuda_opts(
         &backend,
         g,
         vol,
         projections.view(),
         None,
         options,
-        back,
+        &gpu,
         &|info: &GpuIteration| {
             iteration_report::step(&bar, info.iteration, Some(info.residual));
             true

@@ -76,17 +76,21 @@ use crate::runtime::{
     Arg, Array3d, Context, DeviceBuffer, Function, Module, Stream, TexFilter, Texture,
 };
 
+mod art;
+mod det;
 mod operator;
 mod ops;
 mod sirt;
 
+pub use art::{cone_art_stride, CONE_ART_CU};
+pub use det::CONE_DET_CU;
 pub use operator::ConeOp;
 
 use crate::iterative::check_dim;
 
 pub use sirt::{
     check_cone_sirt_inputs, cone_sirt_bytes, cone_sirt_bytes_with, cone_sirt_cuda,
-    cone_sirt_cuda_with, cone_sirt_fits,
+    cone_sirt_cuda_opts, cone_sirt_cuda_with, cone_sirt_fits, ConeGpuOptions,
 };
 
 /// Source of the cone-beam Joseph projector and SIRT kernels.
@@ -275,6 +279,11 @@ pub struct CudaConeJoseph {
     block: (u32, u32, u32),
     merged: bool,
     voxel: Option<VoxelBack>,
+    /// The ART kernels, compiled on first use.
+    art: art::ConeArtCell,
+    /// The deterministic back projection, when selected
+    /// ([`CudaConeJoseph::set_deterministic`]).
+    det: Option<det::DetState>,
 }
 
 /// Detector columns of the warp tile of the merged back projection:
@@ -415,6 +424,8 @@ impl CudaConeJoseph {
             block: block_shape(),
             merged: std::env::var("TOMORS_CONE_BACK").map_or(true, |v| v != "plain"),
             voxel,
+            art: art::ConeArtCell::new(),
+            det: None,
         })
     }
 
