@@ -357,6 +357,9 @@ impl LinearOperator for HostBatches<'_> {
     ) -> tomors_core::Result<()> {
         self.op.select_into(y, angles, out)
     }
+    fn select(&self, y: &Array3<f32>, angles: &[usize]) -> tomors_core::Result<Array3<f32>> {
+        self.op.select(y, angles)
+    }
     fn is_matched(&self) -> bool {
         true
     }
