@@ -10,7 +10,9 @@ use ndarray_npy::read_npy;
 /// The binary under test: `TOMORS_BIN` when set (a copy run elsewhere,
 /// e.g. on a GPU machine), else the one cargo built.
 fn tomors() -> Command {
-    Command::new(std::env::var("TOMORS_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tomors").into()))
+    Command::new(
+        std::env::var("TOMORS_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tomors").into()),
+    )
 }
 
 const GEOMETRY: [&str; 8] = [
@@ -448,14 +450,20 @@ fn deterministic_cone_sirt_and_cone_art_on_cuda() {
     let det: Vec<&str> = sirt.iter().copied().chain(["--deterministic"]).collect();
     let (a, b) = (gpu("d1.npy", &det), gpu("d2.npy", &det));
     assert!(
-        a.iter().zip(b.iter()).all(|(x, y)| x.to_bits() == y.to_bits()),
+        a.iter()
+            .zip(b.iter())
+            .all(|(x, y)| x.to_bits() == y.to_bits()),
         "two --deterministic runs differ"
     );
     let d = rel_l2(&a, &cpu);
     println!("cone SIRT --deterministic vs CPU: relative L2 {d:.2e}");
     assert!(d < 1e-5, "{d}");
     for alg in [["--algorithm", "art"], ["--algorithm", "block-parallel"]] {
-        let args: Vec<&str> = alg.iter().copied().chain(["--iterations", "2", "--min", "0"]).collect();
+        let args: Vec<&str> = alg
+            .iter()
+            .copied()
+            .chain(["--iterations", "2", "--min", "0"])
+            .collect();
         let want = recon(dir, "cpu_art.npy", &args);
         let got = gpu("gpu_art.npy", &args);
         let d = rel_l2(&got, &want);

@@ -11,7 +11,9 @@ use ndarray_npy::read_npy;
 /// The binary under test: `TOMORS_BIN` when set (a copy run elsewhere,
 /// e.g. on a GPU machine), else the one cargo built.
 fn tomors() -> Command {
-    Command::new(std::env::var("TOMORS_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tomors").into()))
+    Command::new(
+        std::env::var("TOMORS_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tomors").into()),
+    )
 }
 
 fn run(args: &[&str]) -> std::process::Output {
@@ -257,15 +259,10 @@ fn gpu_art_block_parallel_and_line_run_from_the_cli() {
         let mut errors = Vec::new();
         for backend in ["cpu", "cuda"] {
             let out = d(&format!("{algorithm}_{projector}_{backend}.npy"));
-            let mut args = vec![
-                "recon",
-                &d("projections.npy"),
-                "--angles",
-                &d("angles.npy"),
-            ]
-            .into_iter()
-            .map(String::from)
-            .collect::<Vec<_>>();
+            let mut args = vec!["recon", &d("projections.npy"), "--angles", &d("angles.npy")]
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>();
             for a in [
                 "--out",
                 &out,

@@ -78,10 +78,20 @@ impl LinearOperator for Batched<'_> {
     fn range_zeros(&self, angles: &[usize]) -> tomors_core::Result<Array3<f64>> {
         self.op.range_zeros(angles)
     }
-    fn forward(&self, x: &Array3<f64>, a: &[usize], y: &mut Array3<f64>) -> tomors_core::Result<()> {
+    fn forward(
+        &self,
+        x: &Array3<f64>,
+        a: &[usize],
+        y: &mut Array3<f64>,
+    ) -> tomors_core::Result<()> {
         self.op.forward(x, a, y)
     }
-    fn backward(&self, y: &Array3<f64>, a: &[usize], x: &mut Array3<f64>) -> tomors_core::Result<()> {
+    fn backward(
+        &self,
+        y: &Array3<f64>,
+        a: &[usize],
+        x: &mut Array3<f64>,
+    ) -> tomors_core::Result<()> {
         self.op.backward(y, a, x)
     }
     fn select_into(
@@ -203,7 +213,11 @@ fn batched_art_and_block_parallel_equal_kaczmarz_in_batch_order() {
     let grid = SliceGrid::for_geometry(&geom);
     let p = JosephProjector::new(&geom, &grid).unwrap();
     let op = Batched::new(StackOperator::new(&p, ns));
-    assert!(op.strides.iter().all(|&s| (1..=4).contains(&s)), "{:?}", op.strides);
+    assert!(
+        op.strides.iter().all(|&s| (1..=4).contains(&s)),
+        "{:?}",
+        op.strides
+    );
     assert!(op.strides.iter().any(|&s| s > 1), "{:?}", op.strides);
     let truth = Array3::from_shape_fn((ns, nb, nb), |(s, y, x)| {
         ((x * 7 + y * 3 + s) % 11) as f64 / 10.0
@@ -259,7 +273,11 @@ fn batched_art_and_block_parallel_equal_kaczmarz_in_batch_order() {
         solve(&op, &b, &mut x, &options, &mut |_| true).unwrap();
         let mut sum = Array3::<f64>::zeros((ns, nb, nb));
         for blk in [0..5, 5..10, 10..12] {
-            let list: Vec<_> = order.iter().copied().filter(|p| blk.contains(&p.0)).collect();
+            let list: Vec<_> = order
+                .iter()
+                .copied()
+                .filter(|p| blk.contains(&p.0))
+                .collect();
             let mut xl = Array3::zeros((ns, nb, nb));
             kaczmarz(rays, &mut xl, &b, &list, max, lambda, &c);
             sum += &xl;

@@ -120,7 +120,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             ..ConeGpuOptions::default()
         };
         let t = std::time::Instant::now();
-        let (res, st) = cone_sirt_cuda_opts(&be, &g, &v, b.view(), None, &options, &gpu, &|_| true)?;
+        let (res, st) =
+            cone_sirt_cuda_opts(&be, &g, &v, b.view(), None, &options, &gpu, &|_| true)?;
         let wall = t.elapsed().as_secs_f64();
         let it = res.iterations.max(1) as f64;
         println!(

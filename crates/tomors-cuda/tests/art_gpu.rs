@@ -25,9 +25,9 @@ use ndarray::{s, Array2, Array3, Axis};
 use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
-    ray_frames, reconstruct, reconstruct_cone, solve, Algorithm, Constraint, ConeJosephProjector,
-    ConeVoxelProjector, IterativeOptions, JosephProjector, Projector, RayOrder, StackOperator,
-    Weighting,
+    ray_frames, reconstruct, reconstruct_cone, solve, Algorithm, ConeJosephProjector,
+    ConeVoxelProjector, Constraint, IterativeOptions, JosephProjector, Projector, RayOrder,
+    StackOperator, Weighting,
 };
 use tomors_core::linalg::{LinearOperator, RayAccess, RayBatches};
 use tomors_core::metrics::{disc_mask, nrmse};
@@ -529,14 +529,16 @@ fn gpu_cone_art_and_block_parallel_reach_the_cpu_nrmse() {
         .into_shape_with_order((v.nz * v.ny, v.nx))
         .unwrap();
     let mut b = Array2::<f32>::zeros((na, nr * nc));
-    Projector::<f32>::forward_slice(&cpu, img, &(0..na).collect::<Vec<_>>(), b.view_mut())
-        .unwrap();
+    Projector::<f32>::forward_slice(&cpu, img, &(0..na).collect::<Vec<_>>(), b.view_mut()).unwrap();
     let b = b.into_shape_with_order((na, nr, nc)).unwrap();
     let err = |x: &Array3<f32>| {
         let d = rel_l2(&flat(x), &flat(&ball));
         // Central slices only as a second view: the ends see few rays.
         let c = rel_l2(
-            &x.slice(s![4..12, .., ..]).iter().copied().collect::<Vec<_>>(),
+            &x.slice(s![4..12, .., ..])
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
             &ball
                 .slice(s![4..12, .., ..])
                 .iter()

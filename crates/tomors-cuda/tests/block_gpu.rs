@@ -399,7 +399,10 @@ fn ray_methods_run_on_the_device_operator() {
         };
         let r = solve(&op, &b, &mut x, &options, &mut |_| true).unwrap();
         assert_eq!(r.iterations, 2, "{algorithm:?}");
-        assert!(x.norm_sq().unwrap() > 0.0, "{algorithm:?}: the iterate did not move");
+        assert!(
+            x.norm_sq().unwrap() > 0.0,
+            "{algorithm:?}: the iterate did not move"
+        );
     }
 }
 

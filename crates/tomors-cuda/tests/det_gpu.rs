@@ -13,7 +13,7 @@ use ndarray::{Array2, Array3};
 use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
-    reconstruct_cone, Algorithm, Constraint, ConeJosephProjector, IterativeOptions, Projector,
+    reconstruct_cone, Algorithm, ConeJosephProjector, Constraint, IterativeOptions, Projector,
     Weighting,
 };
 use tomors_cuda::{cone_sirt_cuda_opts, ConeGpuOptions, CudaConeJoseph};
@@ -47,8 +47,7 @@ fn deterministic_cone_back_projection_is_reproducible() {
     let yd = gpu.upload_projections(y.view()).unwrap();
     let mut want = Array2::<f32>::zeros((v.nz * v.ny, v.nx));
     let y2 = y.view().into_shape_with_order((na, nr * nc)).unwrap();
-    Projector::<f32>::back_slice(&cpu, y2, &(0..na).collect::<Vec<_>>(), want.view_mut())
-        .unwrap();
+    Projector::<f32>::back_slice(&cpu, y2, &(0..na).collect::<Vec<_>>(), want.view_mut()).unwrap();
     let want = want.into_shape_with_order((v.nz, v.ny, v.nx)).unwrap();
     let back = |gpu: &CudaConeJoseph| {
         let mut out = gpu.alloc_volume().unwrap();

@@ -89,7 +89,11 @@ fn gpu_line_projector_matches_the_cpu_and_is_matched() {
         assert!(adj <= 1e-4, "adjointness {adj:.3e}");
         // The weights: row sums and column sums equal the CPU's.
         let rs = rel_l2(
-            &gpu.row_sums(false).unwrap().iter().copied().collect::<Vec<_>>(),
+            &gpu.row_sums(false)
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
             &Projector::<f32>::row_sums(&cpu, &all)
                 .unwrap()
                 .iter()
@@ -97,7 +101,11 @@ fn gpu_line_projector_matches_the_cpu_and_is_matched() {
                 .collect::<Vec<_>>(),
         );
         let cs = rel_l2(
-            &gpu.column_sums().unwrap().iter().copied().collect::<Vec<_>>(),
+            &gpu.column_sums()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
             &Projector::<f32>::column_sums(&cpu, &all)
                 .unwrap()
                 .iter()

@@ -84,7 +84,9 @@ pub fn run(job: &Job) -> Result<()> {
                 line: kind == ProjectorKind::Line,
                 ..GpuSirtOptions::default()
             };
-            run_gpu(&gpus, &geometry, &grid, sinograms, &options, &gpu, &rows, &path)?
+            run_gpu(
+                &gpus, &geometry, &grid, sinograms, &options, &gpu, &rows, &path,
+            )?
         }
         None => {
             let p = projector::<f32>(kind, &geometry, &grid, None)?;

@@ -45,10 +45,7 @@ pub(crate) struct BatchSweep<'o, O: LinearOperator + ?Sized> {
 impl<'o, O: LinearOperator + ?Sized> BatchSweep<'o, O> {
     /// The sweep state of `op` with its `batches` (the row norms of all
     /// projections computed once).
-    pub(crate) fn new(
-        op: &'o O,
-        batches: &'o dyn RayBatches<O::Domain, O::Range>,
-    ) -> Result<Self> {
+    pub(crate) fn new(op: &'o O, batches: &'o dyn RayBatches<O::Domain, O::Range>) -> Result<Self> {
         let all: Vec<usize> = (0..op.n_projections()).collect();
         // Floored relative to the largest norm of all projections, as on
         // the host.

@@ -99,11 +99,8 @@ impl CudaConeJoseph {
         d.acc.fill_bytes(0, stream)?;
         d.maxbits.fill_bytes(0, stream)?;
         let v = &self.volume;
-        let wbound = 1.01
-            * block.len as f64
-            * d.max_rays as f64
-            * v.voxel_size as f64
-            * 3f64.sqrt();
+        let wbound =
+            1.01 * block.len as f64 * d.max_rays as f64 * v.voxel_size as f64 * 3f64.sqrt();
         let n = proj.len();
         // SAFETY: the parameters of the kernels of `kernels/cone_det.cu`;
         // `proj` holds the block's projections and `out` a volume (checked
