@@ -232,11 +232,12 @@ fn gpu_sirt_matches_cpu_sirt() {
 
 /// `--backend cuda` runs ART and the block-parallel method (Joseph) and
 /// SART with the line projector from the command line (issue 16): each
-/// reaches the CPU run's NRMSE against the phantom within 2 % (when a GPU
-/// is usable; skipped with a reason otherwise, a failure under
+/// reaches the CPU run's NRMSE against the phantom (when a GPU is usable;
+/// skipped with a reason otherwise, a failure under
 /// `TOMORS_REQUIRE_GPU=1`). ART and block-parallel visit the bins of a
-/// projection in another order on the GPU, so only the errors are
-/// compared; SART with the line projector is the same method on both.
+/// projection in another order on the GPU, so only the errors are compared
+/// (the GPU's at most 2 % above); SART with the line projector is the same
+/// method on both (within 2 %).
 #[test]
 fn gpu_art_block_parallel_and_line_run_from_the_cli() {
     if let Err(e) = tomors_cuda::device_count() {
@@ -250,15 +251,18 @@ fn gpu_art_block_parallel_and_line_run_from_the_cli() {
     phantom(dir.path());
     let d = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let truth: Array3<f32> = read_npy(d("phantom.npy")).unwrap();
-    for (algorithm, projector, extra) in [
+    for (case, (algorithm, projector, extra)) in [
         ("art", "joseph", vec![]),
         ("art", "joseph", vec!["--random-order"]),
         ("block-parallel", "joseph", vec!["--block-size", "4"]),
         ("sart", "line", vec![]),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let mut errors = Vec::new();
         for backend in ["cpu", "cuda"] {
-            let out = d(&format!("{algorithm}_{projector}_{backend}.npy"));
+            let out = d(&format!("{case}_{algorithm}_{projector}_{backend}.npy"));
             let mut args = vec!["recon", &d("projections.npy"), "--angles", &d("angles.npy")]
                 .into_iter()
                 .map(String::from)
@@ -294,9 +298,18 @@ fn gpu_art_block_parallel_and_line_run_from_the_cli() {
         }
         let (cpu, gpu) = (errors[0], errors[1]);
         println!("{algorithm} ({projector}) {extra:?}: NRMSE CPU {cpu:.5}, GPU {gpu:.5}");
-        assert!(
-            (gpu - cpu).abs() <= 0.02 * cpu,
-            "{algorithm} ({projector}): GPU {gpu} vs CPU {cpu}"
-        );
+        // SART: the same method (equal within 2 %); ART and block-parallel:
+        // another ray order, at most 2 % above the CPU's error.
+        if algorithm == "sart" {
+            assert!(
+                (gpu - cpu).abs() <= 0.02 * cpu,
+                "{algorithm} ({projector}): GPU {gpu} vs CPU {cpu}"
+            );
+        } else {
+            assert!(
+                gpu <= 1.02 * cpu,
+                "{algorithm} ({projector}): GPU {gpu} vs CPU {cpu}"
+            );
+        }
     }
 }

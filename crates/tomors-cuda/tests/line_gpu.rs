@@ -34,9 +34,10 @@ fn dot(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
 /// projector's (relative L2 ≤ 1e-5: exact f32 arithmetic on the GPU
 /// against f64 Siddon lengths; the measured values are printed), on
 /// geometries with bins as wide as, narrower and wider than the pixels, an
-/// off-centre axis and angles over a full turn (including 0°, 45°, 90°),
-/// on 5 slices (a padded quad); and `⟨Ax, y⟩ = ⟨x, Aᵀy⟩` to 1e-4
-/// relative on the GPU.
+/// off-centre axis, angles over a full turn (including 0°, 45°, 90°), and
+/// rays along pixel edges (at 0°: exactly; at 90°: a hair off the axis, a
+/// steep trapezoid), on 5 slices (a padded quad); and `⟨Ax, y⟩ = ⟨x, Aᵀy⟩`
+/// to 1e-4 relative on the GPU.
 #[test]
 fn gpu_line_projector_matches_the_cpu_and_is_matched() {
     let Some(be) = gpu_or_skip("gpu_line_projector_matches_the_cpu_and_is_matched") else {
@@ -47,6 +48,9 @@ fn gpu_line_projector_matches_the_cpu_and_is_matched() {
         (36usize, 64usize, 1.0f32, None, 64usize, false),
         (40, 80, 0.75, Some(41.3f32), 56, true),
         (24, 40, 1.6, None, 60, false),
+        // 40 bins on a 41-pixel grid: at 0° every ray runs along a pixel
+        // edge (Siddon's midpoint rule gives it to the right-hand pixel).
+        (30, 40, 1.0, None, 41, false),
     ] {
         let angles = if full {
             uniform_angles(na, 2.0 * PI)

@@ -8,9 +8,11 @@
 //! pixel, a trapezoid in the ray's distance `d` from the pixel centre:
 //! `(h/m)·clamp((h(m+n)/2 − d)/(h·n), 0, 1)` with `m = max(|sin|, |cos|)`,
 //! `n = min(|sin|, |cos|)` — tomors-core's
-//! [`LineProjector`](tomors_core::iterative::LineProjector) to f32
-//! rounding (except rays running exactly along pixel edges at exactly
-//! axis-aligned angles, which Siddon gives to one of the two pixels).
+//! [`LineProjector`](tomors_core::iterative::LineProjector). Both kernels
+//! evaluate it by the same f64 operations (`lp_w` in the kernel file), so
+//! the pair is an exact transpose, also where the trapezoid is steep (rays
+//! a hair off the axes) and at exactly axis-aligned rays on pixel edges
+//! (Siddon's midpoint rule: the pixel with the larger index).
 
 use super::*;
 
@@ -88,6 +90,7 @@ impl CudaJoseph {
                 v.into(),
                 out.into(),
                 tables.fp.ptr().into(),
+                tables.bp.ptr().into(),
                 (self.nx as i32).into(),
                 (self.ny as i32).into(),
                 (tables.len as i32).into(),
