@@ -43,15 +43,12 @@ fn flat(a: &Array3<f32>) -> Vec<f32> {
     a.iter().copied().collect()
 }
 
+/// `trace(a, k, visit)`: visits the pixels of ray `k` of projection `a`.
+type Trace<'a> = &'a dyn Fn(usize, usize, &mut dyn FnMut(usize));
+
 /// Pixels of the rays `k ≡ batch (mod s)` of projection `a`; panics naming
 /// the first pixel two rays of the batch share.
-fn assert_disjoint(
-    trace: &dyn Fn(usize, usize, &mut dyn FnMut(usize)),
-    a: usize,
-    rays: usize,
-    s: usize,
-    what: &str,
-) {
+fn assert_disjoint(trace: Trace<'_>, a: usize, rays: usize, s: usize, what: &str) {
     for batch in 0..s.min(rays) {
         let mut seen = HashSet::new();
         for k in (batch..rays).step_by(s) {
