@@ -32,6 +32,12 @@ pub struct BackendArgs {
     /// GPU back-projection kernel (default: the fastest known).
     #[arg(long)]
     pub kernel: Option<String>,
+    /// Reproducible bits: the GPU back projection of cone-beam iterative
+    /// methods (joseph projector) adds in fixed point instead of with float
+    /// atomics, so every run gives the same volume (slower; every other
+    /// path is deterministic already).
+    #[arg(long)]
+    pub deterministic: bool,
 }
 
 /// Makes the backend the user asked for.

@@ -312,6 +312,7 @@ fn every_flag_on_every_method_runs_or_names_the_flag() {
         case(&["--tolerance", "1e-3"], ITERATIVE),
         case(&["--block-size", "2"], NONE), // sirt takes no blocks
         case(&["--random-order"], NONE),    // art only
+        case(&["--deterministic"], NONE),   // GPU only (cone iterative)
     ];
     let out = d.dir.join("v.npy");
     let mut failures = Vec::new();
@@ -512,5 +513,19 @@ fn output_and_backend_flags() {
         args.extend(["--devices", "0", "--backend", "auto"].map(String::from));
         let r = recon(&d.npy, &args, &d.dir.join("dev.npy"));
         assert_eq!(r, Ok(()), "{name} --devices 0");
+        // --deterministic: cone-beam iterative methods on the GPU only
+        // (under auto without a GPU the CPU runs, deterministic anyway);
+        // refused on the other routes and with the voxel projector.
+        let mut args: Vec<String> = route.iter().map(|s| s.to_string()).collect();
+        args.extend(["--deterministic", "--backend", "auto"].map(String::from));
+        let r = recon(&d.npy, &args, &d.dir.join("det.npy"));
+        if name == "cone-sirt" {
+            assert_eq!(r, Ok(()), "{name}");
+            args.extend(["--projector", "voxel"].map(String::from));
+            let r = recon(&d.npy, &args, &d.dir.join("det.npy"));
+            assert!(r.unwrap_err().contains("--deterministic"), "{name} voxel");
+        } else {
+            assert!(r.unwrap_err().contains("--deterministic"), "{name}");
+        }
     }
 }

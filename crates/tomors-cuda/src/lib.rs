@@ -63,7 +63,9 @@ pub use fbp::device::DeviceOrder;
 pub use fbp::fft::FftVariant;
 pub use fbp::kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
 pub use fbp::{CudaBackend, CudaOptions, MultiCudaBackend, PipelineStats, TexStorage};
-pub use iterative::cone::{cone_sirt_cuda, cone_sirt_cuda_with};
+pub use iterative::cone::{
+    cone_sirt_cuda, cone_sirt_cuda_opts, cone_sirt_cuda_with, ConeGpuOptions,
+};
 pub use iterative::multi::{cone_sirt_cuda_multi, CudaConeSlabs, Exchange};
 pub use iterative::{
     sirt_cuda, sirt_cuda_multi, ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph,

@@ -315,6 +315,7 @@ fn slabs_initial_volume_and_stopping() {
                     rays_per_thread: ap,
                     paired: Some(ap == 2),
                     back_slice_group: if sg == 4 { 16 } else { 8 },
+                    ..GpuSirtOptions::default()
                 },
                 &no_progress(),
             )

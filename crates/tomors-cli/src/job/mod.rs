@@ -174,6 +174,23 @@ impl Job {
                 "chooses GPUs and their kernels; --backend cpu uses none",
             )?;
         }
+        if b.deterministic {
+            if route != Route::ConeIterative {
+                bail!(
+                    "--deterministic is for cone-beam iterative methods on the GPU (the one back \
+                     projection that adds with atomics); this method is deterministic already"
+                );
+            }
+            if b.backend == BackendChoice::Cpu {
+                bail!("--deterministic is for the GPU; --backend cpu is deterministic already");
+            }
+            if m.iterative.projector() == tomors_core::iterative::ProjectorKind::Voxel {
+                bail!(
+                    "--deterministic: the voxel projector's back projection is a gather, \
+                     deterministic already"
+                );
+            }
+        }
         if b.kernel.is_some() {
             if cone {
                 bail!("--kernel chooses a parallel-beam kernel; cone beam has its own");

@@ -14,7 +14,8 @@ use tomors_core::iterative::{
 };
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{
-    cone_sirt_cuda_multi, cone_sirt_cuda_with, ConeBackProjector, CudaBackend, Exchange,
+    cone_sirt_cuda_multi, cone_sirt_cuda_opts, ConeBackProjector, ConeGpuOptions, CudaBackend,
+    Exchange,
 };
 
 use crate::backend_select::BackendChoice;
@@ -78,7 +79,10 @@ fn capable(options: &IterativeOptions, projector: ProjectorKind) -> bool {
         Algorithm::Sirt(_) => matches!(projector, ProjectorKind::Joseph | ProjectorKind::Voxel),
         // Block views of the voxel pair's back projection are not built.
         Algorithm::BlockSequential { .. } => projector == ProjectorKind::Joseph,
-        _ => false,
+        // Kaczmarz over Joseph's rays (the voxel pair's rows are Joseph's).
+        Algorithm::Art { .. } | Algorithm::BlockParallel { .. } => {
+            matches!(projector, ProjectorKind::Joseph | ProjectorKind::Voxel)
+        }
     }
 }
 
@@ -94,8 +98,8 @@ fn wanted(
     match choice {
         BackendChoice::Cpu => Ok(false),
         BackendChoice::Cuda if !ok => bail!(
-            "--backend cuda runs cone-beam sirt, landweber and cimmino with the joseph or voxel projector, \
-             sart and block-it with the joseph projector; \
+            "--backend cuda runs cone-beam sirt, landweber, cimmino, art and block-parallel with the joseph or voxel \
+             projector, sart and block-it with the joseph projector; \
              {:?} with the {projector:?} projector runs on the CPU (use --backend cpu or auto)",
             options.algorithm
         ),
@@ -187,15 +191,39 @@ fn run_gpu(
         iteration_report::step(&bar, info.iteration, Some(info.residual));
         true
     };
-    let (result, stats) = if backends.len() == 1 {
-        cone_sirt_cuda_with(
+    // ART and block-parallel walk ray batches, and the deterministic back
+    // projection is a single-device kernel: those run on the first device.
+    let single = backends.len() == 1
+        || job.backend.deterministic
+        || matches!(
+            options.algorithm,
+            Algorithm::Art { .. } | Algorithm::BlockParallel { .. }
+        );
+    if single && backends.len() > 1 {
+        tracing::warn!(
+            "{:?}{} runs on one GPU: using {} only",
+            options.algorithm,
+            if job.backend.deterministic {
+                " with --deterministic"
+            } else {
+                ""
+            },
+            names[0]
+        );
+    }
+    let (result, stats) = if single {
+        let gpu = ConeGpuOptions {
+            back,
+            deterministic: job.backend.deterministic,
+        };
+        cone_sirt_cuda_opts(
             &backends[0],
             g,
             vol,
             projections.view(),
             None,
             options,
-            back,
+            &gpu,
             &report,
         )
     } else {
@@ -219,7 +247,7 @@ fn run_gpu(
     .with_context(|| path.display().to_string())?;
     let where_ = format!(
         "on {} ({:.4} s per iteration in the device loop)",
-        if backends.len() == 1 {
+        if single {
             "the GPU".to_string()
         } else {
             format!("{} GPUs (z-slabs)", backends.len())

@@ -1,6 +1,7 @@
 //! Parallel-beam algebraic iterative reconstruction: the scan's rows read
 //! whole through the job's loader, then SIRT/SART/ART/BLOCK-IT on the CPU,
-//! or (sirt, landweber, cimmino with the joseph projector) on NVIDIA GPUs
+//! or (every method with the joseph projector; the SIRT family, SART and
+//! BLOCK-IT with the line projector) on NVIDIA GPUs
 //! (see docs/iterative.md).
 
 use std::ops::Range;
@@ -31,13 +32,19 @@ pub fn run(job: &Job) -> Result<()> {
     let name = job.method.algorithm.context("no --algorithm given")?;
     let options = job.method.iterative.options(name)?;
     let kind = job.method.iterative.projector();
-    let gpu_capable = matches!(
-        options.algorithm,
-        Algorithm::Sirt(_) | Algorithm::BlockSequential { .. }
-    ) && kind == ProjectorKind::Joseph;
+    // Every method (SIRT family, SART / BLOCK-IT, block-parallel, ART) runs
+    // on the GPU with the joseph projector; the SIRT family and the
+    // block-sequential methods with the line projector too.
+    let gpu_capable = match options.algorithm {
+        Algorithm::Sirt(_) | Algorithm::BlockSequential { .. } => {
+            matches!(kind, ProjectorKind::Joseph | ProjectorKind::Line)
+        }
+        Algorithm::BlockParallel { .. } | Algorithm::Art { .. } => kind == ProjectorKind::Joseph,
+    };
     if job.backend.backend == BackendChoice::Cuda && !gpu_capable {
         bail!(
-            "--backend cuda runs sirt, landweber, cimmino, sart and block-it with the joseph projector; \
+            "--backend cuda runs sirt, landweber, cimmino, sart, block-it, block-parallel and art with the joseph \
+             projector, and sirt, landweber, cimmino, sart and block-it with the line projector; \
              {name:?} with the {kind:?} projector runs on the CPU (use --backend cpu or auto)"
         );
     }
@@ -72,7 +79,15 @@ pub fn run(job: &Job) -> Result<()> {
         .text("iterative_options", &format!("{options:?}"))
         .text("layout", "[z][y][x], z = detector row - first_detector_row");
     let volume = match gpus {
-        Some(gpus) => run_gpu(&gpus, &geometry, &grid, sinograms, &options, &rows, &path)?,
+        Some(gpus) => {
+            let gpu = GpuSirtOptions {
+                line: kind == ProjectorKind::Line,
+                ..GpuSirtOptions::default()
+            };
+            run_gpu(
+                &gpus, &geometry, &grid, sinograms, &options, &gpu, &rows, &path,
+            )?
+        }
         None => {
             let p = projector::<f32>(kind, &geometry, &grid, None)?;
             tracing::info!(
@@ -156,12 +171,14 @@ fn open_gpus(devices: Option<&str>) -> Result<MultiCudaBackend> {
 
 /// SIRT on the GPUs, resident on each device (slabs of slices shared
 /// between the devices).
+#[allow(clippy::too_many_arguments)]
 fn run_gpu(
     gpus: &MultiCudaBackend,
     geometry: &ParallelGeometry,
     grid: &SliceGrid,
     sinograms: Array3<f32>,
     options: &IterativeOptions,
+    gpu: &GpuSirtOptions,
     rows: &Range<usize>,
     path: &std::path::Path,
 ) -> Result<Array3<f32>> {
@@ -186,7 +203,7 @@ fn run_gpu(
         sinograms.view(),
         None,
         options,
-        &GpuSirtOptions::default(),
+        gpu,
         &|info: &GpuIteration| {
             if info.slab.1 > 1 {
                 bar.set_message(format!("slab {}/{}", info.slab.0 + 1, info.slab.1));

@@ -36,6 +36,7 @@
 //! a `[z][y][x]` volume. [`VolumeBox`] restricts them to part of the volume.
 
 mod algorithms;
+mod batched;
 mod cone_joseph;
 mod cone_line;
 pub(crate) mod cone_rays;

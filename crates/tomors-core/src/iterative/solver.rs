@@ -7,16 +7,19 @@
 //!
 //! All methods solve `A·x ≈ b` with the iterate projected on the constraint
 //! box after every update. ART and the block-parallel method need the
-//! operator's ray capability ([`LinearOperator::rays`]).
+//! operator's ray capability ([`LinearOperator::rays`], or on device
+//! operators the ray batches of [`LinearOperator::ray_batches`], run by
+//! `batched.rs`).
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rayon::prelude::*;
 
+use super::batched::BatchSweep;
 use super::options::{Algorithm, IterativeOptions, RayOrder, StopReason, Weighting};
 use crate::error::{CoreError, Result};
-use crate::linalg::{LinearOperator, RayAccess, Real, Vector};
+use crate::linalg::{LinearOperator, RayAccess, RayBatches, Real, Vector};
 
 /// Weights below this fraction of the largest are treated as zero rows or
 /// columns (rays that clip a pixel corner, pixels no ray sees), so their
@@ -493,6 +496,18 @@ impl<O: LinearOperator + ?Sized> Run<'_, '_, O> {
         hi: Option<f64>,
     ) -> Result<StopReason> {
         let op = self.op;
+        if let (None, Some(batches)) = (op.rays(), op.ray_batches()) {
+            let mut sweep = BatchSweep::new(op, batches)?;
+            self.seed_initial(x)?;
+            for it in 1..=iterations {
+                let list = sweep.art_order(order, it);
+                sweep.sweep(x, self.b, &list, self.lambda, lo, hi)?;
+                if let Some(s) = self.end_sweep(it, x)? {
+                    return Ok(s);
+                }
+            }
+            return Ok(StopReason::Iterations);
+        }
         let rays = op.rays().ok_or_else(|| self.unsupported("ART"))?;
         let norms = floored_ray_norms(rays, self.all)?;
         let na = self.all.len();
@@ -526,6 +541,9 @@ impl<O: LinearOperator + ?Sized> Run<'_, '_, O> {
     ) -> Result<StopReason> {
         type E<O> = <<O as LinearOperator>::Domain as Vector>::Elem;
         let op = self.op;
+        if let (None, Some(batches)) = (op.rays(), op.ray_batches()) {
+            return self.block_parallel_batched(x, batches, per, iterations, lo, hi);
+        }
         let rays = op
             .rays()
             .ok_or_else(|| self.unsupported("the block-parallel method"))?;
@@ -567,6 +585,48 @@ impl<O: LinearOperator + ?Sized> Run<'_, '_, O> {
                     .zip(&sum)
                     .for_each(|(o, &v)| *o = clamp.apply(v * inv_p));
             }
+            if let Some(s) = self.end_sweep(it, x)? {
+                return Ok(s);
+            }
+        }
+        Ok(StopReason::Iterations)
+    }
+}
+
+impl<'r, O: LinearOperator + ?Sized> Run<'r, '_, O> {
+    /// The block-parallel method over ray batches ([`BatchSweep`]): every
+    /// block's Kaczmarz sweep starts from the same iterate, the results
+    /// are summed in block order, averaged and projected on the box, as
+    /// on the host.
+    fn block_parallel_batched(
+        &mut self,
+        x: &mut O::Domain,
+        batches: &'r dyn RayBatches<O::Domain, O::Range>,
+        per: usize,
+        iterations: usize,
+        lo: Option<f64>,
+        hi: Option<f64>,
+    ) -> Result<StopReason> {
+        let op = self.op;
+        let mut sweep = BatchSweep::new(op, batches)?;
+        let lists: Vec<_> = blocks(self.all.len(), per)
+            .into_iter()
+            .map(|b| sweep.list(b))
+            .collect();
+        let inv_p = 1.0 / lists.len() as f64;
+        let mut start = op.domain_zeros()?;
+        let mut xl = op.domain_zeros()?;
+        self.seed_initial(x)?;
+        for it in 1..=iterations {
+            start.copy_from(x)?;
+            x.fill(0.0)?;
+            for list in &lists {
+                xl.copy_from(&start)?;
+                sweep.sweep(&mut xl, self.b, list, self.lambda, lo, hi)?;
+                x.axpy(1.0, &xl)?;
+            }
+            x.scale(inv_p)?;
+            x.clip(lo, hi)?;
             if let Some(s) = self.end_sweep(it, x)? {
                 return Ok(s);
             }

@@ -50,11 +50,13 @@
 //! method need [`LinearOperator::rays`]: they walk single rays
 //! ([`RayAccess::trace_ray`]) over host memory ([`RayAccess::host_parts`]).
 
+mod batches;
 pub mod host;
 mod operator;
 mod real;
 mod vector;
 
+pub use batches::RayBatches;
 pub use operator::{LinearOperator, RayAccess, RayPart};
 pub use real::Real;
 pub use vector::Vector;

@@ -4,6 +4,7 @@
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
+use super::batches::RayBatches;
 use super::real::Real;
 use super::vector::Vector;
 use crate::error::{CoreError, Result};
@@ -126,6 +127,14 @@ pub trait LinearOperator {
     /// single ray, and the solver then reports those methods as
     /// unsupported.
     fn rays(&self) -> Option<&dyn RayAccess<Self::Domain, Self::Range>> {
+        None
+    }
+
+    /// The ray capability in batches of rays with disjoint pixel sets
+    /// ([`RayBatches`]), for ART and the block-parallel method on
+    /// operators whose vectors are not in host memory (device operators);
+    /// used where [`rays`](Self::rays) is `None`. `None` by default.
+    fn ray_batches(&self) -> Option<&dyn RayBatches<Self::Domain, Self::Range>> {
         None
     }
 }

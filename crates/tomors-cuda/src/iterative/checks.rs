@@ -69,44 +69,28 @@ fn find_non_finite(a: &ArrayView3<'_, f32>, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks the options of the GPU runs (no GPU needed): SIRT or a
-/// block-sequential method (SART, BLOCK-IT) with at least one projection
-/// per block, at least one iteration, a positive finite relaxation, a
-/// non-negative finite tolerance, a valid constraint box. Returns the
-/// weighting.
-///
-/// ART and the block-parallel method need ray-by-ray access to the
-/// operator, which the device operators do not offer: one clear
-/// [`CoreError::Unsupported`] error.
+/// Checks the options of the GPU runs (no GPU needed): SIRT, a
+/// block-sequential method (SART, BLOCK-IT) or the block-parallel method
+/// with at least one projection per block, or ART; at least one iteration,
+/// a positive finite relaxation, a non-negative finite tolerance, a valid
+/// constraint box. Returns the weighting (Landweber for ART and the
+/// block-parallel method, which use the rays' own norms).
 pub(crate) fn check_options(options: &IterativeOptions) -> Result<Weighting> {
     let weighting = match options.algorithm {
         Algorithm::Sirt(w) => w,
         Algorithm::BlockSequential {
-            weighting,
-            projections_per_block,
+            projections_per_block: 0,
+            ..
+        }
+        | Algorithm::BlockParallel {
+            projections_per_block: 0,
         } => {
-            if projections_per_block == 0 {
-                return Err(CudaError::Parameter(
-                    "a block needs at least one projection".into(),
-                ));
-            }
-            weighting
+            return Err(CudaError::Parameter(
+                "a block needs at least one projection".into(),
+            ))
         }
-        Algorithm::Art { .. } | Algorithm::BlockParallel { .. } => {
-            let method = if matches!(options.algorithm, Algorithm::Art { .. }) {
-                "ART"
-            } else {
-                "the block-parallel method"
-            };
-            return Err(CoreError::Unsupported {
-                backend: "cuda".into(),
-                operation: format!(
-                    "{method} (it needs ray-by-ray access to the operator, which the GPU \
-                     operators do not offer yet; use the CPU)"
-                ),
-            }
-            .into());
-        }
+        Algorithm::BlockSequential { weighting, .. } => weighting,
+        Algorithm::Art { .. } | Algorithm::BlockParallel { .. } => Weighting::Landweber,
     };
     if options.iterations == 0 {
         return Err(CudaError::Parameter(

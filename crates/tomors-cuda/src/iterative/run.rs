@@ -15,7 +15,7 @@ use std::time::Instant;
 use tomors_core::iterative::{
     default_relaxation_of, solve, Algorithm, IterativeOptions, SolveReport, Weighting,
 };
-use tomors_core::linalg::{LinearOperator, RayAccess};
+use tomors_core::linalg::{LinearOperator, RayAccess, RayBatches};
 use tomors_core::Result as CoreResult;
 
 use crate::error::Result;
@@ -131,6 +131,9 @@ impl<O: LinearOperator + ?Sized> LinearOperator for Prepared<'_, O> {
     }
     fn rays(&self) -> Option<&dyn RayAccess<O::Domain, O::Range>> {
         self.op.rays()
+    }
+    fn ray_batches(&self) -> Option<&dyn RayBatches<O::Domain, O::Range>> {
+        self.op.ray_batches()
     }
 }
 

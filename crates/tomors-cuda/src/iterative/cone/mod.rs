@@ -76,18 +76,22 @@ use crate::runtime::{
     Arg, Array3d, Context, DeviceBuffer, Function, Module, Stream, TexFilter, Texture,
 };
 
+mod art;
+mod det;
 mod operator;
 mod ops;
 mod sirt;
 mod slab;
 
+pub use art::{cone_art_stride, CONE_ART_CU};
+pub use det::CONE_DET_CU;
 pub use operator::ConeOp;
 
 use crate::iterative::check_dim;
 
 pub use sirt::{
     check_cone_sirt_inputs, cone_sirt_bytes, cone_sirt_bytes_with, cone_sirt_cuda,
-    cone_sirt_cuda_with, cone_sirt_fits,
+    cone_sirt_cuda_opts, cone_sirt_cuda_with, cone_sirt_fits, ConeGpuOptions,
 };
 
 /// Source of the cone-beam Joseph projector and SIRT kernels.
@@ -287,6 +291,11 @@ pub struct CudaConeJoseph {
     /// The whole volume (`volume` is its slices `z0..z0 + volume.nz`).
     full: ConeVolume,
     z0: usize,
+    /// The ART kernels, compiled on first use.
+    art: art::ConeArtCell,
+    /// The deterministic back projection, when selected
+    /// ([`CudaConeJoseph::set_deterministic`]).
+    det: Option<det::DetState>,
 }
 
 /// Detector columns of the warp tile of the merged back projection:

@@ -3,7 +3,7 @@
 //! selection on the device.
 
 use tomors_core::iterative::{spectral_radius_of, Weighting};
-use tomors_core::linalg::{LinearOperator, Vector};
+use tomors_core::linalg::{LinearOperator, RayBatches, Vector};
 use tomors_core::Result as CoreResult;
 
 use super::*;
@@ -12,10 +12,10 @@ use super::*;
 /// range the `[angle][row][col]` projections (block `ℓ`: those of the
 /// projections `ℓ`), both flat [`DeviceVec`]s. The Joseph pair is matched
 /// and supports any block; the voxel pair (`B ≈ Aᵀ`) back projects all
-/// projections only. No ray access (ART and the block-parallel method
-/// report themselves unsupported).
+/// projections only. ART and the block-parallel method run through its
+/// ray batches (`art.rs`, Joseph's rays for both pairs).
 pub struct ConeOp<'p> {
-    proj: &'p CudaConeJoseph,
+    pub(super) proj: &'p CudaConeJoseph,
 }
 
 impl CudaConeJoseph {
@@ -161,5 +161,9 @@ impl LinearOperator for ConeOp<'_> {
 
     fn row_norms_sq(&self, angles: &[usize]) -> CoreResult<DeviceVec> {
         Ok(self.row_norms_impl(angles)?)
+    }
+
+    fn ray_batches(&self) -> Option<&dyn RayBatches<DeviceVec, DeviceVec>> {
+        Some(self)
     }
 }

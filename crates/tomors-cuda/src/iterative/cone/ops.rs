@@ -150,6 +150,11 @@ impl CudaConeJoseph {
                 .queue
                 .timed(KernelKind::Back, || self.voxel_back(vb, proj, out));
         }
+        if let Some(d) = &self.det {
+            return self
+                .queue
+                .timed(KernelKind::Back, || self.back_fixed(d, proj, out, block));
+        }
         self.queue.timed(KernelKind::Back, || {
             self.queue.context().bind()?;
             out.buffer().fill_bytes(0, self.queue.stream())?;

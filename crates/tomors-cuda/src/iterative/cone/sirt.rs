@@ -172,9 +172,55 @@ pub fn cone_sirt_cuda_with(
     back: ConeBackProjector,
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
+    let gpu = ConeGpuOptions {
+        back,
+        ..ConeGpuOptions::default()
+    };
+    cone_sirt_cuda_opts(
+        backend,
+        geometry,
+        volume,
+        projections,
+        initial,
+        options,
+        &gpu,
+        progress,
+    )
+}
+
+/// Device options of [`cone_sirt_cuda_opts`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConeGpuOptions {
+    /// The back projection ([`ConeBackProjector`]).
+    pub back: ConeBackProjector,
+    /// The deterministic back projection of the Joseph pair
+    /// ([`CudaConeJoseph::set_deterministic`]: the same bits on every run;
+    /// slower). The default is the faster float atomics.
+    pub deterministic: bool,
+}
+
+/// [`cone_sirt_cuda_with`] with the device options `gpu` (back
+/// projection, deterministic mode).
+///
+/// Errors: those of [`cone_sirt_cuda_with`], and of
+/// [`CudaConeJoseph::set_deterministic`].
+#[allow(clippy::too_many_arguments)]
+pub fn cone_sirt_cuda_opts(
+    backend: &CudaBackend,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    projections: ArrayView3<'_, f32>,
+    initial: Option<ArrayView3<'_, f32>>,
+    options: &IterativeOptions,
+    gpu: &ConeGpuOptions,
+    progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
+) -> Result<(IterativeResult<f32>, SirtStats)> {
     check_cone_sirt_inputs(geometry, volume, &projections, initial.as_ref(), options)?;
     let t0 = Instant::now();
-    let op = CudaConeJoseph::with_back(backend, geometry, volume, back)?;
+    let mut op = CudaConeJoseph::with_back(backend, geometry, volume, gpu.back)?;
+    if gpu.deterministic {
+        op.set_deterministic(true)?;
+    }
     fits_on(op.context(), geometry, volume)?;
     let mut stats = SirtStats {
         slabs: 1,

@@ -160,6 +160,8 @@ impl CudaConeJoseph {
             voxel,
             full: *volume,
             z0: z.start,
+            art: super::art::ConeArtCell::new(),
+            det: None,
         })
     }
 }

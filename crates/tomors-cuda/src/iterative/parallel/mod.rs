@@ -49,12 +49,16 @@ use crate::iterative::device::{DeviceVec, KernelKind, Layout, OnQueue, Queue};
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{Arg, Context, Function, Module};
 
+mod art;
 mod foreign;
+mod line;
 mod operator;
 mod ops;
 mod sirt;
 mod tables;
 
+pub use art::{joseph_art_strides, ART_CU};
+pub use line::LINE_CU;
 pub use operator::JosephStackOp;
 pub use sirt::{check_sirt_inputs, sirt_cuda, sirt_cuda_multi, GpuSirtOptions};
 use tables::{
@@ -139,6 +143,11 @@ pub struct CudaJoseph {
     keys: Vec<f64>,
     /// The tables of all projections and of other blocks.
     blocks: BlockCache<BlockTables>,
+    /// The ART kernels, compiled on first use.
+    art: art::ArtCell,
+    /// The line-length model's kernels when it is selected
+    /// ([`CudaJoseph::set_line_model`]).
+    line: Option<line::LineKernels>,
 }
 
 /// Projections per unrolled back-projection step: `TOMORS_BP_UNROLL` (1, 2
@@ -297,6 +306,8 @@ impl CudaJoseph {
             bp_host: bp,
             keys,
             blocks: BlockCache::new(geometry.n_angles(), full),
+            art: art::ArtCell::new(),
+            line: None,
         })
     }
 

@@ -3,7 +3,7 @@
 //! device and the weights of the SIRT family as broadcast planes.
 
 use tomors_core::iterative::{spectral_radius_of, Weighting};
-use tomors_core::linalg::{LinearOperator, Vector};
+use tomors_core::linalg::{LinearOperator, RayBatches, Vector};
 use tomors_core::Result as CoreResult;
 
 use super::*;
@@ -13,12 +13,12 @@ use super::*;
 /// projectors: domain [`DeviceVec`] `[slice][y][x]`, range [`DeviceVec`]
 /// `[slice][angle][bin]` (block `ℓ`: the rows of the projections `ℓ`),
 /// both interleaved stacks of the projector; weights are single planes
-/// ([`Layout::Plane`]) broadcast over the slices. Matched (`B = Aᵀ`); no
-/// ray access (ART and the block-parallel method report themselves
-/// unsupported).
+/// ([`Layout::Plane`]) broadcast over the slices. Matched (`B = Aᵀ`);
+/// ART and the block-parallel method run through its ray batches
+/// (`art.rs`).
 pub struct JosephStackOp<'p> {
-    proj: &'p CudaJoseph,
-    slices: usize,
+    pub(super) proj: &'p CudaJoseph,
+    pub(super) slices: usize,
 }
 
 impl CudaJoseph {
@@ -125,7 +125,7 @@ impl JosephStackOp<'_> {
         self.slices
     }
 
-    fn check_domain(&self, x: &DeviceVec, what: &str) -> Result<()> {
+    pub(super) fn check_domain(&self, x: &DeviceVec, what: &str) -> Result<()> {
         let (ns, _) = self.proj.check_volume(x, what)?;
         if ns != self.slices {
             return Err(CoreError::Shape(format!(
@@ -137,7 +137,7 @@ impl JosephStackOp<'_> {
         Ok(())
     }
 
-    fn check_range(&self, y: &DeviceVec, rows: usize, what: &str) -> Result<()> {
+    pub(super) fn check_range(&self, y: &DeviceVec, rows: usize, what: &str) -> Result<()> {
         let (ns, _) = self.proj.check_stack(y, rows, self.proj.nb, what)?;
         if ns != self.slices {
             return Err(CoreError::Shape(format!(
@@ -157,7 +157,12 @@ impl JosephStackOp<'_> {
         let Layout::Stack { stored, .. } = x.layout() else {
             unreachable!("checked to be a stack")
         };
-        let vt = x.transposed(|s, d| p.transpose_raw(s, d, stored / 4))?;
+        // The line model reads the volume itself.
+        let vt = if p.is_line_model() {
+            x.buffer().ptr()
+        } else {
+            x.transposed(|s, d| p.transpose_raw(s, d, stored / 4))?
+        };
         y.touched();
         let ptrs = (x.buffer().ptr(), vt, y.buffer().ptr());
         p.forward_raw(ptrs, self.slices, &tables, false)
@@ -200,7 +205,11 @@ impl LinearOperator for JosephStackOp<'_> {
     type Range = DeviceVec;
 
     fn name(&self) -> &str {
-        "cuda joseph"
+        if self.proj.is_line_model() {
+            "cuda line"
+        } else {
+            "cuda joseph"
+        }
     }
 
     fn n_projections(&self) -> usize {
@@ -253,5 +262,10 @@ impl LinearOperator for JosephStackOp<'_> {
 
     fn row_norms_sq(&self, angles: &[usize]) -> CoreResult<DeviceVec> {
         Ok(self.proj.row_weights(angles, true)?)
+    }
+
+    fn ray_batches(&self) -> Option<&dyn RayBatches<DeviceVec, DeviceVec>> {
+        // Joseph's rays only (the batches' kernels are Joseph's).
+        (!self.proj.is_line_model()).then_some(self as &dyn RayBatches<DeviceVec, DeviceVec>)
     }
 }

@@ -278,6 +278,9 @@ impl CudaJoseph {
         tables: &BlockTables,
         squared: bool,
     ) -> Result<()> {
+        if let Some(k) = &self.line {
+            return self.line_forward_raw(k, (v, out), slices, tables, squared);
+        }
         let (f, name) = if squared {
             (&self.f.forward_sq, "jp_forward_sq")
         } else {
@@ -316,6 +319,9 @@ impl CudaJoseph {
         slices: usize,
         tables: &BlockTables,
     ) -> Result<()> {
+        if let Some(k) = &self.line {
+            return self.line_back_raw(k, (sino, out), slices, tables);
+        }
         self.launch(
             KernelKind::Back,
             &self.f.back,

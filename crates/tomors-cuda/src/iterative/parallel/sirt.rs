@@ -26,6 +26,9 @@ pub struct GpuSirtOptions {
     pub paired: Option<bool>,
     /// Slices per back-projection thread, 4, 8 or 16 (0: the default).
     pub back_slice_group: usize,
+    /// The line-length projector ([`CudaJoseph::set_line_model`]) instead
+    /// of Joseph's (SIRT, SART and BLOCK-IT only).
+    pub line: bool,
 }
 
 /// Checks the inputs of [`sirt_cuda`] (no GPU needed): the algorithm is
@@ -234,6 +237,21 @@ pub(super) fn sirt_on(
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
     check_sirt_inputs(geometry, grid, &sinograms, initial.as_ref(), options)?;
+    if gpu.line
+        && matches!(
+            options.algorithm,
+            tomors_core::iterative::Algorithm::Art { .. }
+                | tomors_core::iterative::Algorithm::BlockParallel { .. }
+        )
+    {
+        return Err(CoreError::Unsupported {
+            backend: "cuda".into(),
+            operation: "ART and the block-parallel method with the line-length projector \
+                        (the GPU runs them with Joseph's)"
+                .into(),
+        }
+        .into());
+    }
     if devices.is_empty() {
         return Err(CudaError::Parameter("no CUDA device selected".into()));
     }
@@ -265,7 +283,7 @@ pub(super) fn sirt_on(
                         0 => DEFAULT_BACK_GROUP.min(if ns >= 16 { 16 } else { sg }),
                         b => b,
                     };
-                    CudaJoseph::tuned(
+                    let mut j = CudaJoseph::tuned(
                         d,
                         geometry,
                         grid,
@@ -275,7 +293,11 @@ pub(super) fn sirt_on(
                             rays_per_thread: ap,
                             paired: gpu.paired.unwrap_or(DEFAULT_PAIR),
                         },
-                    )
+                    )?;
+                    if gpu.line {
+                        j.set_line_model(true)?;
+                    }
+                    Ok(j)
                 })
             })
             .collect();

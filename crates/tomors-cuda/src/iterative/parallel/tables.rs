@@ -15,6 +15,13 @@ pub(super) struct FpAngle {
     transposed: i32,
 }
 
+impl FpAngle {
+    /// Change of a ray's position along a line per bin (pixels).
+    pub(super) fn qk(&self) -> f64 {
+        self.qk
+    }
+}
+
 /// Most rays (projections) per thread of `jp_forward` (`AP` in the kernel).
 pub(super) const AP: usize = 4;
 
