@@ -550,15 +550,6 @@ fn cone_gpu_bad_input_is_an_error() {
         ),
         (
             IterativeOptions {
-                algorithm: Algorithm::Art {
-                    order: Default::default(),
-                },
-                ..ok
-            },
-            "ART",
-        ),
-        (
-            IterativeOptions {
                 relaxation: Some(1e30),
                 iterations: 20,
                 ..ok
@@ -676,8 +667,8 @@ fn cone_sirt_inputs_are_checked_without_a_gpu() {
         },
         "exceeds",
     );
-    // Block-sequential methods pass (the Joseph pair runs them); ART and
-    // the block-parallel method need single rays.
+    // Block-sequential methods pass (the Joseph pair runs them), and so do
+    // ART and the block-parallel method (ray batches; tests/art_gpu.rs).
     let sart = IterativeOptions {
         algorithm: Algorithm::BlockSequential {
             weighting: Weighting::RowColumnSums,
@@ -686,17 +677,17 @@ fn cone_sirt_inputs_are_checked_without_a_gpu() {
         ..ok
     };
     assert_eq!(check(&proj, None, &sart), Ok(Weighting::RowColumnSums));
-    bad(
-        &proj,
-        None,
-        IterativeOptions {
-            algorithm: Algorithm::BlockParallel {
-                projections_per_block: 2,
-            },
-            ..ok
+    for algorithm in [
+        Algorithm::BlockParallel {
+            projections_per_block: 2,
         },
-        "ray-by-ray",
-    );
+        Algorithm::Art {
+            order: Default::default(),
+        },
+    ] {
+        let o = IterativeOptions { algorithm, ..ok };
+        assert!(check(&proj, None, &o).is_ok(), "{:?}", o.algorithm);
+    }
     let wrong = Array3::<f32>::ones((g.n_angles() - 1, g.n_rows(), g.n_cols()));
     bad(&wrong, None, ok, "projections");
     let x0 = Array3::<f32>::zeros((v.nz, v.ny + 1, v.nx));
