@@ -206,5 +206,6 @@ fn rank_job(job: &Job, route: Route) -> Result<ReconJob> {
         memory: job.memory.unwrap_or(DEFAULT_MEMORY),
         quiet,
         method,
+        provenance: job.output.provenance.clone(),
     })
 }

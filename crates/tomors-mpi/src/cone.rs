@@ -105,16 +105,18 @@ fn check_method(options: &IterativeOptions) -> Result<()> {
 }
 
 fn cone_meta(job: &ReconJob, g: &ConeGeometry, v: &ConeVolume, what: &str) -> VolumeMeta {
-    VolumeMeta::default()
-        .text("software", concat!("tomors ", env!("CARGO_PKG_VERSION")))
-        .text("input", &job.source.path().display().to_string())
-        .text("geometry", "cone")
-        .float("sod", g.sod())
-        .float("odd", g.odd())
-        .int("n_angles", g.n_angles() as i64)
-        .float("voxel_size", f64::from(v.voxel_size))
-        .text("method", what)
-        .text("layout", "[z][y][x]")
+    job.with_provenance(
+        VolumeMeta::default()
+            .text("software", concat!("tomors ", env!("CARGO_PKG_VERSION")))
+            .text("input", &job.source.path().display().to_string())
+            .text("geometry", "cone")
+            .float("sod", g.sod())
+            .float("odd", g.odd())
+            .int("n_angles", g.n_angles() as i64)
+            .float("voxel_size", f64::from(v.voxel_size))
+            .text("method", what)
+            .text("layout", "[z][y][x]"),
+    )
 }
 
 fn say_wrote(comm: &dyn Comm, job: &ReconJob, v: &ConeVolume, t: Instant) {

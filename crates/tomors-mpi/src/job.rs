@@ -120,6 +120,20 @@ pub struct ReconJob {
     pub quiet: bool,
     /// The computation.
     pub method: Method,
+    /// The run's effective configuration (`tomors recon`'s provenance
+    /// record), stored in the output as the single-process run stores it
+    /// (HDF5/NeXus/OME-Zarr attribute, `tomors.toml` of a TIFF directory).
+    pub provenance: Option<String>,
+}
+
+impl ReconJob {
+    /// `meta` with the run's configuration, when there is one.
+    pub(crate) fn with_provenance(&self, meta: tomors_io::VolumeMeta) -> tomors_io::VolumeMeta {
+        match &self.provenance {
+            Some(p) => meta.text(tomors_io::provenance::CONFIG_ATTR, p),
+            None => meta,
+        }
+    }
 }
 
 /// Runs a job on every rank of `comm`: `build` prepares it on each rank

@@ -64,20 +64,22 @@ fn meta(job: &ReconJob, geometry: &ParallelGeometry, grid: &SliceGrid, what: &st
         .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &a| {
             (l.min(a), h.max(a))
         });
-    VolumeMeta::default()
-        .text("software", concat!("tomors ", env!("CARGO_PKG_VERSION")))
-        .text("input", &job.source.path().display().to_string())
-        .text("reader", job.source.format())
-        .int("first_detector_row", job.rows.start as i64)
-        .int("n_angles", geometry.n_angles() as i64)
-        .float("angle_min_deg", f64::from(lo).to_degrees())
-        .float("angle_max_deg", f64::from(hi).to_degrees())
-        .float("center", f64::from(geometry.center(0)))
-        .float("bin_width", f64::from(geometry.bin_width()))
-        .float("pixel_size", f64::from(grid.pixel_size))
-        .text("method", what)
-        .text("preprocess", &format!("{:?}", job.preprocess))
-        .text("layout", "[z][y][x], z = detector row - first_detector_row")
+    job.with_provenance(
+        VolumeMeta::default()
+            .text("software", concat!("tomors ", env!("CARGO_PKG_VERSION")))
+            .text("input", &job.source.path().display().to_string())
+            .text("reader", job.source.format())
+            .int("first_detector_row", job.rows.start as i64)
+            .int("n_angles", geometry.n_angles() as i64)
+            .float("angle_min_deg", f64::from(lo).to_degrees())
+            .float("angle_max_deg", f64::from(hi).to_degrees())
+            .float("center", f64::from(geometry.center(0)))
+            .float("bin_width", f64::from(geometry.bin_width()))
+            .float("pixel_size", f64::from(grid.pixel_size))
+            .text("method", what)
+            .text("preprocess", &format!("{:?}", job.preprocess))
+            .text("layout", "[z][y][x], z = detector row - first_detector_row"),
+    )
 }
 
 fn io_err(job: &ReconJob, e: impl std::fmt::Display) -> anyhow::Error {

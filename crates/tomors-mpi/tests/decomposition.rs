@@ -43,6 +43,7 @@ fn fbp_job(input: &Path, out: &Path, format: VolumeFormat, center: Center) -> Re
             options: FbpOptions::default(),
             backend: Box::new(|_| Ok(Box::new(CpuBackend::new()))),
         },
+        provenance: None,
     }
 }
 
@@ -291,6 +292,7 @@ fn zslab_fdk_equals_single_process() {
                         options: FdkOptions::default(),
                         backend: Box::new(|_| Ok(Box::new(CpuBackend::new()))),
                     },
+                    provenance: None,
                 })
             })
         });

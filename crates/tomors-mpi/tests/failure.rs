@@ -33,6 +33,7 @@ fn job(
         memory: 1 << 30,
         quiet: true,
         method,
+        provenance: None,
     })
 }
 

@@ -161,6 +161,7 @@ fn job(input: &std::path::Path, out: &std::path::Path, method: Method) -> anyhow
         memory: 1 << 30,
         quiet: true,
         method,
+        provenance: None,
     })
 }
 
