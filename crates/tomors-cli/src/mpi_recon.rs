@@ -6,7 +6,6 @@ use anyhow::{bail, Context, Result};
 use tomors_core::cone::FdkOptions;
 use tomors_core::cpu::CpuBackend;
 use tomors_core::iterative::{Algorithm, ProjectorKind};
-use tomors_io::CenterOptions;
 use tomors_mpi::{Center, GpuChooser, Method, ReconJob};
 
 use crate::backend_select::{make_backend, make_cone_backend, BackendArgs, BackendChoice};
