@@ -99,6 +99,18 @@ fn fbp_of_dxchange_on_two_ranks_is_bit_identical() {
             1,
             "rank 0 reports once: {stdout}"
         );
+        // Both record the run's configuration (provenance), in the output
+        // or beside it (`.npy`), as `--config-from` reads it.
+        for out in [&one, &two] {
+            let config = tomors_io::provenance::read_config(out)
+                .unwrap_or_else(|e| panic!("{}: no provenance: {e}", out.display()));
+            assert!(
+                config.starts_with(tomors_io::provenance::CONFIG_HEADER)
+                    && config.contains(s(&input)),
+                "{}: {config}",
+                out.display()
+            );
+        }
         match name {
             "tif" => {
                 assert_eq!(listing(&one), listing(&two));

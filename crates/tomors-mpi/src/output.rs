@@ -44,6 +44,9 @@ enum Sink {
         data_offset: u64,
         /// Rank 0 only: commits or (dropped) removes the temporary.
         stage: Option<StagedFile>,
+        /// Rank 0 only: the provenance sidecar `X.npy.tomors.toml` (see
+        /// [`tomors_io::provenance::npy_sidecar`]), committed with the volume.
+        sidecar: Option<StagedFile>,
     },
     Tiff {
         /// The temporary directory.
@@ -161,6 +164,7 @@ impl DistOutput {
                     tmp,
                     data_offset: header.len() as u64,
                     stage: Some(stage),
+                    sidecar: npy_sidecar(path, meta, overwrite)?,
                 }
             }
             VolumeFormat::TiffStack(depth) => {
@@ -214,6 +218,7 @@ impl DistOutput {
                     tmp: tmp.to_path_buf(),
                     data_offset: npy_header(shape).len() as u64,
                     stage: None,
+                    sidecar: None,
                 }
             }
             VolumeFormat::TiffStack(depth) => {
@@ -303,7 +308,11 @@ impl DistOutput {
         let mut commit = Commit::Nothing;
         match self.sink.take() {
             Some(Sink::Npy {
-                file, tmp, stage, ..
+                file,
+                tmp,
+                stage,
+                sidecar,
+                ..
             }) => {
                 if local.is_ok() {
                     local = file
@@ -312,7 +321,7 @@ impl DistOutput {
                 }
                 drop(file);
                 if let Some(s) = stage {
-                    commit = Commit::File(s);
+                    commit = Commit::File(s, sidecar);
                 }
             }
             Some(Sink::Tiff { stage: Some(s), .. }) => commit = Commit::Dir(s),
@@ -364,7 +373,20 @@ impl DistOutput {
         // temporary; a failed commit removes it too.
         outcome?;
         let committed = match commit {
-            Commit::File(s) => s.commit().map_err(Into::into),
+            Commit::File(s, sidecar) => {
+                // The sidecar first, as the single-process writer does; no
+                // provenance is left without its volume.
+                let side_path = sidecar.as_ref().map(|x| x.target().to_path_buf());
+                match sidecar.map(StagedFile::commit).transpose() {
+                    Err(e) => Err(e.into()),
+                    Ok(_) => s.commit().map_err(|e| {
+                        if let Some(p) = side_path {
+                            let _ = std::fs::remove_file(p);
+                        }
+                        e.into()
+                    }),
+                }
+            }
             Commit::Dir(s) => s.commit().map_err(Into::into),
             Commit::Writer(w) => w.finish().map_err(Into::into),
             Commit::Nothing => Err(anyhow!("{}: output already closed", self.path.display())),
@@ -373,10 +395,30 @@ impl DistOutput {
     }
 }
 
+/// Rank 0's staged provenance sidecar of an `.npy` output at `path`, when
+/// `meta` carries the run's configuration: written as the single-process
+/// `.npy` writer writes it (a tomors sidecar left without its volume is
+/// replaced; anything else at its name is refused).
+fn npy_sidecar(path: &Path, meta: &VolumeMeta, overwrite: bool) -> Result<Option<StagedFile>> {
+    let Some(config) = meta.config() else {
+        return Ok(None);
+    };
+    let side = tomors_io::provenance::npy_sidecar(path);
+    let kind = OutputKind::File {
+        magic: tomors_io::provenance::CONFIG_HEADER.as_bytes(),
+    };
+    let orphan = side.exists() && tomors_io::output::is_replaceable(&side, kind).is_ok();
+    let (stage, mut f) = StagedFile::create(&side, kind, overwrite || orphan)?;
+    f.write_all(config.as_bytes())
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("{}: cannot write", stage.path().display()))?;
+    Ok(Some(stage))
+}
+
 /// What rank 0 does to move a complete output to its final name.
 enum Commit {
     Nothing,
-    File(StagedFile),
+    File(StagedFile, Option<StagedFile>),
     Dir(StagedDir),
     Writer(Box<dyn VolumeWriter>),
 }
