@@ -137,16 +137,6 @@ impl MemoryModel {
     }
 }
 
-/// Rounds a slab size down to a multiple of the source's row chunk (when it
-/// has one and the slab holds at least one chunk), so that slabs starting at
-/// a multiple of it decompress each chunk once.
-pub fn align_to_chunks(per_slab: usize, row_chunk: Option<usize>) -> usize {
-    match row_chunk {
-        Some(c) if c > 0 && per_slab >= c => per_slab - per_slab % c,
-        _ => per_slab,
-    }
-}
-
 /// Cuts `rows` into consecutive slabs of at most `per_slab` rows whose
 /// boundaries fall on the storage chunks' row boundaries (multiples of
 /// `row_chunk`, counted from detector row 0) wherever they can: with slabs
@@ -293,13 +283,6 @@ mod tests {
         }
         // No chunks: plain slabs.
         assert_eq!(slab_plan(3..13, 4, None), vec![3..7, 7..11, 11..13]);
-    }
-
-    #[test]
-    fn slabs_align_to_chunks() {
-        assert_eq!(align_to_chunks(70, Some(32)), 64);
-        assert_eq!(align_to_chunks(20, Some(32)), 20);
-        assert_eq!(align_to_chunks(70, None), 70);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use ndarray::Axis;
 use tomors_core::fbp::{check_finite, fbp_sinograms, projections_to_sinograms};
 use tomors_core::iterative::{projector, reconstruct};
 use tomors_core::{ParallelGeometry, SliceGrid};
-use tomors_io::stream::{align_to_chunks, slabs, MemoryModel};
+use tomors_io::stream::{slab_plan, MemoryModel};
 use tomors_io::VolumeMeta;
 
 use crate::comm::{broadcast_f32, Comm};
@@ -108,7 +108,6 @@ pub(crate) fn run_fbp(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
             .rows_per_slab(job.memory)
             .map_err(|e| io_err(&job, format!("--memory: {e}")))?
             .min(mine.len().max(1));
-        let per_slab = align_to_chunks(per_slab, job.source.row_chunk());
         let backend = backend(comm.local_rank())?;
         Ok((geometry, grid, per_slab, backend))
     })();
@@ -117,7 +116,10 @@ pub(crate) fn run_fbp(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
     let meta = meta(&job, &geometry, &grid, &what);
     let shape = [job.rows.len(), grid.ny, grid.nx];
     let mut out = DistOutput::create(comm, &job.out, job.format, shape, &meta, job.overwrite)?;
-    let n_slabs = mine.len().div_ceil(per_slab);
+    // Slab boundaries on the storage chunks' rows (counted from row 0, so
+    // also where a rank's rows start inside a chunk), as the single process.
+    let plan = slab_plan(mine.clone(), per_slab, job.source.row_chunk());
+    let n_slabs = plan.len();
     if rank != 0 {
         // Shown under TOMORS_LOG=info (rank 0 says it below).
         tracing::info!("rank {rank}: rows {mine:?} on {}", backend.name());
@@ -149,7 +151,7 @@ pub(crate) fn run_fbp(comm: &dyn Comm, job: ReconJob) -> Result<(), Failure> {
     );
     let t = Instant::now();
     let local = (|| -> Result<()> {
-        for r in slabs(mine.clone(), per_slab) {
+        for r in plan {
             let projections = job.source.read_rows(r.clone(), &job.preprocess)?;
             check_finite(projections.view(), "the preprocessed projections")
                 .map_err(|e| io_err(&job, e))?;
