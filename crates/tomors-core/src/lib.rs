@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod error;
 pub mod fbp;
 pub mod filter;
+pub mod fourier;
 pub mod geometry;
 pub mod iterative;
 pub mod linalg;
