@@ -53,6 +53,7 @@ pub mod bench;
 pub mod cone;
 pub mod error;
 pub mod fbp;
+pub mod fourier;
 pub mod iterative;
 pub mod runtime;
 pub mod tune;
@@ -63,6 +64,7 @@ pub use fbp::device::DeviceOrder;
 pub use fbp::fft::FftVariant;
 pub use fbp::kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
 pub use fbp::{CudaBackend, CudaOptions, MultiCudaBackend, PipelineStats, TexStorage};
+pub use fourier::{CudaFourier, FourierStats};
 pub use iterative::cone::{
     cone_sirt_cuda, cone_sirt_cuda_opts, cone_sirt_cuda_with, ConeGpuOptions,
 };

@@ -1,0 +1,438 @@
+//! The device state of the gridding method and its overlapped slab
+//! pipeline: upload → pad, 1D FFT, weight → gather → 2D inverse FFT, crop →
+//! download, on three streams with double-buffered slabs and pinned staging
+//! (as the FBP pipeline in `fbp/engine`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ndarray::{ArrayView3, ArrayViewMut3, Axis};
+use tomors_core::fourier::gather::GatherParams;
+use tomors_core::fourier::FourierPlan;
+use tomors_core::Padding;
+
+use super::fft2::C2cPlan;
+use super::FourierStats;
+use crate::error::Result;
+use crate::fbp::engine::{copy_in, copy_out};
+use crate::runtime::compile::cubin_cached;
+use crate::runtime::{
+    ensure, ensure_pinned, launch, Arg, Context, DeviceBuffer, Event, Function, Module,
+    PinnedBuffer, Stream,
+};
+
+/// The CUDA source of the gridding kernels.
+pub const GRIDREC_CU: &str = include_str!("../../kernels/gridrec.cu");
+
+struct Kernels {
+    _module: Module,
+    pad: Function,
+    weight: Function,
+    gather: Function,
+    crop: Function,
+}
+
+/// Device tables of one plan.
+struct Tables {
+    key: (usize, usize, usize, usize, usize, u64),
+    shift: DeviceBuffer,
+    resp: DeviceBuffer,
+    cos: DeviceBuffer,
+    sin: DeviceBuffer,
+    dx: DeviceBuffer,
+    dy: DeviceBuffer,
+}
+
+/// One device's gridding state (used behind a Mutex).
+pub(crate) struct FourierEngine {
+    pub ctx: Arc<Context>,
+    up: Stream,
+    comp: Stream,
+    down: Stream,
+    k: Kernels,
+    plans: HashMap<(Vec<usize>, usize), C2cPlan>,
+    tables: Option<Tables>,
+    raw: [Option<DeviceBuffer>; 2],
+    out: [Option<DeviceBuffer>; 2],
+    spec: Option<DeviceBuffer>,
+    grid: Option<DeviceBuffer>,
+    pin_in: [Option<PinnedBuffer>; 2],
+    pin_out: [Option<PinnedBuffer>; 2],
+    /// Slices per slab (0 = automatic).
+    pub slab_override: usize,
+    pub stats: FourierStats,
+}
+
+// SAFETY: every handle inside is usable from any thread with the context
+// bound, and the engine is only used behind a Mutex.
+unsafe impl Send for FourierEngine {}
+
+fn f32_bytes(v: &[f32]) -> usize {
+    std::mem::size_of_val(v)
+}
+
+impl FourierEngine {
+    pub fn new(ordinal: usize) -> Result<Self> {
+        let ctx = Context::new(ordinal)?;
+        let (cubin, _) = cubin_cached("gridrec", GRIDREC_CU, &[], &ctx.name, ctx.cc, ctx.driver)?;
+        let module = Module::load(&ctx, &cubin)?;
+        let k = Kernels {
+            pad: module.function("gr_pad")?,
+            weight: module.function("gr_weight")?,
+            gather: module.function("gr_gather")?,
+            crop: module.function("gr_crop")?,
+            _module: module,
+        };
+        Ok(Self {
+            up: Stream::new(&ctx)?,
+            comp: Stream::new(&ctx)?,
+            down: Stream::new(&ctx)?,
+            ctx,
+            k,
+            plans: HashMap::new(),
+            tables: None,
+            raw: [None, None],
+            out: [None, None],
+            spec: None,
+            grid: None,
+            pin_in: [None, None],
+            pin_out: [None, None],
+            slab_override: 0,
+            stats: FourierStats::default(),
+        })
+    }
+
+    /// Releases every cached buffer and plan (after an out-of-memory error).
+    pub fn free_buffers(&mut self) {
+        self.plans.clear();
+        self.raw = [None, None];
+        self.out = [None, None];
+        self.spec = None;
+        self.grid = None;
+        self.pin_in = [None, None];
+        self.pin_out = [None, None];
+    }
+
+    fn upload_tables(&mut self, plan: &FourierPlan) -> Result<()> {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for v in plan.response.iter().chain(&plan.cos).chain(&plan.deapod_x) {
+            h = (h ^ v.to_bits() as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        for v in &plan.shift {
+            h = (h ^ v.to_bits()).wrapping_mul(0x100_0000_01b3);
+        }
+        let key = (
+            plan.n_bins,
+            plan.n_angles,
+            plan.grid,
+            plan.nx,
+            plan.ny,
+            h,
+        );
+        if self.tables.as_ref().is_some_and(|t| t.key == key) {
+            return Ok(());
+        }
+        self.comp.synchronize()?;
+        let buf = |v: &[f32], what: &str| -> Result<DeviceBuffer> {
+            let b = DeviceBuffer::new(&self.ctx, f32_bytes(v), what)?;
+            b.upload(v)?;
+            Ok(b)
+        };
+        let shift = DeviceBuffer::new(&self.ctx, plan.shift.len() * 8, "fourier shifts")?;
+        shift.upload(&plan.shift)?;
+        self.tables = Some(Tables {
+            key,
+            shift,
+            resp: buf(&plan.response, "fourier response")?,
+            cos: buf(&plan.cos, "fourier cos table")?,
+            sin: buf(&plan.sin, "fourier sin table")?,
+            dx: buf(&plan.deapod_x, "fourier deapodization")?,
+            dy: buf(&plan.deapod_y, "fourier deapodization")?,
+        });
+        Ok(())
+    }
+
+    fn plan_fft(&mut self, dims: &[usize], batch: usize) -> Result<()> {
+        let key = (dims.to_vec(), batch);
+        if !self.plans.contains_key(&key) {
+            self.ctx.bind()?;
+            let p = C2cPlan::new(dims, batch)?;
+            self.plans.insert(key, p);
+        }
+        Ok(())
+    }
+
+    /// Device bytes per pair of slices (work buffers, FFT work areas and
+    /// the double-buffered slabs).
+    fn bytes_per_pair(plan: &FourierPlan) -> usize {
+        let spec = plan.n_angles * plan.padded * 8;
+        let grid = plan.grid * plan.grid * 8;
+        let slab = 2 * 2 * (plan.n_angles * plan.n_bins + plan.nx * plan.ny) * 4;
+        spec * 2 + grid * 2 + slab
+    }
+
+    /// Slices per slab: the override, `TOMORS_FOURIER_SLAB`, or about
+    /// 4 GB of device memory (an even count).
+    fn slab_size(&self, plan: &FourierPlan, total: usize) -> usize {
+        let env = std::env::var("TOMORS_FOURIER_SLAB")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok());
+        let s = if self.slab_override > 0 {
+            self.slab_override
+        } else if let Some(s) = env {
+            s
+        } else {
+            2 * (4_000_000_000 / Self::bytes_per_pair(plan).max(1)).clamp(1, 16)
+        };
+        s.max(1).min(total.max(1))
+    }
+
+    fn ensure_buffers(&mut self, plan: &FourierPlan, ss: usize) -> Result<()> {
+        let pairs = ss.div_ceil(2);
+        let raw = ss * plan.n_angles * plan.n_bins;
+        let out = ss * plan.nx * plan.ny;
+        for b in 0..2 {
+            ensure(&mut self.raw[b], &self.ctx, raw * 4, "fourier slab sinograms")?;
+            ensure(&mut self.out[b], &self.ctx, out * 4, "fourier slab slices")?;
+            ensure_pinned(&mut self.pin_in[b], &self.ctx, raw)?;
+            ensure_pinned(&mut self.pin_out[b], &self.ctx, out)?;
+        }
+        let spec = pairs * plan.n_angles * plan.padded * 8;
+        ensure(&mut self.spec, &self.ctx, spec, "fourier spectra")?;
+        let grid = pairs * plan.grid * plan.grid * 8;
+        ensure(&mut self.grid, &self.ctx, grid, "fourier grid")?;
+        self.plan_fft(&[plan.padded], pairs * plan.n_angles)?;
+        self.plan_fft(&[plan.grid, plan.grid], pairs)?;
+        Ok(())
+    }
+
+    /// Queues the computation of one slab of `k` slices from `raw` into
+    /// `out` on the compute stream, with events after the 1D stage and the
+    /// gather.
+    #[allow(clippy::too_many_arguments)]
+    fn compute(
+        &self,
+        plan: &FourierPlan,
+        edge: bool,
+        raw: u64,
+        out: u64,
+        k: usize,
+        marks: [&Event; 2],
+    ) -> Result<()> {
+        let t = self.tables.as_ref().expect("tables uploaded");
+        let pairs = k.div_ceil(2);
+        let (na, n, p, g) = (plan.n_angles, plan.n_bins, plan.padded, plan.grid);
+        let spec = self.spec.as_ref().expect("allocated").ptr();
+        let grid = self.grid.as_ref().expect("allocated").ptr();
+        let s = &self.comp;
+        let rows = (p.div_ceil(256) as u32, na as u32, pairs as u32);
+        // SAFETY: argument lists match the kernels in gridrec.cu; every
+        // buffer holds the sizes allocated in `ensure_buffers`.
+        unsafe {
+            let a: [Arg; 7] = [
+                raw.into(),
+                spec.into(),
+                (n as i32).into(),
+                (p as i32).into(),
+                (na as i32).into(),
+                (k as i32).into(),
+                i32::from(edge).into(),
+            ];
+            launch(&self.k.pad, "gr_pad", rows, (256, 1, 1), 0, s, &a)?;
+            self.plans[&(vec![p], pairs * na)].exec(spec, true, s)?;
+            let a: [Arg; 5] = [
+                spec.into(),
+                t.shift.ptr().into(),
+                t.resp.ptr().into(),
+                (p as i32).into(),
+                (na as i32).into(),
+            ];
+            launch(&self.k.weight, "gr_weight", rows, (256, 1, 1), 0, s, &a)?;
+            marks[0].record(s)?;
+            let q = GatherParams::from_plan(plan);
+            let a: [Arg; 14] = [
+                spec.into(),
+                grid.into(),
+                t.cos.ptr().into(),
+                t.sin.ptr().into(),
+                q.n_angles.into(),
+                q.padded.into(),
+                q.grid.into(),
+                q.images.into(),
+                q.alpha.into(),
+                q.rmax.into(),
+                q.half_w.into(),
+                q.beta.into(),
+                q.theta0.into(),
+                q.dtheta.into(),
+            ];
+            let gb = g.div_ceil(16) as u32;
+            launch(
+                &self.k.gather,
+                "gr_gather",
+                (gb, gb, pairs as u32),
+                (16, 16, 1),
+                0,
+                s,
+                &a,
+            )?;
+            marks[1].record(s)?;
+            self.plans[&(vec![g, g], pairs)].exec(grid, false, s)?;
+            let a: [Arg; 8] = [
+                grid.into(),
+                out.into(),
+                t.dx.ptr().into(),
+                t.dy.ptr().into(),
+                (g as i32).into(),
+                (plan.nx as i32).into(),
+                (plan.ny as i32).into(),
+                (k as i32).into(),
+            ];
+            let cg = (plan.nx.div_ceil(256) as u32, plan.ny as u32, pairs as u32);
+            launch(&self.k.crop, "gr_crop", cg, (256, 1, 1), 0, s, &a)?;
+        }
+        Ok(())
+    }
+
+    /// Reconstructs `input` (`[slice][angle][bin]`) into `output`
+    /// (`[slice][y][x]`) through the overlapped pipeline. Retries with
+    /// smaller slabs on out-of-memory.
+    pub fn run(
+        &mut self,
+        plan: &FourierPlan,
+        padding: Padding,
+        input: ArrayView3<'_, f32>,
+        output: ArrayViewMut3<'_, f32>,
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        self.ctx.bind()?;
+        let total = input.len_of(Axis(0));
+        if total == 0 {
+            return Ok(());
+        }
+        self.upload_tables(plan)?;
+        let mut ss = self.slab_size(plan, total);
+        loop {
+            match self.ensure_buffers(plan, ss) {
+                Ok(()) => break,
+                Err(e) if e.is_out_of_memory() && ss > 1 => {
+                    tracing::warn!("{e}; retrying with slabs of {} slices", ss / 2);
+                    self.free_buffers();
+                    ss /= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let edge = padding == Padding::Edge;
+        let (na, n) = (plan.n_angles, plan.n_bins);
+        let plane_out = plan.nx * plan.ny;
+        let mut stats = FourierStats {
+            slices: total,
+            slab_size: ss,
+            ..Default::default()
+        };
+        let ev = |ctx: &Arc<Context>| -> Result<[Event; 2]> {
+            Ok([Event::new(ctx)?, Event::new(ctx)?])
+        };
+        let (up0, up1, c0, c1, c2, c3, d0, d1) = (
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+            ev(&self.ctx)?,
+        );
+        let mut inputs = Vec::new();
+        let mut outputs = Vec::new();
+        let (mut i_rest, mut o_rest) = (input, output);
+        while i_rest.len_of(Axis(0)) > 0 {
+            let k = ss.min(i_rest.len_of(Axis(0)));
+            let (a, ri) = i_rest.split_at(Axis(0), k);
+            let (b, ro) = o_rest.split_at(Axis(0), k);
+            inputs.push(Some(a));
+            outputs.push(Some(b));
+            i_rest = ri;
+            o_rest = ro;
+        }
+        let ns = inputs.len();
+        stats.slabs = ns;
+        for i in 0..=ns {
+            if i < ns {
+                let b = i % 2;
+                let slab = inputs[i].take().expect("each slab once");
+                let k = slab.len_of(Axis(0));
+                if i >= 2 {
+                    up1[b].synchronize()?;
+                }
+                let th = Instant::now();
+                copy_in(
+                    &slab,
+                    &mut self.pin_in[b].as_mut().expect("allocated").as_mut_slice()[..k * na * n],
+                );
+                stats.host_in_ms += th.elapsed().as_secs_f64() * 1e3;
+                if i >= 2 {
+                    self.up.wait(&c3[b])?;
+                }
+                up0[b].record(&self.up)?;
+                let raw = self.raw[b].as_ref().expect("allocated");
+                // SAFETY: the pinned buffer is not written again until up1[b] completes.
+                unsafe {
+                    raw.upload_async(
+                        0,
+                        self.pin_in[b].as_ref().expect("allocated").as_slice().as_ptr()
+                            as *const u8,
+                        k * na * n * 4,
+                        &self.up,
+                    )?;
+                }
+                up1[b].record(&self.up)?;
+                self.comp.wait(&up1[b])?;
+                if i >= 2 {
+                    self.comp.wait(&d1[b])?;
+                }
+                c0[b].record(&self.comp)?;
+                let (rp, op) = (raw.ptr(), self.out[b].as_ref().expect("allocated").ptr());
+                self.compute(plan, edge, rp, op, k, [&c1[b], &c2[b]])?;
+                c3[b].record(&self.comp)?;
+                self.down.wait(&c3[b])?;
+                d0[b].record(&self.down)?;
+                // SAFETY: the host reads the pinned buffer only after d1[b] completes.
+                unsafe {
+                    self.out[b].as_ref().expect("allocated").download_async(
+                        0,
+                        self.pin_out[b]
+                            .as_mut()
+                            .expect("allocated")
+                            .as_mut_slice()
+                            .as_mut_ptr() as *mut u8,
+                        k * plane_out * 4,
+                        &self.down,
+                    )?;
+                }
+                d1[b].record(&self.down)?;
+            }
+            if i >= 1 {
+                let j = i - 1;
+                let b = j % 2;
+                d1[b].synchronize()?;
+                let mut dst = outputs[j].take().expect("each slab once");
+                let k = dst.len_of(Axis(0));
+                let th = Instant::now();
+                let src = &self.pin_out[b].as_ref().expect("allocated").as_slice()[..k * plane_out];
+                copy_out(src, &mut dst);
+                stats.host_out_ms += th.elapsed().as_secs_f64() * 1e3;
+                stats.upload_ms += up0[b].elapsed_ms(&up1[b])? as f64;
+                stats.fft_ms += c0[b].elapsed_ms(&c1[b])? as f64;
+                stats.gather_ms += c1[b].elapsed_ms(&c2[b])? as f64;
+                stats.ifft_ms += c2[b].elapsed_ms(&c3[b])? as f64;
+                stats.download_ms += d0[b].elapsed_ms(&d1[b])? as f64;
+            }
+        }
+        stats.wall_ms = t0.elapsed().as_secs_f64() * 1e3;
+        self.stats = stats;
+        Ok(())
+    }
+}
