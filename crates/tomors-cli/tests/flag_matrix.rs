@@ -110,12 +110,15 @@ const CONE: [&str; 8] = [
 ];
 const SIRT: [&str; 2] = ["--algorithm", "sirt"];
 
-fn routes() -> [(&'static str, Vec<&'static str>); 4] {
+const FOURIER: [&str; 2] = ["--method", "fourier"];
+
+fn routes() -> [(&'static str, Vec<&'static str>); 5] {
     [
         ("fbp", vec![]),
         ("sirt", SIRT.to_vec()),
         ("fdk", CONE.to_vec()),
         ("cone-sirt", [&CONE[..], &SIRT[..]].concat()),
+        ("fourier", FOURIER.to_vec()),
     ]
 }
 
@@ -158,15 +161,15 @@ fn remove(p: &Path) {
     }
 }
 
-/// What a flag does on each route (fbp, sirt, fdk, cone-sirt): `true`
+/// What a flag does on each route (fbp, sirt, fdk, cone-sirt, fourier): `true`
 /// runs, `false` is refused with an error naming `needle`.
 struct Case {
     flags: Vec<String>,
     needle: String,
-    ok: [bool; 4],
+    ok: [bool; 5],
 }
 
-fn case(flags: &[&str], ok: [bool; 4]) -> Case {
+fn case(flags: &[&str], ok: [bool; 5]) -> Case {
     Case {
         flags: flags.iter().map(|s| s.to_string()).collect(),
         needle: flags[0].to_string(),
@@ -174,12 +177,15 @@ fn case(flags: &[&str], ok: [bool; 4]) -> Case {
     }
 }
 
-const ALL: [bool; 4] = [true; 4];
-const NONE: [bool; 4] = [false; 4];
-const PARALLEL: [bool; 4] = [true, true, false, false];
-const FILTERED: [bool; 4] = [true, false, true, false];
-const ITERATIVE: [bool; 4] = [false, true, false, true];
-const FBP: [bool; 4] = [true, false, false, false];
+const ALL: [bool; 5] = [true; 5];
+const NONE: [bool; 5] = [false; 5];
+const PARALLEL: [bool; 5] = [true, true, false, false, true];
+const FILTERED: [bool; 5] = [true, false, true, false, true];
+/// Back-projection flags: FBP and FDK, not the fourier method.
+const BACKPROJECTED: [bool; 5] = [true, false, true, false, false];
+const ITERATIVE: [bool; 5] = [false, true, false, true, false];
+const FBP: [bool; 5] = [true, false, false, false, true];
+const DIRECT: [bool; 5] = [true, false, false, false, false];
 
 #[test]
 fn every_flag_on_every_method_runs_or_names_the_flag() {
@@ -216,8 +222,11 @@ fn every_flag_on_every_method_runs_or_names_the_flag() {
         case(&["--filter", "hann"], FILTERED),
         case(&["--cutoff", "0.8"], FILTERED),
         case(&["--padding", "edge"], FILTERED),
-        case(&["--interp", "linear"], FILTERED),
-        case(&["--interp", "nearest"], FBP),
+        case(&["--interp", "linear"], BACKPROJECTED),
+        case(&["--interp", "nearest"], DIRECT),
+        case(&["--method", "fourier"], FBP),
+        case(&["--method", "direct"], DIRECT),
+        case(&["--method", "gridding-typo"], NONE),
         case(&["--slab", "4"], FBP),
         case(&["--raw-dtype", "f32"], NONE),
         case(&["--raw-endian", "little"], NONE),
@@ -301,9 +310,9 @@ fn every_flag_on_every_method_runs_or_names_the_flag() {
         case(&["--sod", "200"], NONE),
         case(&["--odd", "200"], NONE),
         case(&["--pixel-size", "2"], NONE),
-        case(&["--principal-point", "8,4"], [false, false, true, true]),
-        case(&["--voxel-size", "0.5"], [false, false, true, true]),
-        case(&["--short-scan"], [false, false, true, true]),
+        case(&["--principal-point", "8,4"], [false, false, true, true, false]),
+        case(&["--voxel-size", "0.5"], [false, false, true, true, false]),
+        case(&["--short-scan"], [false, false, true, true, false]),
         case(&["--iterations", "3"], ITERATIVE),
         case(&["--relaxation", "0.5"], ITERATIVE),
         case(&["--projector", "line"], ITERATIVE),

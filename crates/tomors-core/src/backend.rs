@@ -8,6 +8,7 @@ use ndarray::{ArrayView3, ArrayViewMut3};
 
 use crate::error::{CoreError, Result};
 use crate::filter::FilterSpec;
+use crate::fourier::FourierOptions;
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
 /// How a back projector reads a detector row at a non-integer position.
@@ -96,6 +97,20 @@ pub trait Backend: Send + Sync {
             geometry.fbp_weight(),
             out,
         )
+    }
+
+    /// Filtered back projection of one slab by direct Fourier
+    /// reconstruction (gridding, [`crate::fourier`]) into `out`
+    /// (`[slice][y][x]`). The CPU method unless a backend has its own.
+    fn fourier(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        options: &FourierOptions,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> Result<()> {
+        crate::fourier::fourier_into(sinograms, geometry, grid, options, out)
     }
 }
 

@@ -7,6 +7,7 @@ use ndarray::{s, Array3, ArrayView3, Axis};
 use crate::backend::{Backend, Interpolation};
 use crate::error::{CoreError, Result};
 use crate::filter::FilterSpec;
+use crate::fourier::{FourierOptions, Method};
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
 /// Parameters of filtered back projection.
@@ -18,6 +19,9 @@ pub struct FbpOptions {
     pub interpolation: Interpolation,
     /// Slices handed to the backend at once.
     pub slab: usize,
+    /// The exact back projection (default) or direct Fourier
+    /// reconstruction (gridding, [`crate::fourier`]; `interpolation` unused).
+    pub method: Method,
 }
 
 impl Default for FbpOptions {
@@ -26,6 +30,7 @@ impl Default for FbpOptions {
             filter: FilterSpec::default(),
             interpolation: Interpolation::Linear,
             slab: 32,
+            method: Method::Direct,
         }
     }
 }
@@ -72,14 +77,27 @@ pub fn fbp_sinograms_with_progress(
     let mut start = 0;
     while start < ns {
         let end = (start + slab).min(ns);
-        backend.fbp(
+        let (slab_in, slab_out) = (
             sinograms.slice(s![start..end, .., ..]),
-            geometry,
-            grid,
-            &options.filter,
-            options.interpolation,
             out.slice_mut(s![start..end, .., ..]),
-        )?;
+        );
+        match options.method {
+            Method::Direct => backend.fbp(
+                slab_in,
+                geometry,
+                grid,
+                &options.filter,
+                options.interpolation,
+                slab_out,
+            )?,
+            Method::Fourier => {
+                let f = FourierOptions {
+                    filter: options.filter,
+                    ..FourierOptions::default()
+                };
+                backend.fourier(slab_in, geometry, grid, &f, slab_out)?
+            }
+        }
         start = end;
         if !progress(start, ns) {
             return Err(CoreError::Cancelled);

@@ -45,6 +45,7 @@ impl FilterArgs {
             padding: self.padding,
             interp: self.interp,
             slab,
+            method: None,
         }
     }
 }

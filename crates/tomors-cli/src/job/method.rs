@@ -4,6 +4,7 @@
 use anyhow::{bail, Result};
 use clap::ValueEnum;
 use tomors_core::fbp::FbpOptions;
+use tomors_core::fourier::Method;
 use tomors_core::iterative::{
     Algorithm, Constraint, IterativeOptions, ProjectorKind, RayOrder, Weighting,
 };
@@ -44,12 +45,15 @@ pub struct FbpSpec {
     pub interp: Option<Interpolation>,
     /// `--slab`.
     pub slab: Option<usize>,
+    /// `--method`.
+    pub method: Option<Method>,
 }
 
 impl FbpSpec {
     /// Each flag given, by name.
-    pub fn given(&self) -> [(bool, &'static str); 5] {
+    pub fn given(&self) -> [(bool, &'static str); 6] {
         [
+            (self.method.is_some(), "--method"),
             (self.filter.is_some(), "--filter"),
             (self.cutoff.is_some(), "--cutoff"),
             (self.padding.is_some(), "--padding"),
@@ -75,6 +79,7 @@ impl FbpSpec {
             filter: self.filter()?,
             interpolation: self.interp.unwrap_or(Interpolation::Linear),
             slab: self.slab.unwrap_or(DEFAULT_SLAB),
+            method: self.method.unwrap_or_default(),
         })
     }
 }

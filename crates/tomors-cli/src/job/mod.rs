@@ -153,7 +153,10 @@ impl Job {
         }
         if route == Route::ConeFdk {
             refuse(
-                &[(m.fbp.slab.is_some(), "--slab")],
+                &[
+                    (m.fbp.slab.is_some(), "--slab"),
+                    (m.fbp.method.is_some(), "--method"),
+                ],
                 "is for parallel-beam FBP",
             )?;
             if m.fbp
@@ -162,6 +165,17 @@ impl Job {
             {
                 bail!("--geometry cone interpolates the detector bilinearly (--interp linear)");
             }
+        }
+
+        if route == Route::Fbp && m.fbp.method == Some(tomors_core::fourier::Method::Fourier) {
+            refuse(
+                &[(m.fbp.interp.is_some(), "--interp")],
+                "is not used by --method fourier (it interpolates in frequency space)",
+            )?;
+            refuse(
+                &[(b.kernel.is_some(), "--kernel")],
+                "selects the direct back projector; --method fourier does not use it",
+            )?;
         }
 
         // Backend.

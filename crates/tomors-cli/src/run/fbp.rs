@@ -101,6 +101,7 @@ pub fn run(job: &Job) -> Result<()> {
         .float("bin_width", f64::from(geometry.bin_width()))
         .float("pixel_size", f64::from(grid.pixel_size))
         .text("filter", &format!("{:?}", options.filter))
+        .text("method", &options.method.to_string())
         .text("interpolation", &options.interpolation.to_string())
         .text("layout", "[z][y][x], z = detector row - first_detector_row");
     let writer = output::create(&job.output, format, [rows.len(), grid.ny, grid.nx], &meta)?;

@@ -32,6 +32,10 @@ pub struct CudaBackend {
     pub(crate) ext: crate::fbp::extensions::Extensions,
     /// This device's entries of the tuning cache (read once at creation).
     tuned: crate::fbp::tuning::TuningCache,
+    /// Device ordinal.
+    ordinal: usize,
+    /// The gridding (fourier) method's state on this device, made on first use.
+    fourier: Mutex<Option<std::sync::Arc<crate::fourier::CudaFourier>>>,
 }
 
 impl CudaBackend {
@@ -55,6 +59,8 @@ impl CudaBackend {
             options,
             ext: Default::default(),
             tuned,
+            ordinal,
+            fourier: Mutex::new(None),
         })
     }
 
@@ -136,6 +142,21 @@ impl CudaBackend {
             }
             k => k.resolve(slices),
         }
+    }
+
+    /// The gridding (fourier) method on this device (its kernels compiled
+    /// or loaded on the first call).
+    pub fn fourier_engine(&self) -> Result<std::sync::Arc<crate::fourier::CudaFourier>> {
+        let mut slot = self
+            .fourier
+            .lock()
+            .map_err(|_| CudaError::Parameter("a previous call on this device panicked".into()))?;
+        if slot.is_none() {
+            *slot = Some(std::sync::Arc::new(crate::fourier::CudaFourier::new(
+                self.ordinal,
+            )?));
+        }
+        Ok(slot.as_ref().expect("just made").clone())
     }
 
     pub(crate) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Engine>> {
@@ -291,5 +312,18 @@ impl Backend for CudaBackend {
             k,
         )
         .map_err(CoreError::from)
+    }
+
+    fn fourier(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        options: &tomors_core::fourier::FourierOptions,
+        out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<()> {
+        self.fourier_engine()
+            .and_then(|f| f.reconstruct(sinograms, geometry, grid, options, out))
+            .map_err(CoreError::from)
     }
 }

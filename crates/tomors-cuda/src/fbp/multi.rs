@@ -184,4 +184,48 @@ impl Backend for MultiCudaBackend {
         )
         .map_err(CoreError::from)
     }
+
+    /// The gridding method with the slices split into one contiguous,
+    /// even-sized part per device.
+    fn fourier(
+        &self,
+        sinograms: ArrayView3<'_, f32>,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+        options: &tomors_core::fourier::FourierOptions,
+        mut out: ArrayViewMut3<'_, f32>,
+    ) -> tomors_core::Result<()> {
+        validate(&sinograms, &out, geometry, grid)?;
+        let k = sinograms.shape()[0];
+        if k == 0 {
+            return Ok(());
+        }
+        let part = k.div_ceil(2 * self.devices.len()) * 2;
+        let results: Vec<tomors_core::Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .devices
+                .iter()
+                .zip(
+                    sinograms
+                        .axis_chunks_iter(Axis(0), part)
+                        .zip(out.axis_chunks_iter_mut(Axis(0), part)),
+                )
+                .map(|(dev, (a, b))| s.spawn(move || dev.fourier(a, geometry, grid, options, b)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(CoreError::from(CudaError::Parameter(
+                            "a device thread panicked".into(),
+                        )))
+                    })
+                })
+                .collect()
+        });
+        results
+            .into_iter()
+            .collect::<tomors_core::Result<Vec<()>>>()
+            .map(|_| ())
+    }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ndarray::{ArrayView3, ArrayViewMut3, Axis};
+use rayon::prelude::*;
 use tomors_core::fourier::gather::GatherParams;
 use tomors_core::fourier::FourierPlan;
 use tomors_core::Padding;
@@ -15,7 +16,6 @@ use tomors_core::Padding;
 use super::fft2::C2cPlan;
 use super::FourierStats;
 use crate::error::Result;
-use crate::fbp::engine::{copy_in, copy_out};
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{
     ensure, ensure_pinned, launch, Arg, Context, DeviceBuffer, Event, Function, Module,
@@ -434,5 +434,40 @@ impl FourierEngine {
         stats.wall_ms = t0.elapsed().as_secs_f64() * 1e3;
         self.stats = stats;
         Ok(())
+    }
+}
+
+const COPY_CHUNK: usize = 1 << 18;
+
+/// Copies a slab into contiguous staging memory (in parallel).
+fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
+    match src.as_slice() {
+        Some(s) => dst
+            .par_chunks_mut(COPY_CHUNK)
+            .zip(s.par_chunks(COPY_CHUNK))
+            .for_each(|(d, s)| d.copy_from_slice(s)),
+        None => {
+            let plane = (src.shape()[1] * src.shape()[2]).max(1);
+            let planes: Vec<_> = src.outer_iter().collect();
+            dst.par_chunks_mut(plane)
+                .zip(planes.par_iter())
+                .for_each(|(d, p)| d.iter_mut().zip(p.iter()).for_each(|(d, v)| *d = *v));
+        }
+    }
+}
+
+/// Copies contiguous staging memory into a slab (in parallel).
+fn copy_out(src: &[f32], dst: &mut ArrayViewMut3<'_, f32>) {
+    let plane = (dst.shape()[1] * dst.shape()[2]).max(1);
+    match dst.as_slice_mut() {
+        Some(d) => d
+            .par_chunks_mut(COPY_CHUNK)
+            .zip(src.par_chunks(COPY_CHUNK))
+            .for_each(|(d, s)| d.copy_from_slice(s)),
+        None => dst
+            .outer_iter_mut()
+            .into_par_iter()
+            .zip(src.par_chunks(plane))
+            .for_each(|(mut d, s)| d.iter_mut().zip(s).for_each(|(d, v)| *d = *v)),
     }
 }

@@ -33,7 +33,8 @@ unsafe impl Send for C2cPlan {}
 impl C2cPlan {
     /// `batch` contiguous transforms of shape `dims` (1 or 2 sizes, C order).
     pub fn new(dims: &[usize], batch: usize) -> Result<Self> {
-        if !crate::fbp::fft::cufft_available() {
+        // SAFETY: only tries to open the library.
+        if !unsafe { fft::is_culib_present() } {
             return Err(CudaError::MissingLibrary("cuFFT (libcufft.so)"));
         }
         let mut n: Vec<i32> = dims.iter().map(|&d| d as i32).collect();

@@ -9,8 +9,9 @@
 //! splits the pairs. Slabs stream through upload, compute and download on
 //! three streams (as the FBP pipeline).
 //!
-//! This layer depends on [`crate::runtime`] and the FBP engine's staging
-//! copies only.
+//! This layer depends on [`crate::runtime`] only; the FBP backends
+//! ([`crate::CudaBackend`], [`crate::MultiCudaBackend`]) reach it through
+//! [`tomors_core::Backend::fourier`].
 
 mod engine;
 mod fft2;

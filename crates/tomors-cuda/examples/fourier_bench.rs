@@ -1,0 +1,220 @@
+//! Benchmark and accuracy check of the GPU gridding (fourier) method.
+//!
+//! ```text
+//! fourier_bench [--sizes 512,1024,2048] [--slices 256] [--width 6] [--reps 3]
+//!               [--disc 2048] [--shepp 2048] [--cpu-size 512]
+//! ```
+//! - speed: for each size n (bins = angles = slice side, angles over π), a
+//!   warm-up on 2 slices (compilation, plans, buffers), then `reps` timed
+//!   host-to-host reconstructions of `slices` pseudo-random sinograms from
+//!   pageable memory into pageable memory (wall clock around the library
+//!   call), with the stage times; the median is reported with the time
+//!   scaled to 2048 slices;
+//! - `--disc n`: tomocupy's disc test (a centred uniform disc of radius
+//!   0.4 n, analytic point-sampled sinogram, n angles, RMS of value − 1 inside
+//!   0.75 r), for the fourier method at W = 4, 5, 6 and the direct FBP (CPU,
+//!   f32, linear);
+//! - `--shepp n`: exact modified Shepp–Logan projections, NRMSE inside the
+//!   0.45 disc of fourier and direct (CPU f32) vs the rasterised phantom and
+//!   of fourier vs direct, plus the RMS difference over the phantom's range;
+//! - `--cpu-size n`: CPU time of the fourier method on 8 slices of n².
+
+use std::time::Instant;
+
+use ndarray::{s, Array2, Array3, Axis};
+use rayon::prelude::*;
+use tomors_core::cpu::CpuBackend;
+use tomors_core::fbp::{fbp_sinograms, FbpOptions};
+use tomors_core::fourier::{fourier_sinograms, FourierOptions};
+use tomors_core::geometry::uniform_angles;
+use tomors_core::metrics::{disc_mask, nrmse};
+use tomors_core::phantom::Phantom2d;
+use tomors_core::{ParallelGeometry, SliceGrid};
+use tomors_cuda::CudaFourier;
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn fill(v: &mut [f32], seed: u64) {
+    v.par_chunks_mut(1 << 16).enumerate().for_each(|(c, ch)| {
+        let mut s = (seed ^ (c as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1;
+        for x in ch {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            *x = (s >> 40) as f32 / (1u64 << 24) as f32;
+        }
+    });
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn geometry(n: usize) -> ParallelGeometry {
+    ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n).unwrap()
+}
+
+fn speed(gpu: &CudaFourier, n: usize, slices: usize, reps: usize, opts: &FourierOptions) {
+    let geom = geometry(n);
+    let grid = SliceGrid::for_geometry(&geom);
+    let mut sino = Array3::<f32>::zeros((slices, n, n));
+    fill(sino.as_slice_mut().unwrap(), 7);
+    let mut out = Array3::<f32>::zeros((slices, n, n));
+    let t = Instant::now();
+    gpu.reconstruct(
+        sino.slice(s![..2, .., ..]),
+        &geom,
+        &grid,
+        opts,
+        out.slice_mut(s![..2, .., ..]),
+    )
+    .unwrap();
+    println!("  n={n}: warm-up (2 slices, compile/plans) {:.3} s", t.elapsed().as_secs_f64());
+    let mut times = Vec::new();
+    for r in 0..reps {
+        let t = Instant::now();
+        gpu.reconstruct(sino.view(), &geom, &grid, opts, out.view_mut())
+            .unwrap();
+        let w = t.elapsed().as_secs_f64();
+        times.push(w);
+        println!("  n={n} rep {r}: {w:.4} s host to host; {}", gpu.last_stats());
+    }
+    let m = median(times);
+    let gu = (n * n * n * slices) as f64 / m / 1e9;
+    println!(
+        "RESULT fourier W={} n={n} angles={n} slices={slices}: median {m:.4} s host to host \
+         ({gu:.0} GU/s-equivalent), {:.3} s scaled to 2048 slices",
+        opts.width,
+        m * 2048.0 / slices as f64
+    );
+}
+
+/// tomocupy's disc: radius 0.4 n, mu = 1/r, p(s) = 2 mu sqrt(r² − s²) at s = k − n/2.
+fn disc(n: usize, k: usize) -> (ParallelGeometry, Array3<f32>, f64) {
+    let r = 0.4 * n as f64;
+    let mu = 1.0 / r;
+    let geom = geometry(n).with_center(n as f32 / 2.0).unwrap();
+    let row: Vec<f32> = (0..n)
+        .map(|i| {
+            let s = i as f64 - n as f64 / 2.0;
+            (2.0 * mu * (r * r - s * s).max(0.0).sqrt()) as f32
+        })
+        .collect();
+    let sino = Array3::from_shape_fn((k, n, n), |(_, _, b)| row[b]);
+    (geom, sino, mu)
+}
+
+fn disc_rms(rec: &Array2<f32>, mu: f64) -> (f64, f64) {
+    let n = rec.nrows();
+    let r = 0.4 * n as f64;
+    let c = n as f64 / 2.0 - 0.5;
+    let (mut s2, mut mx, mut cnt) = (0.0f64, 0.0f64, 0usize);
+    for ((iy, ix), &v) in rec.indexed_iter() {
+        let (dx, dy) = (ix as f64 - c, iy as f64 - c);
+        if (dx * dx + dy * dy).sqrt() < 0.75 * r {
+            let e = v as f64 / mu - 1.0;
+            s2 += e * e;
+            mx = mx.max(e.abs());
+            cnt += 1;
+        }
+    }
+    ((s2 / cnt as f64).sqrt(), mx)
+}
+
+fn disc_test(gpu: &CudaFourier, n: usize) {
+    let (geom, sino, mu) = disc(n, 2);
+    let grid = SliceGrid::for_geometry(&geom);
+    for w in [4, 5, 6, 7] {
+        let opts = FourierOptions { width: w, ..FourierOptions::default() };
+        let mut out = Array3::<f32>::zeros((2, n, n));
+        gpu.reconstruct(sino.view(), &geom, &grid, &opts, out.view_mut()).unwrap();
+        let (rms, mx) = disc_rms(&out.index_axis(Axis(0), 0).to_owned(), mu);
+        let (rms1, _) = disc_rms(&out.index_axis(Axis(0), 1).to_owned(), mu);
+        println!("RESULT disc n={n} fourier W={w} (GPU): interior RMS error {rms:.3e} (imag slice {rms1:.3e}), max {mx:.3e}");
+    }
+    let t = Instant::now();
+    let d = fbp_sinograms(&CpuBackend::new(), sino.slice(s![..1, .., ..]), &geom, &grid, &FbpOptions::default()).unwrap();
+    let (rms, mx) = disc_rms(&d.index_axis(Axis(0), 0).to_owned(), mu);
+    println!("RESULT disc n={n} direct FBP (CPU f32, linear, ram-lak): interior RMS error {rms:.3e}, max {mx:.3e} ({:.1} s)", t.elapsed().as_secs_f64());
+}
+
+fn shepp_test(gpu: &CudaFourier, n: usize) {
+    let geom = geometry(n);
+    let grid = SliceGrid::for_geometry(&geom);
+    let ph = Phantom2d::shepp_logan();
+    let scale = n as f64 / 2.0;
+    let p = ph.project(&geom, scale);
+    let sino = ndarray::stack(Axis(0), &[p.view(), p.view()]).unwrap();
+    let reference = ph.rasterize(&grid, scale, 4);
+    let t = Instant::now();
+    let d = fbp_sinograms(&CpuBackend::new(), sino.slice(s![..1, .., ..]), &geom, &grid, &FbpOptions::default()).unwrap();
+    println!("  direct CPU FBP of 1 slice of {n}²: {:.2} s", t.elapsed().as_secs_f64());
+    let d = d.index_axis(Axis(0), 0).to_owned();
+    let mask = disc_mask(n, n, 0.45);
+    let e_d = nrmse(d.view(), reference.view(), Some(&mask)).unwrap();
+    for w in [4, 5, 6] {
+        let opts = FourierOptions { width: w, ..FourierOptions::default() };
+        let mut out = Array3::<f32>::zeros((2, n, n));
+        gpu.reconstruct(sino.view(), &geom, &grid, &opts, out.view_mut()).unwrap();
+        let f = out.index_axis(Axis(0), 0).to_owned();
+        let e_f = nrmse(f.view(), reference.view(), Some(&mask)).unwrap();
+        let e_fd = nrmse(f.view(), d.view(), Some(&mask)).unwrap();
+        println!(
+            "RESULT shepp-logan n={n} angles={n} W={w}: NRMSE vs phantom (0.45 disc): fourier {e_f:.4e}, direct {e_d:.4e}; fourier vs direct {e_fd:.4e}"
+        );
+    }
+}
+
+fn cpu_time(n: usize, opts: &FourierOptions) {
+    let geom = geometry(n);
+    let grid = SliceGrid::for_geometry(&geom);
+    let mut sino = Array3::<f32>::zeros((8, n, n));
+    fill(sino.as_slice_mut().unwrap(), 3);
+    let t = Instant::now();
+    let _ = fourier_sinograms(sino.view(), &geom, &grid, opts).unwrap();
+    let f = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let _ = fbp_sinograms(&CpuBackend::new(), sino.view(), &geom, &grid, &FbpOptions::default()).unwrap();
+    let d = t.elapsed().as_secs_f64();
+    println!(
+        "RESULT cpu n={n} 8 slices ({} threads): fourier W={} {f:.3} s, direct FBP {d:.3} s",
+        rayon::current_num_threads(),
+        opts.width
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let sizes: String = arg(&args, "--sizes", "512,1024,2048".to_string());
+    let slices: usize = arg(&args, "--slices", 256);
+    let reps: usize = arg(&args, "--reps", 3);
+    let width: usize = arg(&args, "--width", tomors_core::fourier::DEFAULT_WIDTH);
+    let disc_n: usize = arg(&args, "--disc", 0);
+    let shepp_n: usize = arg(&args, "--shepp", 0);
+    let cpu_n: usize = arg(&args, "--cpu-size", 0);
+    let gpu = CudaFourier::new(0).unwrap_or_else(|e| {
+        eprintln!("fourier_bench: {e}");
+        std::process::exit(1)
+    });
+    println!("device {}", gpu.name());
+    let opts = FourierOptions { width, ..FourierOptions::default() };
+    for n in sizes.split(',').filter_map(|v| v.trim().parse::<usize>().ok()) {
+        speed(&gpu, n, slices, reps, &opts);
+    }
+    if disc_n > 0 {
+        disc_test(&gpu, disc_n);
+    }
+    if shepp_n > 0 {
+        shepp_test(&gpu, shepp_n);
+    }
+    if cpu_n > 0 {
+        cpu_time(cpu_n, &opts);
+    }
+}

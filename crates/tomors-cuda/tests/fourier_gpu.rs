@@ -1,0 +1,136 @@
+//! The GPU gridding (fourier) method against its CPU reference
+//! (tomors-core's `fourier`, same plan and f32 gather): several geometries,
+//! slab splits, odd slice counts, filters and padding. Skips with a printed
+//! reason without a GPU; fails instead under `TOMORS_REQUIRE_GPU=1`.
+
+mod common;
+
+use common::{gpu_required, random, rel_l2};
+use ndarray::{Array3, Axis};
+use tomors_core::fourier::{fourier_sinograms, FourierOptions};
+use tomors_core::geometry::uniform_angles;
+use tomors_core::phantom::Phantom2d;
+use tomors_core::{FilterKind, FilterSpec, Padding, ParallelGeometry, SliceGrid};
+use tomors_cuda::CudaFourier;
+
+const PI: f32 = std::f32::consts::PI;
+
+fn fourier_or_skip(test: &str) -> Option<CudaFourier> {
+    match tomors_cuda::device_count().and_then(|_| CudaFourier::new(0)) {
+        Ok(f) => Some(f),
+        Err(e) if gpu_required() => {
+            panic!("{test}: TOMORS_REQUIRE_GPU=1 but no GPU is usable: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping {test}: {e}");
+            None
+        }
+    }
+}
+
+/// Sinograms: the Shepp–Logan's exact projections plus random values.
+fn sinograms(k: usize, geom: &ParallelGeometry, seed: u64) -> Array3<f32> {
+    let (na, nb) = (geom.n_angles(), geom.n_bins());
+    let p = Phantom2d::shepp_logan().project(geom, nb as f64 * 0.4);
+    let noise = random(k * na * nb, seed);
+    Array3::from_shape_fn((k, na, nb), |(s, j, b)| {
+        p[[j, b]] * (1.0 + 0.3 * s as f32) + 0.2 * noise[(s * na + j) * nb + b]
+    })
+}
+
+/// Relative L2 error of the GPU result against the CPU reference, worst slice.
+const BOUND: f64 = 2e-5;
+
+#[test]
+fn gpu_fourier_matches_cpu_reference() {
+    let Some(gpu) = fourier_or_skip("gpu_fourier_matches_cpu_reference") else {
+        return;
+    };
+    let seed = common::test_seed();
+    struct Case {
+        name: &'static str,
+        nb: usize,
+        na: usize,
+        range: f32,
+        center: Option<f32>,
+        grid: Option<(usize, usize, f32)>,
+        k: usize,
+        slab: usize,
+        filter: FilterSpec,
+        width: usize,
+    }
+    let base = Case {
+        name: "",
+        nb: 128,
+        na: 120,
+        range: PI,
+        center: None,
+        grid: None,
+        k: 4,
+        slab: 0,
+        filter: FilterSpec::default(),
+        width: 6,
+    };
+    let cases = vec![
+        Case { name: "128 bins, 120 angles, 4 slices", ..base },
+        Case { name: "odd: 101 bins, 91 angles, 3 slices, slabs of 2", nb: 101, na: 91, k: 3, slab: 2, ..base },
+        Case { name: "360 degrees, centre 60.3, 5 slices, slabs of 3", range: 2.0 * PI, na: 200, center: Some(60.3), k: 5, slab: 3, ..base },
+        Case { name: "grid 90x70 of 1.3 bins", grid: Some((90, 70, 1.3)), ..base },
+        Case { name: "grid 150x160 of 0.7 bins, hann 0.8, edge", grid: Some((150, 160, 0.7)), filter: FilterSpec { kind: FilterKind::Hann, cutoff: 0.8, padding: Padding::Edge }, ..base },
+        Case { name: "W=4, shepp-logan filter", width: 4, filter: FilterSpec::new(FilterKind::SheppLogan), ..base },
+        Case { name: "1 slice", k: 1, ..base },
+    ];
+    let mut failures = Vec::new();
+    for c in cases {
+        let mut geom = ParallelGeometry::new(uniform_angles(c.na, c.range), c.nb).unwrap();
+        if let Some(ctr) = c.center {
+            geom = geom.with_center(ctr).unwrap();
+        }
+        let grid = match c.grid {
+            Some((nx, ny, h)) => SliceGrid::with_pixel_size(nx, ny, h).unwrap(),
+            None => SliceGrid::for_geometry(&geom),
+        };
+        let opts = FourierOptions { filter: c.filter, width: c.width, ..FourierOptions::default() };
+        let sino = sinograms(c.k, &geom, seed);
+        let cpu = fourier_sinograms(sino.view(), &geom, &grid, &opts).unwrap();
+        let mut out = Array3::from_elem((c.k, grid.ny, grid.nx), f32::NAN);
+        gpu.set_slab(c.slab).unwrap();
+        gpu.reconstruct(sino.view(), &geom, &grid, &opts, out.view_mut()).unwrap();
+        assert!(out.iter().all(|v| v.is_finite()), "{}: unwritten pixels", c.name);
+        let worst = (0..c.k)
+            .map(|s| {
+                let g = out.index_axis(Axis(0), s);
+                let r = cpu.index_axis(Axis(0), s);
+                rel_l2(g.as_slice().unwrap(), r.as_slice().unwrap())
+            })
+            .fold(0.0f64, f64::max);
+        println!("{}: GPU vs CPU relative L2 {worst:.3e} ({})", c.name, gpu.last_stats());
+        if !(worst <= BOUND) {
+            failures.push(format!("{}: {worst:.3e}", c.name));
+        }
+    }
+    gpu.set_slab(0).unwrap();
+    assert!(failures.is_empty(), "above {BOUND:e}: {failures:?}");
+}
+
+#[test]
+fn gpu_fourier_refuses_uneven_angles_and_bad_shapes() {
+    let Some(gpu) = fourier_or_skip("gpu_fourier_refuses_uneven_angles_and_bad_shapes") else {
+        return;
+    };
+    let mut angles = uniform_angles(64, PI);
+    angles[10] += 0.02;
+    let geom = ParallelGeometry::new(angles, 64).unwrap();
+    let grid = SliceGrid::for_geometry(&geom);
+    let sino = Array3::<f32>::zeros((2, 64, 64));
+    let mut out = Array3::<f32>::zeros((2, 64, 64));
+    let e = gpu
+        .reconstruct(sino.view(), &geom, &grid, &FourierOptions::default(), out.view_mut())
+        .unwrap_err();
+    assert!(e.to_string().contains("evenly spaced"), "{e}");
+    let geom = ParallelGeometry::new(uniform_angles(64, PI), 64).unwrap();
+    let mut wrong = Array3::<f32>::zeros((3, 64, 64));
+    assert!(gpu
+        .reconstruct(sino.view(), &geom, &grid, &FourierOptions::default(), wrong.view_mut())
+        .is_err());
+}
