@@ -2,14 +2,15 @@
 //!
 //! ```text
 //! fourier_bench [--sizes 512,1024,2048] [--slices 256] [--width 6] [--reps 3]
-//!               [--disc 2048] [--shepp 2048] [--cpu-size 512]
+//!               [--host pageable|pinned|both] [--disc 2048] [--shepp 2048] [--cpu-size 512]
 //! ```
 //! - speed: for each size n (bins = angles = slice side, angles over π), a
 //!   warm-up on 2 slices (compilation, plans, buffers), then `reps` timed
 //!   host-to-host reconstructions of `slices` pseudo-random sinograms from
 //!   pageable memory into pageable memory (wall clock around the library
 //!   call), with the stage times; the median is reported with the time
-//!   scaled to 2048 slices;
+//!   scaled to 2048 slices; `--host pinned` puts input and output in
+//!   page-locked host memory (copied by DMA without staging);
 //! - `--disc n`: tomocupy's disc test (a centred uniform disc of radius
 //!   0.4 n, analytic point-sampled sinogram, n angles, RMS of value − 1 inside
 //!   0.75 r), for the fourier method at W = 4, 5, 6 and the direct FBP (CPU,
@@ -52,21 +53,36 @@ fn fill(v: &mut [f32], seed: u64) {
     });
 }
 
+/// Median (the lower middle value for an even count).
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
+    v[(v.len() - 1) / 2]
 }
 
 fn geometry(n: usize) -> ParallelGeometry {
     ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n).unwrap()
 }
 
-fn speed(gpu: &CudaFourier, n: usize, slices: usize, reps: usize, opts: &FourierOptions) {
+fn speed(gpu: &CudaFourier, n: usize, slices: usize, reps: usize, opts: &FourierOptions, pinned: bool) {
     let geom = geometry(n);
     let grid = SliceGrid::for_geometry(&geom);
-    let mut sino = Array3::<f32>::zeros((slices, n, n));
-    fill(sino.as_slice_mut().unwrap(), 7);
-    let mut out = Array3::<f32>::zeros((slices, n, n));
+    let len = slices * n * n;
+    let t = Instant::now();
+    let (mut pin_in, mut pin_out, mut vec_in, mut vec_out);
+    let (sino_buf, out_buf): (&mut [f32], &mut [f32]) = if pinned {
+        pin_in = gpu.pinned(len).unwrap();
+        pin_out = gpu.pinned(len).unwrap();
+        (pin_in.as_mut_slice(), pin_out.as_mut_slice())
+    } else {
+        vec_in = vec![0f32; len];
+        vec_out = vec![0f32; len];
+        (&mut vec_in[..], &mut vec_out[..])
+    };
+    fill(sino_buf, 7);
+    out_buf.par_iter_mut().for_each(|v| *v = 0.0);
+    println!("  n={n}: {} input and output of {slices} slices ready in {:.2} s", if pinned { "page-locked" } else { "pageable" }, t.elapsed().as_secs_f64());
+    let sino = ndarray::ArrayView3::from_shape((slices, n, n), &*sino_buf).unwrap();
+    let mut out = ndarray::ArrayViewMut3::from_shape((slices, n, n), out_buf).unwrap();
     let t = Instant::now();
     gpu.reconstruct(
         sino.slice(s![..2, .., ..]),
@@ -89,9 +105,10 @@ fn speed(gpu: &CudaFourier, n: usize, slices: usize, reps: usize, opts: &Fourier
     let m = median(times);
     let gu = (n * n * n * slices) as f64 / m / 1e9;
     println!(
-        "RESULT fourier W={} n={n} angles={n} slices={slices}: median {m:.4} s host to host \
+        "RESULT fourier W={} n={n} angles={n} slices={slices} {}: median {m:.4} s host to host \
          ({gu:.0} GU/s-equivalent), {:.3} s scaled to 2048 slices",
         opts.width,
+        if pinned { "page-locked arrays" } else { "pageable arrays" },
         m * 2048.0 / slices as f64
     );
 }
@@ -199,6 +216,7 @@ fn main() {
     let disc_n: usize = arg(&args, "--disc", 0);
     let shepp_n: usize = arg(&args, "--shepp", 0);
     let cpu_n: usize = arg(&args, "--cpu-size", 0);
+    let mode: String = arg(&args, "--host", "pageable".to_string());
     let gpu = CudaFourier::new(0).unwrap_or_else(|e| {
         eprintln!("fourier_bench: {e}");
         std::process::exit(1)
@@ -206,7 +224,11 @@ fn main() {
     println!("device {}", gpu.name());
     let opts = FourierOptions { width, ..FourierOptions::default() };
     for n in sizes.split(',').filter_map(|v| v.trim().parse::<usize>().ok()) {
-        speed(&gpu, n, slices, reps, &opts);
+        for pinned in [false, true] {
+            if mode == "both" || (mode == "pinned") == pinned {
+                speed(&gpu, n, slices, reps, &opts, pinned);
+            }
+        }
     }
     if disc_n > 0 {
         disc_test(&gpu, disc_n);

@@ -52,6 +52,10 @@ pub struct FourierStats {
     pub host_out_ms: f64,
     /// Wall time of the whole call (ms).
     pub wall_ms: f64,
+    /// Whether the input was page-locked and copied without staging.
+    pub pinned_in: bool,
+    /// Whether the output was page-locked and written without staging.
+    pub pinned_out: bool,
 }
 
 impl std::fmt::Display for FourierStats {
@@ -59,7 +63,8 @@ impl std::fmt::Display for FourierStats {
         write!(
             f,
             "{} slices in {} slabs of {}: wall {:.1} ms; GPU upload {:.1}, 1D FFT+weight {:.1}, \
-             gather {:.1}, 2D FFT+crop {:.1}, download {:.1} ms; host copies in {:.1}, out {:.1} ms",
+             gather {:.1}, 2D FFT+crop {:.1}, download {:.1} ms; host copies in {:.1}, out {:.1} ms \
+             (input {}, output {})",
             self.slices,
             self.slabs,
             self.slab_size,
@@ -70,7 +75,9 @@ impl std::fmt::Display for FourierStats {
             self.ifft_ms,
             self.download_ms,
             self.host_in_ms,
-            self.host_out_ms
+            self.host_out_ms,
+            if self.pinned_in { "page-locked" } else { "pageable" },
+            if self.pinned_out { "page-locked" } else { "pageable" }
         )
     }
 }
@@ -108,6 +115,13 @@ impl CudaFourier {
     pub fn set_slab(&self, slices: usize) -> Result<()> {
         self.lock()?.slab_override = slices;
         Ok(())
+    }
+
+    /// `len` floats of page-locked host memory on this device's context:
+    /// input and output arrays there are copied by DMA without staging.
+    pub fn pinned(&self, len: usize) -> Result<crate::runtime::PinnedBuffer> {
+        let ctx = self.lock()?.ctx.clone();
+        crate::runtime::PinnedBuffer::new(&ctx, len)
     }
 
     /// Stage times of the last [`reconstruct`](Self::reconstruct).
