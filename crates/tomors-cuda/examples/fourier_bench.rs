@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! fourier_bench [--sizes 512,1024,2048] [--slices 256] [--width 6] [--reps 3]
-//!               [--host pageable|pinned|both] [--disc 2048] [--shepp 2048] [--cpu-size 512]
+//!               [--host pageable|pinned|both] [--gather tile|point] [--disc 2048] [--shepp 2048] [--cpu-size 512]
 //! ```
 //! - speed: for each size n (bins = angles = slice side, angles over π), a
 //!   warm-up on 2 slices (compilation, plans, buffers), then `reps` timed
@@ -31,6 +31,7 @@ use tomors_core::geometry::uniform_angles;
 use tomors_core::metrics::{disc_mask, nrmse};
 use tomors_core::phantom::Phantom2d;
 use tomors_core::{ParallelGeometry, SliceGrid};
+use tomors_cuda::fourier::GatherKind;
 use tomors_cuda::CudaFourier;
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
@@ -221,7 +222,10 @@ fn main() {
         eprintln!("fourier_bench: {e}");
         std::process::exit(1)
     });
-    println!("device {}", gpu.name());
+    let gather: String = arg(&args, "--gather", "tile".to_string());
+    gpu.set_gather(if gather == "point" { GatherKind::Point } else { GatherKind::Tile })
+        .unwrap();
+    println!("device {}, {gather} gather", gpu.name());
     let opts = FourierOptions { width, ..FourierOptions::default() };
     for n in sizes.split(',').filter_map(|v| v.trim().parse::<usize>().ok()) {
         for pinned in [false, true] {

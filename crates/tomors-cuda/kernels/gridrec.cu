@@ -50,14 +50,15 @@ extern "C" __global__ void gr_weight(float2* __restrict__ spec, const double* __
     spec[idx] = make_float2(v.x * cr - v.y * ci, v.x * ci + v.y * cr);
 }
 
-__device__ __forceinline__ float gr_es(float beta, float z) {
+// The ES kernel lowered by its edge value e^{-beta} (tomors-core fourier::kernel::es).
+__device__ __forceinline__ float gr_es(float beta, float edge, float z) {
     const float t = 1.0f - z * z;
-    return (t <= 0.0f) ? 0.0f : expf(beta * (sqrtf(t) - 1.0f));
+    return (t <= 0.0f) ? 0.0f : expf(beta * (sqrtf(t) - 1.0f)) - edge;
 }
 
 struct GrParams {
     int na, P, G, images;
-    float alpha, rmax, half_w, beta, theta0, dtheta;
+    float alpha, rmax, half_w, beta, edge, theta0, dtheta;
 };
 
 // Adds the samples of projection j near point (px, py) (cells).
@@ -88,7 +89,7 @@ __device__ __forceinline__ void gr_sum_angle(const GrParams& q, const float2* __
         const float r = q.alpha * (float)k;
         const float zx = (px - r * cs) * inv;
         const float zy = (py - r * sn) * inv;
-        const float w = gr_es(q.beta, zx) * gr_es(q.beta, zy);
+        const float w = gr_es(q.beta, q.edge, zx) * gr_es(q.beta, q.edge, zy);
         if (w != 0.0f) {
             const float2 v = __ldg(row + (k < 0 ? k + q.P : k));
             acc.x += v.x * w;
@@ -101,14 +102,14 @@ __device__ __forceinline__ void gr_sum_angle(const GrParams& q, const float2* __
 extern "C" __global__ void gr_gather(const float2* __restrict__ spec, float2* __restrict__ grid,
                                      const float* __restrict__ cosv, const float* __restrict__ sinv, int na, int P,
                                      int G, int images, float alpha, float rmax, float half_w, float beta,
-                                     float theta0, float dtheta) {
+                                     float edge, float theta0, float dtheta) {
     const int ix = blockIdx.x * blockDim.x + threadIdx.x;
     const int iy = blockIdx.y * blockDim.y + threadIdx.y;
     const int pq = blockIdx.z;
     if (ix >= G || iy >= G) return;
     GrParams q;
     q.na = na; q.P = P; q.G = G; q.images = images; q.alpha = alpha; q.rmax = rmax;
-    q.half_w = half_w; q.beta = beta; q.theta0 = theta0; q.dtheta = dtheta;
+    q.half_w = half_w; q.beta = beta; q.edge = edge; q.theta0 = theta0; q.dtheta = dtheta;
     const float2* sp = spec + (long long)pq * na * P;
     const int gx = (ix < G / 2) ? ix : ix - G;
     const int gy = (iy < G / 2) ? iy : iy - G;

@@ -27,6 +27,8 @@ pub struct GatherParams {
     pub half_w: f32,
     /// Kernel shape β.
     pub beta: f32,
+    /// The kernel's edge value e^{−β} (subtracted).
+    pub edge: f32,
     /// First angle (rad).
     pub theta0: f32,
     /// Angular step (rad).
@@ -45,21 +47,14 @@ impl GatherParams {
             rmax: p.rmax,
             half_w: p.kernel.width as f32 / 2.0,
             beta: p.kernel.beta,
+            edge: p.kernel.edge(),
             theta0: p.theta0,
             dtheta: p.dtheta,
         }
     }
 }
 
-#[inline]
-fn es(beta: f32, z: f32) -> f32 {
-    let t = 1.0 - z * z;
-    if t <= 0.0 {
-        0.0
-    } else {
-        (beta * (t.sqrt() - 1.0)).exp()
-    }
-}
+use super::kernel::es;
 
 /// Adds the samples of projection `j` near point (px, py) (cells).
 #[inline]
@@ -99,7 +94,7 @@ fn sum_angle(
         let r = q.alpha * k as f32;
         let zx = (px - r * cs) * inv;
         let zy = (py - r * sn) * inv;
-        let w = es(q.beta, zx) * es(q.beta, zy);
+        let w = es(q.beta, q.edge, zx) * es(q.beta, q.edge, zy);
         if w != 0.0 {
             let idx = if k < 0 { k + q.padded } else { k } as usize;
             *acc += row[idx] * w;

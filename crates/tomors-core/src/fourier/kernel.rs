@@ -1,11 +1,13 @@
 //! The gridding kernel: "exponential of semicircle" (ES, Barnett et al.,
 //! FINUFFT), a close cousin of Kaiser–Bessel that costs one square root and
-//! one exponential, and its Fourier transform (by quadrature) for the
-//! deapodization.
+//! one exponential, lowered by its edge value `e^{−β}` so that it falls to
+//! zero continuously (a sample at the edge of the support then weighs
+//! nothing whichever side of it rounding puts it), and its Fourier transform
+//! (by quadrature) for the deapodization.
 
 use std::f64::consts::PI;
 
-/// The ES kernel `φ(z) = exp(β(√(1 − z²) − 1))` for `|z| < 1`, 0 outside,
+/// The ES kernel `φ(z) = exp(β(√(1 − z²) − 1)) − e^{−β}` for `|z| < 1`, 0 outside,
 /// spread over `width` grid cells (`z = 2d / width` for a distance `d` in
 /// cells).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -30,12 +32,12 @@ impl EsKernel {
     /// φ(z) in f32 (the same formula as the CUDA kernel).
     #[inline]
     pub fn eval(&self, z: f32) -> f32 {
-        let t = 1.0 - z * z;
-        if t <= 0.0 {
-            0.0
-        } else {
-            (self.beta * (t.sqrt() - 1.0)).exp()
-        }
+        es(self.beta, self.edge(), z)
+    }
+
+    /// The edge value `e^{−β}` (in f32) that [`eval`](Self::eval) subtracts.
+    pub fn edge(&self) -> f32 {
+        (-self.beta).exp()
     }
 
     /// The kernel's continuous Fourier transform
@@ -73,6 +75,18 @@ impl EsKernel {
     }
 }
 
+/// `exp(β(√(1 − z²) − 1)) − edge` for `|z| < 1`, else 0 (f32, the CUDA
+/// kernel's formula).
+#[inline]
+pub fn es(beta: f32, edge: f32, z: f32) -> f32 {
+    let t = 1.0 - z * z;
+    if t <= 0.0 {
+        0.0
+    } else {
+        (beta * (t.sqrt() - 1.0)).exp() - edge
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,9 +112,10 @@ mod tests {
     #[test]
     fn kernel_is_one_at_centre_and_zero_outside() {
         let k = EsKernel::new(4, 2.0);
-        assert_eq!(k.eval(0.0), 1.0);
+        assert_eq!(k.eval(0.0), 1.0 - k.edge());
         assert_eq!(k.eval(1.0), 0.0);
         assert_eq!(k.eval(-1.5), 0.0);
         assert!(k.eval(0.99) < 1e-3);
+        assert!(k.eval(0.999_999) < 1e-5);
     }
 }

@@ -24,6 +24,8 @@ use crate::runtime::{
 
 /// The CUDA source of the gridding kernels.
 pub const GRIDREC_CU: &str = include_str!("../../kernels/gridrec.cu");
+/// The CUDA source of the tiled gather.
+pub const GRIDREC_TILE_CU: &str = include_str!("../../kernels/gridrec_tile.cu");
 
 struct Kernels {
     _module: Module,
@@ -31,6 +33,72 @@ struct Kernels {
     weight: Function,
     gather: Function,
     crop: Function,
+}
+
+/// The tiled gather of one kernel width.
+struct TileKernel {
+    _module: Module,
+    tile: Function,
+}
+
+impl TileKernel {
+    fn load(ctx: &Arc<Context>, width: usize) -> Result<Self> {
+        let defines = vec![
+            ("KW".to_string(), width.to_string()),
+            ("TILE".to_string(), TILE.to_string()),
+        ];
+        let (cubin, _) = cubin_cached(
+            "gridrec_tile",
+            GRIDREC_TILE_CU,
+            &defines,
+            &ctx.name,
+            ctx.cc,
+            ctx.driver,
+        )?;
+        let module = Module::load(ctx, &cubin)?;
+        Ok(Self {
+            tile: module.function("gr_tile")?,
+            _module: module,
+        })
+    }
+}
+
+/// Side of the tiled gather's tiles (the `TILE` of gridrec.cu).
+const TILE: usize = 64;
+
+/// How grid points are computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum GatherKind {
+    /// One block per 64×64 tile: the samples touching the tile, spread into
+    /// shared memory (the default).
+    #[default]
+    Tile,
+    /// One thread per grid point, summing the samples in its support.
+    Point,
+}
+
+impl GatherKind {
+    /// `TOMORS_FOURIER_GATHER` (tile or point), else the default.
+    pub fn from_env() -> Self {
+        match std::env::var("TOMORS_FOURIER_GATHER").as_deref() {
+            Ok("point") => Self::Point,
+            _ => Self::Tile,
+        }
+    }
+}
+
+impl Kernels {
+    fn load(ctx: &Arc<Context>) -> Result<Self> {
+        let (cubin, _) = cubin_cached("gridrec", GRIDREC_CU, &[], &ctx.name, ctx.cc, ctx.driver)?;
+        let module = Module::load(ctx, &cubin)?;
+        Ok(Self {
+            pad: module.function("gr_pad")?,
+            weight: module.function("gr_weight")?,
+            gather: module.function("gr_gather")?,
+            crop: module.function("gr_crop")?,
+            _module: module,
+        })
+    }
 }
 
 /// Device tables of one plan.
@@ -51,6 +119,9 @@ pub(crate) struct FourierEngine {
     comp: Stream,
     down: Stream,
     k: Kernels,
+    tiles: HashMap<usize, TileKernel>,
+    /// The gather variant.
+    pub gather: GatherKind,
     plans: HashMap<(Vec<usize>, usize), C2cPlan>,
     tables: Option<Tables>,
     raw: [Option<DeviceBuffer>; 2],
@@ -75,21 +146,15 @@ fn f32_bytes(v: &[f32]) -> usize {
 impl FourierEngine {
     pub fn new(ordinal: usize) -> Result<Self> {
         let ctx = Context::new(ordinal)?;
-        let (cubin, _) = cubin_cached("gridrec", GRIDREC_CU, &[], &ctx.name, ctx.cc, ctx.driver)?;
-        let module = Module::load(&ctx, &cubin)?;
-        let k = Kernels {
-            pad: module.function("gr_pad")?,
-            weight: module.function("gr_weight")?,
-            gather: module.function("gr_gather")?,
-            crop: module.function("gr_crop")?,
-            _module: module,
-        };
+        let k = Kernels::load(&ctx)?;
         Ok(Self {
             up: Stream::new(&ctx)?,
             comp: Stream::new(&ctx)?,
             down: Stream::new(&ctx)?,
             ctx,
             k,
+            tiles: HashMap::new(),
+            gather: GatherKind::from_env(),
             plans: HashMap::new(),
             tables: None,
             raw: [None, None],
@@ -221,6 +286,7 @@ impl FourierEngine {
         marks: [&Event; 2],
     ) -> Result<()> {
         let t = self.tables.as_ref().expect("tables uploaded");
+        let kern = &self.k;
         let pairs = k.div_ceil(2);
         let (na, n, p, g) = (plan.n_angles, plan.n_bins, plan.padded, plan.grid);
         let spec = self.spec.as_ref().expect("allocated").ptr();
@@ -239,7 +305,7 @@ impl FourierEngine {
                 (k as i32).into(),
                 i32::from(edge).into(),
             ];
-            launch(&self.k.pad, "gr_pad", rows, (256, 1, 1), 0, s, &a)?;
+            launch(&kern.pad, "gr_pad", rows, (256, 1, 1), 0, s, &a)?;
             self.plans[&(vec![p], pairs * na)].exec(spec, true, s)?;
             let a: [Arg; 5] = [
                 spec.into(),
@@ -248,10 +314,10 @@ impl FourierEngine {
                 (p as i32).into(),
                 (na as i32).into(),
             ];
-            launch(&self.k.weight, "gr_weight", rows, (256, 1, 1), 0, s, &a)?;
+            launch(&kern.weight, "gr_weight", rows, (256, 1, 1), 0, s, &a)?;
             marks[0].record(s)?;
             let q = GatherParams::from_plan(plan);
-            let a: [Arg; 14] = [
+            let a: [Arg; 15] = [
                 spec.into(),
                 grid.into(),
                 t.cos.ptr().into(),
@@ -264,19 +330,23 @@ impl FourierEngine {
                 q.rmax.into(),
                 q.half_w.into(),
                 q.beta.into(),
+                q.edge.into(),
                 q.theta0.into(),
                 q.dtheta.into(),
             ];
-            let gb = g.div_ceil(16) as u32;
-            launch(
-                &self.k.gather,
-                "gr_gather",
-                (gb, gb, pairs as u32),
-                (16, 16, 1),
-                0,
-                s,
-                &a,
-            )?;
+            match self.gather {
+                GatherKind::Point => {
+                    let gb = g.div_ceil(16) as u32;
+                    let dims = (gb, gb, pairs as u32);
+                    launch(&kern.gather, "gr_gather", dims, (16, 16, 1), 0, s, &a)?;
+                }
+                GatherKind::Tile => {
+                    let tb = g.div_ceil(TILE) as u32;
+                    let dims = (tb, tb, pairs as u32);
+                    let tile = &self.tiles[&plan.kernel.width].tile;
+                    launch(tile, "gr_tile", dims, (256, 1, 1), 0, s, &a)?;
+                }
+            }
             marks[1].record(s)?;
             self.plans[&(vec![g, g], pairs)].exec(grid, false, s)?;
             let a: [Arg; 8] = [
@@ -290,7 +360,7 @@ impl FourierEngine {
                 (k as i32).into(),
             ];
             let cg = (plan.nx.div_ceil(256) as u32, plan.ny as u32, pairs as u32);
-            launch(&self.k.crop, "gr_crop", cg, (256, 1, 1), 0, s, &a)?;
+            launch(&kern.crop, "gr_crop", cg, (256, 1, 1), 0, s, &a)?;
         }
         Ok(())
     }
@@ -312,6 +382,11 @@ impl FourierEngine {
             return Ok(());
         }
         self.upload_tables(plan)?;
+        let w = plan.kernel.width;
+        if self.gather == GatherKind::Tile && !self.tiles.contains_key(&w) {
+            let k = TileKernel::load(&self.ctx, w)?;
+            self.tiles.insert(w, k);
+        }
         let mut ss = self.slab_size(plan, total);
         loop {
             match self.ensure_buffers(plan, ss) {
@@ -330,6 +405,7 @@ impl FourierEngine {
         let mut stats = FourierStats {
             slices: total,
             slab_size: ss,
+            gather: format!("{:?}", self.gather).to_lowercase(),
             ..Default::default()
         };
         let ev = |ctx: &Arc<Context>| -> Result<[Event; 2]> {

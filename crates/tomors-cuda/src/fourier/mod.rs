@@ -22,7 +22,7 @@ use ndarray::{ArrayView3, ArrayViewMut3};
 use tomors_core::fourier::{FourierOptions, FourierPlan};
 use tomors_core::{ParallelGeometry, SliceGrid};
 
-pub use engine::GRIDREC_CU;
+pub use engine::{GatherKind, GRIDREC_CU};
 
 use crate::error::{CudaError, Result};
 use engine::FourierEngine;
@@ -36,6 +36,8 @@ pub struct FourierStats {
     pub slabs: usize,
     /// Slices per slab.
     pub slab_size: usize,
+    /// The gather variant (tile or point).
+    pub gather: String,
     /// Host-to-device copies, summed (GPU ms).
     pub upload_ms: f64,
     /// Padding, 1D FFT and weighting, summed (GPU ms).
@@ -62,12 +64,13 @@ impl std::fmt::Display for FourierStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} slices in {} slabs of {}: wall {:.1} ms; GPU upload {:.1}, 1D FFT+weight {:.1}, \
+            "{} slices in {} slabs of {} ({} gather): wall {:.1} ms; GPU upload {:.1}, 1D FFT+weight {:.1}, \
              gather {:.1}, 2D FFT+crop {:.1}, download {:.1} ms; host copies in {:.1}, out {:.1} ms \
              (input {}, output {})",
             self.slices,
             self.slabs,
             self.slab_size,
+            self.gather,
             self.wall_ms,
             self.upload_ms,
             self.fft_ms,
@@ -109,6 +112,12 @@ impl CudaFourier {
         self.engine
             .lock()
             .map_err(|_| CudaError::Parameter("a previous call on this device panicked".into()))
+    }
+
+    /// Sets the gather variant (default: `TOMORS_FOURIER_GATHER`, else tile).
+    pub fn set_gather(&self, kind: GatherKind) -> Result<()> {
+        self.lock()?.gather = kind;
+        Ok(())
     }
 
     /// Sets the slices per slab (0 = automatic, about 4 GB of device memory).
