@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use realfft::num_complex::Complex;
 use rustfft::FftPlanner;
 
-use super::gather::{gather_point, GatherParams};
+use super::gather::{gather_tile, GatherParams};
 use super::plan::FourierPlan;
 use crate::filter::Padding;
 
@@ -105,27 +105,39 @@ fn padded_value(
     }
 }
 
-/// The Cartesian grid `[gy][gx]` (FFT order) gathered from the spectra.
-fn gather_grid(plan: &FourierPlan, spectra: &[Complex<f32>]) -> Vec<Complex<f32>> {
-    let g = plan.grid;
-    let q = GatherParams::from_plan(plan);
-    let mut grid = vec![Complex::new(0.0f32, 0.0); g * g];
-    grid.par_chunks_mut(g).enumerate().for_each(|(iy, row)| {
-        let gy = signed(iy, g);
-        for (ix, v) in row.iter_mut().enumerate() {
-            *v = gather_point(&q, &plan.cos, &plan.sin, spectra, signed(ix, g), gy);
-        }
-    });
-    grid
-}
+/// Side of a tile of the gather (as the CUDA kernel's).
+const TILE: i32 = 64;
 
-/// Signed frequency of FFT index `i` of `g`: `i` or `i − g`.
-fn signed(i: usize, g: usize) -> i32 {
-    if i < g / 2 {
-        i as i32
-    } else {
-        i as i32 - g as i32
+/// The Cartesian grid `[gy][gx]` (FFT order) gathered from the spectra,
+/// tile by tile ([`gather_tile`]), tiles in parallel.
+fn gather_grid(plan: &FourierPlan, spectra: &[Complex<f32>]) -> Vec<Complex<f32>> {
+    let g = plan.grid as i32;
+    let q = GatherParams::from_plan(plan);
+    let nt = (g + TILE - 1) / TILE;
+    let tiles: Vec<(i32, i32, Vec<Complex<f32>>)> = (0..nt * nt)
+        .into_par_iter()
+        .map(|i| {
+            let (bx, by) = (i % nt, i / nt);
+            let mut acc = vec![Complex::new(0.0f32, 0.0); (TILE * TILE) as usize];
+            gather_tile(&q, &plan.cos, &plan.sin, spectra, TILE, bx, by, &mut acc);
+            (bx, by, acc)
+        })
+        .collect();
+    let mut grid = vec![Complex::new(0.0f32, 0.0); (g * g) as usize];
+    for (bx, by, acc) in tiles {
+        let (x0, y0) = (-g / 2 + bx * TILE, -g / 2 + by * TILE);
+        for ly in 0..TILE {
+            for lx in 0..TILE {
+                let (gx, gy) = (x0 + lx, y0 + ly);
+                if gx >= g / 2 || gy >= g / 2 {
+                    continue;
+                }
+                let (ix, iy) = (gx.rem_euclid(g), gy.rem_euclid(g));
+                grid[(iy * g + ix) as usize] = acc[(ly * TILE + lx) as usize];
+            }
+        }
     }
+    grid
 }
 
 /// Unnormalised inverse 2D FFT of `grid` `[y][x]`; returns the image
