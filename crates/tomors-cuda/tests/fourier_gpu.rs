@@ -80,6 +80,7 @@ fn gpu_fourier_matches_cpu_reference() {
         Case { name: "grid 150x160 of 0.7 bins, hann 0.8, edge", grid: Some((150, 160, 0.7)), filter: FilterSpec { kind: FilterKind::Hann, cutoff: 0.8, padding: Padding::Edge }, ..base },
         Case { name: "W=4, shepp-logan filter", width: 4, filter: FilterSpec::new(FilterKind::SheppLogan), ..base },
         Case { name: "1 slice", k: 1, ..base },
+        Case { name: "7 slices in slabs of 2", k: 7, slab: 2, ..base },
     ];
     let mut failures = Vec::new();
     for c in cases {
@@ -142,4 +143,36 @@ fn gpu_fourier_refuses_uneven_angles_and_bad_shapes() {
     assert!(gpu
         .reconstruct(sino.view(), &geom, &grid, &FourierOptions::default(), wrong.view_mut())
         .is_err());
+}
+
+/// Page-locked input and output (copied by DMA without staging) give the
+/// same volume as pageable arrays, over several slabs.
+#[test]
+fn gpu_fourier_page_locked_arrays_match_pageable() {
+    let Some(gpu) = fourier_or_skip("gpu_fourier_page_locked_arrays_match_pageable") else {
+        return;
+    };
+    let geom = ParallelGeometry::new(uniform_angles(96, PI), 96).unwrap();
+    let grid = SliceGrid::for_geometry(&geom);
+    let k = 9;
+    let sino = sinograms(k, &geom, 11);
+    let opts = FourierOptions::default();
+    gpu.set_slab(4).unwrap();
+    let mut pageable = Array3::from_elem((k, 96, 96), f32::NAN);
+    gpu.reconstruct(sino.view(), &geom, &grid, &opts, pageable.view_mut()).unwrap();
+    assert!(!gpu.last_stats().pinned_in && !gpu.last_stats().pinned_out);
+    let mut pin_in = gpu.pinned(sino.len()).unwrap();
+    pin_in.as_mut_slice().copy_from_slice(sino.as_slice().unwrap());
+    let mut pin_out = gpu.pinned(pageable.len()).unwrap();
+    pin_out.as_mut_slice().fill(f32::NAN);
+    {
+        let src = ndarray::ArrayView3::from_shape((k, 96, 96), pin_in.as_slice()).unwrap();
+        let dst = ndarray::ArrayViewMut3::from_shape((k, 96, 96), pin_out.as_mut_slice()).unwrap();
+        gpu.reconstruct(src, &geom, &grid, &opts, dst).unwrap();
+    }
+    let stats = gpu.last_stats();
+    println!("page-locked: {stats}");
+    gpu.set_slab(0).unwrap();
+    assert!(stats.pinned_in && stats.pinned_out, "{stats}");
+    assert_eq!(pin_out.as_slice(), pageable.as_slice().unwrap());
 }

@@ -428,7 +428,7 @@ impl FourierEngine {
             let k = ss.min(i_rest.len_of(Axis(0)));
             let (a, ri) = i_rest.split_at(Axis(0), k);
             let (b, ro) = o_rest.split_at(Axis(0), k);
-            inputs.push(Some(a));
+            inputs.push(a);
             outputs.push(Some(b));
             i_rest = ri;
             o_rest = ro;
@@ -438,37 +438,40 @@ impl FourierEngine {
         // Page-locked caller arrays are copied by DMA directly (no staging).
         let direct_in = inputs
             .iter()
-            .all(|v| v.as_ref().and_then(|a| a.as_slice()).is_some_and(|s| is_pinned(s.as_ptr())));
-        let direct_out = outputs
-            .iter()
-            .all(|v| v.as_ref().and_then(|a| a.as_slice()).is_some_and(|s| is_pinned(s.as_ptr())));
+            .all(|a| a.as_slice().is_some_and(|s| is_pinned(s.as_ptr())));
+        let direct_out = outputs.iter().all(|v| {
+            v.as_ref()
+                .and_then(|a| a.as_slice())
+                .is_some_and(|s| is_pinned(s.as_ptr()))
+        });
         stats.pinned_in = direct_in;
         stats.pinned_out = direct_out;
+        if !direct_in {
+            let th = Instant::now();
+            let k = inputs[0].len_of(Axis(0));
+            let pin = self.pin_in[0].as_mut().expect("allocated").as_mut_slice();
+            copy_in(&inputs[0], &mut pin[..k * na * n]);
+            stats.host_in_ms += th.elapsed().as_secs_f64() * 1e3;
+        }
+        // Slab i: upload (staged in the previous step), compute, download;
+        // meanwhile the host stages slab i + 1 and unstages slab i − 1 at once.
         for i in 0..=ns {
             if i < ns {
                 let b = i % 2;
-                let slab = inputs[i].take().expect("each slab once");
-                let k = slab.len_of(Axis(0));
+                let k = inputs[i].len_of(Axis(0));
                 let src = if direct_in {
-                    slab.as_slice().expect("checked contiguous").as_ptr()
+                    inputs[i].as_slice().expect("checked contiguous").as_ptr()
                 } else {
-                    if i >= 2 {
-                        up1[b].synchronize()?;
-                    }
-                    let th = Instant::now();
-                    let pin = self.pin_in[b].as_mut().expect("allocated").as_mut_slice();
-                    copy_in(&slab, &mut pin[..k * na * n]);
-                    stats.host_in_ms += th.elapsed().as_secs_f64() * 1e3;
-                    pin.as_ptr()
+                    self.pin_in[b].as_ref().expect("allocated").as_slice().as_ptr()
                 };
                 if i >= 2 {
                     self.up.wait(&c3[b])?;
                 }
                 up0[b].record(&self.up)?;
                 let raw = self.raw[b].as_ref().expect("allocated");
-                // SAFETY: the source (the pinned staging buffer, not written
-                // again until up1[b] completes, or the caller's page-locked
-                // array, borrowed for the whole call) holds k·na·n floats.
+                // SAFETY: the source (the staging buffer, not written again
+                // until up1[b] completes, or the caller's page-locked array,
+                // borrowed for the whole call) holds k·na·n floats.
                 unsafe {
                     raw.upload_async(0, src as *const u8, k * na * n * 4, &self.up)?;
                 }
@@ -495,8 +498,9 @@ impl FourierEngine {
                     pin.as_mut_slice().as_mut_ptr()
                 };
                 // SAFETY: the host reads the staging buffer only after d1[b]
-                // completes; the caller's page-locked slab is borrowed for the
-                // whole call and read only after the final synchronisation.
+                // completes (and writes slab i + 2 into it only after copying
+                // slab i out); the caller's page-locked slab is borrowed for
+                // the whole call and read only after the final synchronisation.
                 unsafe {
                     self.out[b].as_ref().expect("allocated").download_async(
                         0,
@@ -507,19 +511,44 @@ impl FourierEngine {
                 }
                 d1[b].record(&self.down)?;
             }
-            if i >= 1 {
-                let j = i - 1;
-                let b = j % 2;
-                d1[b].synchronize()?;
-                let mut dst = outputs[j].take().expect("each slab once");
-                if !direct_out {
-                    let k = dst.len_of(Axis(0));
-                    let th = Instant::now();
-                    let src =
-                        &self.pin_out[b].as_ref().expect("allocated").as_slice()[..k * plane_out];
-                    copy_out(src, &mut dst);
-                    stats.host_out_ms += th.elapsed().as_secs_f64() * 1e3;
+            let stage = (!direct_in && i + 1 < ns).then_some(i + 1);
+            if let Some(next) = stage {
+                if next >= 2 {
+                    up1[next % 2].synchronize()?;
                 }
+            }
+            let unstage = (i >= 1).then(|| i - 1);
+            if let Some(j) = unstage {
+                d1[j % 2].synchronize()?;
+            }
+            let mut done = unstage.and_then(|j| outputs[j].take());
+            let (pin_in, pin_out) = (&mut self.pin_in, &self.pin_out);
+            let inputs = &inputs;
+            let (t_in, t_out) = rayon::join(
+                || {
+                    let next = stage?;
+                    let th = Instant::now();
+                    let k = inputs[next].len_of(Axis(0));
+                    let pin = pin_in[next % 2].as_mut().expect("allocated").as_mut_slice();
+                    copy_in(&inputs[next], &mut pin[..k * na * n]);
+                    Some(th.elapsed().as_secs_f64() * 1e3)
+                },
+                || {
+                    let (j, dst) = (unstage?, done.as_mut()?);
+                    if direct_out {
+                        return None;
+                    }
+                    let th = Instant::now();
+                    let k = dst.len_of(Axis(0));
+                    let src = &pin_out[j % 2].as_ref().expect("allocated").as_slice()[..k * plane_out];
+                    copy_out(src, dst);
+                    Some(th.elapsed().as_secs_f64() * 1e3)
+                },
+            );
+            stats.host_in_ms += t_in.unwrap_or(0.0);
+            stats.host_out_ms += t_out.unwrap_or(0.0);
+            if let Some(j) = unstage {
+                let b = j % 2;
                 stats.upload_ms += up0[b].elapsed_ms(&up1[b])? as f64;
                 stats.fft_ms += c0[b].elapsed_ms(&c1[b])? as f64;
                 stats.gather_ms += c1[b].elapsed_ms(&c2[b])? as f64;
