@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! fourier_bench [--sizes 512,1024,2048] [--slices 256] [--width 6] [--reps 3]
-//!               [--host pageable|pinned|both] [--gather tile|point] [--disc 2048] [--shepp 2048] [--cpu-size 512]
+//!               [--host pageable|pinned|both] [--gather tile,point] [--widths 4,6]
+//!               [--configs tile:4,point:6] [--disc 2048] [--shepp 2048] [--cpu-size 512]
 //! ```
 //! - speed: for each size n (bins = angles = slice side, angles over π), a
 //!   warm-up on 2 slices (compilation, plans, buffers), then `reps` timed
@@ -64,7 +65,14 @@ fn geometry(n: usize) -> ParallelGeometry {
     ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n).unwrap()
 }
 
-fn speed(gpu: &CudaFourier, n: usize, slices: usize, reps: usize, opts: &FourierOptions, pinned: bool) {
+/// One (gather, width) configuration of the speed runs.
+#[derive(Clone, Copy)]
+struct Config {
+    gather: GatherKind,
+    width: usize,
+}
+
+fn speed(gpu: &CudaFourier, n: usize, slices: usize, reps: usize, configs: &[Config], pinned: bool) {
     let geom = geometry(n);
     let grid = SliceGrid::for_geometry(&geom);
     let len = slices * n * n;
@@ -81,37 +89,39 @@ fn speed(gpu: &CudaFourier, n: usize, slices: usize, reps: usize, opts: &Fourier
     };
     fill(sino_buf, 7);
     out_buf.par_iter_mut().for_each(|v| *v = 0.0);
-    println!("  n={n}: {} input and output of {slices} slices ready in {:.2} s", if pinned { "page-locked" } else { "pageable" }, t.elapsed().as_secs_f64());
+    let host = if pinned { "page-locked" } else { "pageable" };
+    println!("  n={n}: {host} input and output of {slices} slices ready in {:.2} s", t.elapsed().as_secs_f64());
     let sino = ndarray::ArrayView3::from_shape((slices, n, n), &*sino_buf).unwrap();
     let mut out = ndarray::ArrayViewMut3::from_shape((slices, n, n), out_buf).unwrap();
-    let t = Instant::now();
-    gpu.reconstruct(
-        sino.slice(s![..2, .., ..]),
-        &geom,
-        &grid,
-        opts,
-        out.slice_mut(s![..2, .., ..]),
-    )
-    .unwrap();
-    println!("  n={n}: warm-up (2 slices, compile/plans) {:.3} s", t.elapsed().as_secs_f64());
-    let mut times = Vec::new();
-    for r in 0..reps {
+    for c in configs {
+        let opts = FourierOptions { width: c.width, ..FourierOptions::default() };
+        gpu.set_gather(c.gather).unwrap();
         let t = Instant::now();
-        gpu.reconstruct(sino.view(), &geom, &grid, opts, out.view_mut())
+        gpu.reconstruct(sino.slice(s![..2, .., ..]), &geom, &grid, &opts, out.slice_mut(s![..2, .., ..]))
             .unwrap();
-        let w = t.elapsed().as_secs_f64();
-        times.push(w);
-        println!("  n={n} rep {r}: {w:.4} s host to host; {}", gpu.last_stats());
+        let name = format!("{:?} gather W={}", c.gather, c.width).to_lowercase();
+        println!("  n={n} {name}: warm-up (2 slices, compile/plans) {:.3} s", t.elapsed().as_secs_f64());
+        let (mut times, mut gpu_ms) = (Vec::new(), Vec::new());
+        for r in 0..reps {
+            let t = Instant::now();
+            gpu.reconstruct(sino.view(), &geom, &grid, &opts, out.view_mut()).unwrap();
+            let w = t.elapsed().as_secs_f64();
+            let st = gpu.last_stats();
+            times.push(w);
+            gpu_ms.push(st.fft_ms + st.gather_ms + st.ifft_ms);
+            println!("  n={n} {name} rep {r}: {w:.4} s host to host; {st}");
+        }
+        let m = median(times);
+        let g = median(gpu_ms) / 1e3;
+        let gu = (n * n * n * slices) as f64 / m / 1e9;
+        println!(
+            "RESULT fourier {name} n={n} angles={n} slices={slices} {host} arrays: median {m:.4} s host to host \
+             ({gu:.0} GU/s-equivalent; {:.3} s scaled to 2048 slices); GPU compute (FFTs, gather; events) {g:.4} s \
+             ({:.3} s scaled to 2048 slices)",
+            m * 2048.0 / slices as f64,
+            g * 2048.0 / slices as f64
+        );
     }
-    let m = median(times);
-    let gu = (n * n * n * slices) as f64 / m / 1e9;
-    println!(
-        "RESULT fourier W={} n={n} angles={n} slices={slices} {}: median {m:.4} s host to host \
-         ({gu:.0} GU/s-equivalent), {:.3} s scaled to 2048 slices",
-        opts.width,
-        if pinned { "page-locked arrays" } else { "pageable arrays" },
-        m * 2048.0 / slices as f64
-    );
 }
 
 /// tomocupy's disc: radius 0.4 n, mu = 1/r, p(s) = 2 mu sqrt(r² − s²) at s = k − n/2.
@@ -147,6 +157,7 @@ fn disc_rms(rec: &Array2<f32>, mu: f64) -> (f64, f64) {
 }
 
 fn disc_test(gpu: &CudaFourier, n: usize) {
+    gpu.set_gather(GatherKind::default()).unwrap();
     let (geom, sino, mu) = disc(n, 2);
     let grid = SliceGrid::for_geometry(&geom);
     for w in [4, 5, 6, 7] {
@@ -164,6 +175,7 @@ fn disc_test(gpu: &CudaFourier, n: usize) {
 }
 
 fn shepp_test(gpu: &CudaFourier, n: usize) {
+    gpu.set_gather(GatherKind::default()).unwrap();
     let geom = geometry(n);
     let grid = SliceGrid::for_geometry(&geom);
     let ph = Phantom2d::shepp_logan();
@@ -222,15 +234,32 @@ fn main() {
         eprintln!("fourier_bench: {e}");
         std::process::exit(1)
     });
-    let gather: String = arg(&args, "--gather", "tile".to_string());
-    gpu.set_gather(if gather == "point" { GatherKind::Point } else { GatherKind::Tile })
-        .unwrap();
-    println!("device {}, {gather} gather", gpu.name());
+    let gathers: String = arg(&args, "--gather", "tile".to_string());
+    let widths: String = arg(&args, "--widths", width.to_string());
+    let mut configs = Vec::new();
+    for g in gathers.split(',') {
+        for w in widths.split(',').filter_map(|w| w.trim().parse::<usize>().ok()) {
+            let gather = if g.trim() == "point" { GatherKind::Point } else { GatherKind::Tile };
+            configs.push(Config { gather, width: w });
+        }
+    }
+    let explicit: String = arg(&args, "--configs", String::new());
+    if !explicit.is_empty() {
+        configs = explicit
+            .split(',')
+            .filter_map(|c| {
+                let (g, w) = c.split_once(':')?;
+                let gather = if g == "point" { GatherKind::Point } else { GatherKind::Tile };
+                Some(Config { gather, width: w.parse().ok()? })
+            })
+            .collect();
+    }
+    println!("device {}", gpu.name());
     let opts = FourierOptions { width, ..FourierOptions::default() };
     for n in sizes.split(',').filter_map(|v| v.trim().parse::<usize>().ok()) {
         for pinned in [false, true] {
             if mode == "both" || (mode == "pinned") == pinned {
-                speed(&gpu, n, slices, reps, &opts, pinned);
+                speed(&gpu, n, slices, reps, &configs, pinned);
             }
         }
     }

@@ -39,13 +39,15 @@ struct Kernels {
 struct TileKernel {
     _module: Module,
     tile: Function,
+    side: usize,
 }
 
 impl TileKernel {
     fn load(ctx: &Arc<Context>, width: usize) -> Result<Self> {
+        let side = tile_side();
         let defines = vec![
             ("KW".to_string(), width.to_string()),
-            ("TILE".to_string(), TILE.to_string()),
+            ("TILE".to_string(), side.to_string()),
         ];
         let (cubin, _) = cubin_cached(
             "gridrec_tile",
@@ -58,13 +60,21 @@ impl TileKernel {
         let module = Module::load(ctx, &cubin)?;
         Ok(Self {
             tile: module.function("gr_tile")?,
+            side,
             _module: module,
         })
     }
 }
 
-/// Side of the tiled gather's tiles (the `TILE` of gridrec.cu).
-const TILE: usize = 64;
+/// Side of the tiled gather's tiles (the `TILE` of gridrec_tile.cu):
+/// `TOMORS_FOURIER_TILE` (16–64) or 64.
+fn tile_side() -> usize {
+    std::env::var("TOMORS_FOURIER_TILE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|t| (16..=64).contains(t))
+        .unwrap_or(64)
+}
 
 /// How grid points are computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -341,10 +351,10 @@ impl FourierEngine {
                     launch(&kern.gather, "gr_gather", dims, (16, 16, 1), 0, s, &a)?;
                 }
                 GatherKind::Tile => {
-                    let tb = g.div_ceil(TILE) as u32;
+                    let tk = &self.tiles[&plan.kernel.width];
+                    let tb = g.div_ceil(tk.side) as u32;
                     let dims = (tb, tb, pairs as u32);
-                    let tile = &self.tiles[&plan.kernel.width].tile;
-                    launch(tile, "gr_tile", dims, (256, 1, 1), 0, s, &a)?;
+                    launch(&tk.tile, "gr_tile", dims, (256, 1, 1), 0, s, &a)?;
                 }
             }
             marks[1].record(s)?;
