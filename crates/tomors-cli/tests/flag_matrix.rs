@@ -310,7 +310,10 @@ fn every_flag_on_every_method_runs_or_names_the_flag() {
         case(&["--sod", "200"], NONE),
         case(&["--odd", "200"], NONE),
         case(&["--pixel-size", "2"], NONE),
-        case(&["--principal-point", "8,4"], [false, false, true, true, false]),
+        case(
+            &["--principal-point", "8,4"],
+            [false, false, true, true, false],
+        ),
         case(&["--voxel-size", "0.5"], [false, false, true, true, false]),
         case(&["--short-scan"], [false, false, true, true, false]),
         case(&["--iterations", "3"], ITERATIVE),

@@ -30,9 +30,16 @@ fn rms(rec: &Array2<f32>, mu: f64) -> (f64, f64) {
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
     let n = *args.first().unwrap_or(&512);
-    let widths = if args.len() > 1 { args[1..].to_vec() } else { vec![4, 6] };
+    let widths = if args.len() > 1 {
+        args[1..].to_vec()
+    } else {
+        vec![4, 6]
+    };
     let r = 0.4 * n as f64;
     let mu = 1.0 / r;
     let geom = ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n)
@@ -48,11 +55,17 @@ fn main() {
         .collect();
     let sino = Array3::from_shape_fn((1, n, n), |(_, _, b)| row[b]);
     for w in widths {
-        let opts = FourierOptions { width: w, ..FourierOptions::default() };
+        let opts = FourierOptions {
+            width: w,
+            ..FourierOptions::default()
+        };
         let t = std::time::Instant::now();
         let f = fourier_sinograms(sino.view(), &geom, &grid, &opts).unwrap();
         let (e, m) = rms(&f.index_axis(Axis(0), 0).to_owned(), mu);
-        println!("disc n={n} fourier W={w} (CPU): interior RMS {e:.3e}, max {m:.3e} ({:.2} s)", t.elapsed().as_secs_f64());
+        println!(
+            "disc n={n} fourier W={w} (CPU): interior RMS {e:.3e}, max {m:.3e} ({:.2} s)",
+            t.elapsed().as_secs_f64()
+        );
     }
     if n <= 200 {
         // The same FBP with the filtered rows interpolated exactly
@@ -60,8 +73,12 @@ fn main() {
         use rustfft::num_complex::Complex;
         let p = tomors_core::filter::padded_len(n);
         let resp = tomors_core::FilterSpec::default().frequency_response(p, 1.0);
-        let mut spec: Vec<Complex<f64>> = (0..p).map(|m| Complex::new(if m < n { row[m] as f64 } else { 0.0 }, 0.0)).collect();
-        rustfft::FftPlanner::<f64>::new().plan_fft_forward(p).process(&mut spec);
+        let mut spec: Vec<Complex<f64>> = (0..p)
+            .map(|m| Complex::new(if m < n { row[m] as f64 } else { 0.0 }, 0.0))
+            .collect();
+        rustfft::FftPlanner::<f64>::new()
+            .plan_fft_forward(p)
+            .process(&mut spec);
         let w = std::f64::consts::PI / n as f64;
         let ex = Array2::from_shape_fn((n, n), |(iy, ix)| {
             let (x, y) = (grid.x(ix) as f64, grid.y(iy) as f64);
@@ -79,7 +96,14 @@ fn main() {
         let (e, m) = rms(&ex, mu);
         println!("disc n={n} exactly summed FBP (trigonometric interpolation, f64): interior RMS {e:.3e}, max {m:.3e}");
     }
-    let d = fbp_sinograms(&CpuBackend::new(), sino.view(), &geom, &grid, &FbpOptions::default()).unwrap();
+    let d = fbp_sinograms(
+        &CpuBackend::new(),
+        sino.view(),
+        &geom,
+        &grid,
+        &FbpOptions::default(),
+    )
+    .unwrap();
     let (e, m) = rms(&d.index_axis(Axis(0), 0).to_owned(), mu);
     println!("disc n={n} direct FBP (CPU f32, linear): interior RMS {e:.3e}, max {m:.3e}");
 }

@@ -10,18 +10,43 @@ use tomors_core::fourier::{FourierOptions, FourierPlan};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::{ParallelGeometry, SliceGrid};
 
-
 #[test]
 fn tile_model_equals_point_gather() {
     let cases = [
-        (ParallelGeometry::new(uniform_angles(60, std::f32::consts::PI), 64).unwrap(), None, 6, 16),
-        (ParallelGeometry::new(uniform_angles(50, 2.0 * std::f32::consts::PI), 63).unwrap().with_center(30.2).unwrap(), None, 5, 16),
-        (ParallelGeometry::new(uniform_angles(60, std::f32::consts::PI), 64).unwrap(), Some(SliceGrid::with_pixel_size(50, 40, 1.3).unwrap()), 4, 12),
-        (ParallelGeometry::new(uniform_angles(45, std::f32::consts::PI), 40).unwrap(), Some(SliceGrid::with_pixel_size(70, 70, 0.6).unwrap()), 7, 64),
+        (
+            ParallelGeometry::new(uniform_angles(60, std::f32::consts::PI), 64).unwrap(),
+            None,
+            6,
+            16,
+        ),
+        (
+            ParallelGeometry::new(uniform_angles(50, 2.0 * std::f32::consts::PI), 63)
+                .unwrap()
+                .with_center(30.2)
+                .unwrap(),
+            None,
+            5,
+            16,
+        ),
+        (
+            ParallelGeometry::new(uniform_angles(60, std::f32::consts::PI), 64).unwrap(),
+            Some(SliceGrid::with_pixel_size(50, 40, 1.3).unwrap()),
+            4,
+            12,
+        ),
+        (
+            ParallelGeometry::new(uniform_angles(45, std::f32::consts::PI), 40).unwrap(),
+            Some(SliceGrid::with_pixel_size(70, 70, 0.6).unwrap()),
+            7,
+            64,
+        ),
     ];
     for (geom, grid, w, t) in cases {
         let grid = grid.unwrap_or(SliceGrid::for_geometry(&geom));
-        let opts = FourierOptions { width: w, ..FourierOptions::default() };
+        let opts = FourierOptions {
+            width: w,
+            ..FourierOptions::default()
+        };
         let plan = FourierPlan::new(&geom, &grid, &opts).unwrap();
         let q = GatherParams::from_plan(&plan);
         let mut s = 12345u64;
@@ -48,7 +73,8 @@ fn tile_model_equals_point_gather() {
                     for lx in 0..t {
                         let (gx, gy) = (-g / 2 + bx * t + lx, -g / 2 + by * t + ly);
                         if gx < g / 2 && gy < g / 2 {
-                            tiled[(gy.rem_euclid(g) * g + gx.rem_euclid(g)) as usize] = acc[(ly * t + lx) as usize];
+                            tiled[(gy.rem_euclid(g) * g + gx.rem_euclid(g)) as usize] =
+                                acc[(ly * t + lx) as usize];
                         }
                     }
                 }

@@ -72,7 +72,14 @@ struct Config {
     width: usize,
 }
 
-fn speed(gpu: &CudaFourier, n: usize, slices: usize, reps: usize, configs: &[Config], pinned: bool) {
+fn speed(
+    gpu: &CudaFourier,
+    n: usize,
+    slices: usize,
+    reps: usize,
+    configs: &[Config],
+    pinned: bool,
+) {
     let geom = geometry(n);
     let grid = SliceGrid::for_geometry(&geom);
     let len = slices * n * n;
@@ -90,21 +97,37 @@ fn speed(gpu: &CudaFourier, n: usize, slices: usize, reps: usize, configs: &[Con
     fill(sino_buf, 7);
     out_buf.par_iter_mut().for_each(|v| *v = 0.0);
     let host = if pinned { "page-locked" } else { "pageable" };
-    println!("  n={n}: {host} input and output of {slices} slices ready in {:.2} s", t.elapsed().as_secs_f64());
+    println!(
+        "  n={n}: {host} input and output of {slices} slices ready in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
     let sino = ndarray::ArrayView3::from_shape((slices, n, n), &*sino_buf).unwrap();
     let mut out = ndarray::ArrayViewMut3::from_shape((slices, n, n), out_buf).unwrap();
     for c in configs {
-        let opts = FourierOptions { width: c.width, ..FourierOptions::default() };
+        let opts = FourierOptions {
+            width: c.width,
+            ..FourierOptions::default()
+        };
         gpu.set_gather(c.gather).unwrap();
         let t = Instant::now();
-        gpu.reconstruct(sino.slice(s![..2, .., ..]), &geom, &grid, &opts, out.slice_mut(s![..2, .., ..]))
-            .unwrap();
+        gpu.reconstruct(
+            sino.slice(s![..2, .., ..]),
+            &geom,
+            &grid,
+            &opts,
+            out.slice_mut(s![..2, .., ..]),
+        )
+        .unwrap();
         let name = format!("{:?} gather W={}", c.gather, c.width).to_lowercase();
-        println!("  n={n} {name}: warm-up (2 slices, compile/plans) {:.3} s", t.elapsed().as_secs_f64());
+        println!(
+            "  n={n} {name}: warm-up (2 slices, compile/plans) {:.3} s",
+            t.elapsed().as_secs_f64()
+        );
         let (mut times, mut gpu_ms) = (Vec::new(), Vec::new());
         for r in 0..reps {
             let t = Instant::now();
-            gpu.reconstruct(sino.view(), &geom, &grid, &opts, out.view_mut()).unwrap();
+            gpu.reconstruct(sino.view(), &geom, &grid, &opts, out.view_mut())
+                .unwrap();
             let w = t.elapsed().as_secs_f64();
             let st = gpu.last_stats();
             times.push(w);
@@ -161,15 +184,26 @@ fn disc_test(gpu: &CudaFourier, n: usize) {
     let (geom, sino, mu) = disc(n, 2);
     let grid = SliceGrid::for_geometry(&geom);
     for w in [4, 5, 6, 7] {
-        let opts = FourierOptions { width: w, ..FourierOptions::default() };
+        let opts = FourierOptions {
+            width: w,
+            ..FourierOptions::default()
+        };
         let mut out = Array3::<f32>::zeros((2, n, n));
-        gpu.reconstruct(sino.view(), &geom, &grid, &opts, out.view_mut()).unwrap();
+        gpu.reconstruct(sino.view(), &geom, &grid, &opts, out.view_mut())
+            .unwrap();
         let (rms, mx) = disc_rms(&out.index_axis(Axis(0), 0).to_owned(), mu);
         let (rms1, _) = disc_rms(&out.index_axis(Axis(0), 1).to_owned(), mu);
         println!("RESULT disc n={n} fourier W={w} (GPU): interior RMS error {rms:.3e} (imag slice {rms1:.3e}), max {mx:.3e}");
     }
     let t = Instant::now();
-    let d = fbp_sinograms(&CpuBackend::new(), sino.slice(s![..1, .., ..]), &geom, &grid, &FbpOptions::default()).unwrap();
+    let d = fbp_sinograms(
+        &CpuBackend::new(),
+        sino.slice(s![..1, .., ..]),
+        &geom,
+        &grid,
+        &FbpOptions::default(),
+    )
+    .unwrap();
     let (rms, mx) = disc_rms(&d.index_axis(Axis(0), 0).to_owned(), mu);
     println!("RESULT disc n={n} direct FBP (CPU f32, linear, ram-lak): interior RMS error {rms:.3e}, max {mx:.3e} ({:.1} s)", t.elapsed().as_secs_f64());
 }
@@ -184,15 +218,29 @@ fn shepp_test(gpu: &CudaFourier, n: usize) {
     let sino = ndarray::stack(Axis(0), &[p.view(), p.view()]).unwrap();
     let reference = ph.rasterize(&grid, scale, 4);
     let t = Instant::now();
-    let d = fbp_sinograms(&CpuBackend::new(), sino.slice(s![..1, .., ..]), &geom, &grid, &FbpOptions::default()).unwrap();
-    println!("  direct CPU FBP of 1 slice of {n}²: {:.2} s", t.elapsed().as_secs_f64());
+    let d = fbp_sinograms(
+        &CpuBackend::new(),
+        sino.slice(s![..1, .., ..]),
+        &geom,
+        &grid,
+        &FbpOptions::default(),
+    )
+    .unwrap();
+    println!(
+        "  direct CPU FBP of 1 slice of {n}²: {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
     let d = d.index_axis(Axis(0), 0).to_owned();
     let mask = disc_mask(n, n, 0.45);
     let e_d = nrmse(d.view(), reference.view(), Some(&mask)).unwrap();
     for w in [4, 5, 6] {
-        let opts = FourierOptions { width: w, ..FourierOptions::default() };
+        let opts = FourierOptions {
+            width: w,
+            ..FourierOptions::default()
+        };
         let mut out = Array3::<f32>::zeros((2, n, n));
-        gpu.reconstruct(sino.view(), &geom, &grid, &opts, out.view_mut()).unwrap();
+        gpu.reconstruct(sino.view(), &geom, &grid, &opts, out.view_mut())
+            .unwrap();
         let f = out.index_axis(Axis(0), 0).to_owned();
         let e_f = nrmse(f.view(), reference.view(), Some(&mask)).unwrap();
         let e_fd = nrmse(f.view(), d.view(), Some(&mask)).unwrap();
@@ -211,7 +259,14 @@ fn cpu_time(n: usize, opts: &FourierOptions) {
     let _ = fourier_sinograms(sino.view(), &geom, &grid, opts).unwrap();
     let f = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let _ = fbp_sinograms(&CpuBackend::new(), sino.view(), &geom, &grid, &FbpOptions::default()).unwrap();
+    let _ = fbp_sinograms(
+        &CpuBackend::new(),
+        sino.view(),
+        &geom,
+        &grid,
+        &FbpOptions::default(),
+    )
+    .unwrap();
     let d = t.elapsed().as_secs_f64();
     println!(
         "RESULT cpu n={n} 8 slices ({} threads): fourier W={} {f:.3} s, direct FBP {d:.3} s",
@@ -238,8 +293,15 @@ fn main() {
     let widths: String = arg(&args, "--widths", width.to_string());
     let mut configs = Vec::new();
     for g in gathers.split(',') {
-        for w in widths.split(',').filter_map(|w| w.trim().parse::<usize>().ok()) {
-            let gather = if g.trim() == "point" { GatherKind::Point } else { GatherKind::Tile };
+        for w in widths
+            .split(',')
+            .filter_map(|w| w.trim().parse::<usize>().ok())
+        {
+            let gather = if g.trim() == "point" {
+                GatherKind::Point
+            } else {
+                GatherKind::Tile
+            };
             configs.push(Config { gather, width: w });
         }
     }
@@ -249,14 +311,27 @@ fn main() {
             .split(',')
             .filter_map(|c| {
                 let (g, w) = c.split_once(':')?;
-                let gather = if g == "point" { GatherKind::Point } else { GatherKind::Tile };
-                Some(Config { gather, width: w.parse().ok()? })
+                let gather = if g == "point" {
+                    GatherKind::Point
+                } else {
+                    GatherKind::Tile
+                };
+                Some(Config {
+                    gather,
+                    width: w.parse().ok()?,
+                })
             })
             .collect();
     }
     println!("device {}", gpu.name());
-    let opts = FourierOptions { width, ..FourierOptions::default() };
-    for n in sizes.split(',').filter_map(|v| v.trim().parse::<usize>().ok()) {
+    let opts = FourierOptions {
+        width,
+        ..FourierOptions::default()
+    };
+    for n in sizes
+        .split(',')
+        .filter_map(|v| v.trim().parse::<usize>().ok())
+    {
         for pinned in [false, true] {
             if mode == "both" || (mode == "pinned") == pinned {
                 speed(&gpu, n, slices, reps, &configs, pinned);

@@ -55,29 +55,26 @@ fn weighted_spectra(
     let (p, n) = (plan.padded, plan.n_bins);
     let fft = FftPlanner::<f32>::new().plan_fft_forward(p);
     let mut spectra = vec![Complex::new(0.0f32, 0.0); plan.n_angles * p];
-    spectra
-        .par_chunks_mut(p)
-        .enumerate()
-        .for_each_init(
-            || vec![Complex::new(0.0f32, 0.0); fft.get_inplace_scratch_len()],
-            |scratch, (j, row)| {
-                let ra = a.row(j);
-                let rb = b.as_ref().map(|b| b.row(j));
-                let value = |r: &ndarray::ArrayView1<'_, f32>, k: usize| -> f32 {
-                    padded_value(r, k, n, p, padding)
-                };
-                for (k, v) in row.iter_mut().enumerate() {
-                    let re = value(&ra, k);
-                    let im = rb.as_ref().map_or(0.0, |r| value(r, k));
-                    *v = Complex::new(re, im);
-                }
-                fft.process_with_scratch(row, scratch);
-                for (f, v) in row.iter_mut().enumerate() {
-                    let (c, s) = plan.factor(j, f);
-                    *v *= Complex::new(c, s);
-                }
-            },
-        );
+    spectra.par_chunks_mut(p).enumerate().for_each_init(
+        || vec![Complex::new(0.0f32, 0.0); fft.get_inplace_scratch_len()],
+        |scratch, (j, row)| {
+            let ra = a.row(j);
+            let rb = b.as_ref().map(|b| b.row(j));
+            let value = |r: &ndarray::ArrayView1<'_, f32>, k: usize| -> f32 {
+                padded_value(r, k, n, p, padding)
+            };
+            for (k, v) in row.iter_mut().enumerate() {
+                let re = value(&ra, k);
+                let im = rb.as_ref().map_or(0.0, |r| value(r, k));
+                *v = Complex::new(re, im);
+            }
+            fft.process_with_scratch(row, scratch);
+            for (f, v) in row.iter_mut().enumerate() {
+                let (c, s) = plan.factor(j, f);
+                *v *= Complex::new(c, s);
+            }
+        },
+    );
     spectra
 }
 

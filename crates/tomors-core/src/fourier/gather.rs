@@ -141,9 +141,7 @@ pub fn gather_point(
             for m in m0..=m1 {
                 let c = phi + m as f32 * PI;
                 let j0 = ((c - a - q.theta0) / q.dtheta).ceil().max(0.0) as i32;
-                let j1 = ((c + a - q.theta0) / q.dtheta)
-                    .floor()
-                    .min((na - 1) as f32) as i32;
+                let j1 = ((c + a - q.theta0) / q.dtheta).floor().min((na - 1) as f32) as i32;
                 for j in j0..=j1 {
                     let j = j as usize;
                     sum_angle(q, spectra, cos[j], sin[j], j, px, py, &mut acc);
@@ -217,8 +215,12 @@ pub fn gather_tile(
             for m in m0..=m1 {
                 let (mut j0, mut j1) = (0, q.n_angles - 1);
                 if !all {
-                    j0 = ((lo_a + m as f32 * pi - q.theta0) / q.dtheta).ceil().max(0.0) as i32;
-                    j1 = ((hi_a + m as f32 * pi - q.theta0) / q.dtheta).floor().min((q.n_angles - 1) as f32) as i32;
+                    j0 = ((lo_a + m as f32 * pi - q.theta0) / q.dtheta)
+                        .ceil()
+                        .max(0.0) as i32;
+                    j1 = ((hi_a + m as f32 * pi - q.theta0) / q.dtheta)
+                        .floor()
+                        .min((q.n_angles - 1) as f32) as i32;
                 }
                 for j in j0..=j1 {
                     let (cs, sn) = (cos[j as usize], sin[j as usize]);
@@ -242,7 +244,8 @@ pub fn gather_tile(
                     for k in k0..=k1 {
                         let r = q.alpha * k as f32;
                         let (x, y) = (r * cs, r * sn);
-                        let v = spec[(j * q.padded + if k < 0 { k + q.padded } else { k }) as usize];
+                        let v =
+                            spec[(j * q.padded + if k < 0 { k + q.padded } else { k }) as usize];
                         let gxs = (x - sx - hw).floor() as i32 + 1;
                         let gys = (y - sy - hw).floor() as i32 + 1;
                         let (mut wx, mut wy) = ([0.0f32; 12], [0.0f32; 12]);

@@ -172,7 +172,7 @@ pub fn even_spacing(angles: &[f32]) -> Result<(f64, f64)> {
     }
     let a0 = angles[0] as f64;
     let step = (angles[na - 1] as f64 - a0) / (na - 1) as f64;
-    if !(step > 0.0) {
+    if step.is_nan() || step <= 0.0 {
         return Err(CoreError::Geometry(
             "the fourier method needs increasing, evenly spaced angles".into(),
         ));

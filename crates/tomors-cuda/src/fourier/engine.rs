@@ -197,14 +197,7 @@ impl FourierEngine {
         for v in &plan.shift {
             h = (h ^ v.to_bits()).wrapping_mul(0x100_0000_01b3);
         }
-        let key = (
-            plan.n_bins,
-            plan.n_angles,
-            plan.grid,
-            plan.nx,
-            plan.ny,
-            h,
-        );
+        let key = (plan.n_bins, plan.n_angles, plan.grid, plan.nx, plan.ny, h);
         if self.tables.as_ref().is_some_and(|t| t.key == key) {
             return Ok(());
         }
@@ -268,7 +261,12 @@ impl FourierEngine {
         let raw = ss * plan.n_angles * plan.n_bins;
         let out = ss * plan.nx * plan.ny;
         for b in 0..2 {
-            ensure(&mut self.raw[b], &self.ctx, raw * 4, "fourier slab sinograms")?;
+            ensure(
+                &mut self.raw[b],
+                &self.ctx,
+                raw * 4,
+                "fourier slab sinograms",
+            )?;
             ensure(&mut self.out[b], &self.ctx, out * 4, "fourier slab slices")?;
             ensure_pinned(&mut self.pin_in[b], &self.ctx, raw)?;
             ensure_pinned(&mut self.pin_out[b], &self.ctx, out)?;
@@ -418,9 +416,8 @@ impl FourierEngine {
             gather: format!("{:?}", self.gather).to_lowercase(),
             ..Default::default()
         };
-        let ev = |ctx: &Arc<Context>| -> Result<[Event; 2]> {
-            Ok([Event::new(ctx)?, Event::new(ctx)?])
-        };
+        let ev =
+            |ctx: &Arc<Context>| -> Result<[Event; 2]> { Ok([Event::new(ctx)?, Event::new(ctx)?]) };
         let (up0, up1, c0, c1, c2, c3, d0, d1) = (
             ev(&self.ctx)?,
             ev(&self.ctx)?,
@@ -472,7 +469,11 @@ impl FourierEngine {
                 let src = if direct_in {
                     inputs[i].as_slice().expect("checked contiguous").as_ptr()
                 } else {
-                    self.pin_in[b].as_ref().expect("allocated").as_slice().as_ptr()
+                    self.pin_in[b]
+                        .as_ref()
+                        .expect("allocated")
+                        .as_slice()
+                        .as_ptr()
                 };
                 if i >= 2 {
                     self.up.wait(&c3[b])?;
@@ -550,7 +551,8 @@ impl FourierEngine {
                     }
                     let th = Instant::now();
                     let k = dst.len_of(Axis(0));
-                    let src = &pin_out[j % 2].as_ref().expect("allocated").as_slice()[..k * plane_out];
+                    let src =
+                        &pin_out[j % 2].as_ref().expect("allocated").as_slice()[..k * plane_out];
                     copy_out(src, dst);
                     Some(th.elapsed().as_secs_f64() * 1e3)
                 },
