@@ -34,7 +34,8 @@ pub struct BackendArgs {
     pub kernel: Option<String>,
     /// Reproducible bits: the GPU back projection of cone-beam iterative
     /// methods (joseph projector) adds in fixed point instead of with float
-    /// atomics, so every run gives the same volume (slower; every other
+    /// atomics, and `--method fourier` gathers per grid point instead of
+    /// per tile, so every run gives the same volume (slower; every other
     /// path is deterministic already).
     #[arg(long)]
     pub deterministic: bool,
@@ -44,11 +45,17 @@ pub struct BackendArgs {
 pub fn make_backend(args: &BackendArgs) -> Result<Box<dyn Backend>> {
     match args.backend {
         BackendChoice::Cpu => Ok(Box::new(CpuBackend::new())),
-        BackendChoice::Cuda => {
-            cuda_cli::make_backend(args.devices.as_deref(), args.kernel.as_deref())
-        }
+        BackendChoice::Cuda => cuda_cli::make_backend(
+            args.devices.as_deref(),
+            args.kernel.as_deref(),
+            args.deterministic,
+        ),
         BackendChoice::Auto => {
-            match cuda_cli::make_backend(args.devices.as_deref(), args.kernel.as_deref()) {
+            match cuda_cli::make_backend(
+                args.devices.as_deref(),
+                args.kernel.as_deref(),
+                args.deterministic,
+            ) {
                 Ok(backend) => Ok(backend),
                 Err(err) => {
                     tracing::info!("no usable GPU ({err:#}); using the CPU");

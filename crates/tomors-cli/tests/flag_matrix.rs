@@ -324,7 +324,7 @@ fn every_flag_on_every_method_runs_or_names_the_flag() {
         case(&["--tolerance", "1e-3"], ITERATIVE),
         case(&["--block-size", "2"], NONE), // sirt takes no blocks
         case(&["--random-order"], NONE),    // art only
-        case(&["--deterministic"], NONE),   // GPU only (cone iterative)
+        case(&["--deterministic"], NONE),   // GPU only (cone iterative, fourier)
     ];
     let out = d.dir.join("v.npy");
     let mut failures = Vec::new();

@@ -215,7 +215,9 @@ fn gpu_fourier_refuses_uneven_angles_and_bad_shapes() {
 }
 
 /// Page-locked input and output (copied by DMA without staging) give the
-/// same volume as pageable arrays, over several slabs.
+/// same volume as pageable arrays, over several slabs: bitwise with the
+/// per-point gather (fixed summation order), to f32 rounding with the tiled
+/// gather (shared-memory additions in varying order).
 #[test]
 fn gpu_fourier_page_locked_arrays_match_pageable() {
     let Some(gpu) = fourier_or_skip("gpu_fourier_page_locked_arrays_match_pageable") else {
@@ -227,24 +229,66 @@ fn gpu_fourier_page_locked_arrays_match_pageable() {
     let sino = sinograms(k, &geom, 11);
     let opts = FourierOptions::default();
     gpu.set_slab(4).unwrap();
-    let mut pageable = Array3::from_elem((k, 96, 96), f32::NAN);
-    gpu.reconstruct(sino.view(), &geom, &grid, &opts, pageable.view_mut())
-        .unwrap();
-    assert!(!gpu.last_stats().pinned_in && !gpu.last_stats().pinned_out);
     let mut pin_in = gpu.pinned(sino.len()).unwrap();
     pin_in
         .as_mut_slice()
         .copy_from_slice(sino.as_slice().unwrap());
-    let mut pin_out = gpu.pinned(pageable.len()).unwrap();
-    pin_out.as_mut_slice().fill(f32::NAN);
-    {
-        let src = ndarray::ArrayView3::from_shape((k, 96, 96), pin_in.as_slice()).unwrap();
-        let dst = ndarray::ArrayViewMut3::from_shape((k, 96, 96), pin_out.as_mut_slice()).unwrap();
-        gpu.reconstruct(src, &geom, &grid, &opts, dst).unwrap();
+    let mut pin_out = gpu.pinned(sino.len()).unwrap();
+    for kind in [GatherKind::Point, GatherKind::Tile] {
+        gpu.set_gather(kind).unwrap();
+        let mut pageable = Array3::from_elem((k, 96, 96), f32::NAN);
+        gpu.reconstruct(sino.view(), &geom, &grid, &opts, pageable.view_mut())
+            .unwrap();
+        assert!(!gpu.last_stats().pinned_in && !gpu.last_stats().pinned_out);
+        pin_out.as_mut_slice().fill(f32::NAN);
+        {
+            let src = ndarray::ArrayView3::from_shape((k, 96, 96), pin_in.as_slice()).unwrap();
+            let dst =
+                ndarray::ArrayViewMut3::from_shape((k, 96, 96), pin_out.as_mut_slice()).unwrap();
+            gpu.reconstruct(src, &geom, &grid, &opts, dst).unwrap();
+        }
+        let stats = gpu.last_stats();
+        println!("page-locked ({kind:?}): {stats}");
+        assert!(stats.pinned_in && stats.pinned_out, "{stats}");
+        let e = rel_l2(pin_out.as_slice(), pageable.as_slice().unwrap());
+        println!("page-locked vs pageable ({kind:?}): relative L2 {e:.3e}");
+        match kind {
+            GatherKind::Point => assert_eq!(pin_out.as_slice(), pageable.as_slice().unwrap()),
+            GatherKind::Tile => assert!(e <= 1e-6, "{e:e}"),
+        }
     }
-    let stats = gpu.last_stats();
-    println!("page-locked: {stats}");
     gpu.set_slab(0).unwrap();
-    assert!(stats.pinned_in && stats.pinned_out, "{stats}");
-    assert_eq!(pin_out.as_slice(), pageable.as_slice().unwrap());
+    gpu.set_gather(GatherKind::default()).unwrap();
+}
+
+/// `CudaBackend`'s `Backend::fourier` (the CLI's path) with the per-point
+/// gather (`--deterministic`) repeats bitwise and equals the CPU method to
+/// f32 rounding.
+#[test]
+fn backend_fourier_per_point_is_reproducible() {
+    let Some(_) = fourier_or_skip("backend_fourier_per_point_is_reproducible") else {
+        return;
+    };
+    use tomors_core::Backend;
+    let opts = tomors_cuda::CudaOptions {
+        fourier_gather: GatherKind::Point,
+        ..tomors_cuda::CudaOptions::default()
+    };
+    let be = tomors_cuda::CudaBackend::with_options(0, opts).unwrap();
+    let geom = ParallelGeometry::new(uniform_angles(80, PI), 72).unwrap();
+    let grid = SliceGrid::for_geometry(&geom);
+    let sino = sinograms(3, &geom, 5);
+    let f = FourierOptions::default();
+    let run = || {
+        let mut out = Array3::from_elem((3, 72, 72), f32::NAN);
+        be.fourier(sino.view(), &geom, &grid, &f, out.view_mut())
+            .unwrap();
+        out
+    };
+    let (a, b) = (run(), run());
+    assert_eq!(a, b);
+    let cpu = fourier_sinograms(sino.view(), &geom, &grid, &f).unwrap();
+    let e = rel_l2(a.as_slice().unwrap(), cpu.as_slice().unwrap());
+    println!("backend fourier (point) vs CPU: relative L2 {e:.3e}");
+    assert!(e <= BOUND, "{e:e}");
 }

@@ -188,8 +188,11 @@ impl Job {
                 "chooses GPUs and their kernels; --backend cpu uses none",
             )?;
         }
+        // The GPU's fourier method adds in shared memory in varying order
+        // unless --deterministic picks its per-point gather.
+        let fourier = m.fbp.method == Some(tomors_core::fourier::Method::Fourier);
         if b.deterministic {
-            if route != Route::ConeIterative {
+            if route != Route::ConeIterative && !(route == Route::Fbp && fourier) {
                 bail!(
                     "--deterministic is for cone-beam iterative methods on the GPU (the one back \
                      projection that adds with atomics); this method is deterministic already"
@@ -198,7 +201,9 @@ impl Job {
             if b.backend == BackendChoice::Cpu {
                 bail!("--deterministic is for the GPU; --backend cpu is deterministic already");
             }
-            if m.iterative.projector() == tomors_core::iterative::ProjectorKind::Voxel {
+            if route == Route::ConeIterative
+                && m.iterative.projector() == tomors_core::iterative::ProjectorKind::Voxel
+            {
                 bail!(
                     "--deterministic: the voxel projector's back projection is a gather, \
                      deterministic already"

@@ -98,9 +98,12 @@ impl Default for FourierOptions {
     }
 }
 
-/// The default kernel width (see `docs/fourier.md` for the measured error
-/// of each width).
-pub const DEFAULT_WIDTH: usize = 6;
+/// The default kernel width: 4, the fastest width whose gridding error
+/// (≈ 5e-4 relative to the exactly summed FBP) stays well below the
+/// difference between the fourier and the direct method and below tomocupy's
+/// lprec on its disc test; 6 gives ≈ 6e-6 at about 1.6× the GPU time (see
+/// `docs/fourier.md`).
+pub const DEFAULT_WIDTH: usize = 4;
 
 impl FourierOptions {
     /// Checks the parameters.

@@ -21,6 +21,10 @@ pub struct CudaOptions {
     pub slab: usize,
     /// Texture storage.
     pub storage: crate::fbp::engine::TexStorage,
+    /// The gather of the fourier method (`Backend::fourier`): tiled (the
+    /// default, fastest; shared-memory additions in varying order) or per
+    /// point (bitwise reproducible).
+    pub fourier_gather: crate::fourier::GatherKind,
 }
 
 /// The CUDA backend on one device.
@@ -152,9 +156,9 @@ impl CudaBackend {
             .lock()
             .map_err(|_| CudaError::Parameter("a previous call on this device panicked".into()))?;
         if slot.is_none() {
-            *slot = Some(std::sync::Arc::new(crate::fourier::CudaFourier::new(
-                self.ordinal,
-            )?));
+            let f = crate::fourier::CudaFourier::new(self.ordinal)?;
+            f.set_gather(self.options.fourier_gather)?;
+            *slot = Some(std::sync::Arc::new(f));
         }
         Ok(slot.as_ref().expect("just made").clone())
     }

@@ -80,10 +80,13 @@ fn tile_side() -> usize {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum GatherKind {
     /// One block per 64×64 tile: the samples touching the tile, spread into
-    /// shared memory (the default).
+    /// shared memory (the default, the fastest). The shared-memory additions
+    /// happen in a varying order, so repeated runs differ by f32 rounding
+    /// (≈ 1e-7 relative).
     #[default]
     Tile,
-    /// One thread per grid point, summing the samples in its support.
+    /// One thread per grid point, summing the samples in its support in a
+    /// fixed order: bitwise reproducible.
     Point,
 }
 
@@ -93,6 +96,15 @@ impl GatherKind {
         match std::env::var("TOMORS_FOURIER_GATHER").as_deref() {
             Ok("point") => Self::Point,
             _ => Self::Tile,
+        }
+    }
+
+    /// The gather for `deterministic` runs (point) or else the default.
+    pub fn for_determinism(deterministic: bool) -> Self {
+        if deterministic {
+            Self::Point
+        } else {
+            Self::from_env()
         }
     }
 }
