@@ -237,6 +237,13 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_texopt(const cudaText
 //   OVS     samples cached per bin: 1, or 4 (oversampling: offsets 0, 1/4,
 //           1/2, 3/4 fetched through a linearly filtered texture, nearest
 //           lookup in sub-bin units; LIN 0)
+//   HYBG    hybrid split by block index (blocks with linear index % 8 < HYB
+//           take the texture path) instead of by per-SM rank
+//   HYBX    hybrid texture path, linear: exact interpolation (two texels
+//           fetched at their centres, f32 weights) instead of the texture
+//           unit's 8-bit weights
+//   HMATH   half4 linear advanced caching: the interpolation a + f d in
+//           half2 arithmetic (two slices per instruction), accumulation in f32
 //
 // Thread mapping for the reconstruction: 4x4 Z-order squares of 16 threads,
 // NS/4 squares per row; a pass covers RSTEP = 256/NS pixel rows and a thread
@@ -324,6 +331,15 @@ typedef val_t ent_t;
 #ifndef HYB
 #define HYB 0
 #endif
+#ifndef HYBG
+#define HYBG 0
+#endif
+#ifndef HYBX
+#define HYBX 0
+#endif
+#ifndef HMATH
+#define HMATH 0
+#endif
 #if HYB > 0
 // hybrid: per multiprocessor, HYB of every 8 blocks run through the texture
 // unit (hardware interpolation of the same texture) instead of the cache.
@@ -362,7 +378,14 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
     for (int q = 0; q < NQ; ++q) s[q] = zero();
 #if HYB > 0
     __shared__ unsigned int rank;
+#if HYBG
+    // Split by block index: blocks whose linear index is HYB or less modulo
+    // 8 take the texture path (blocks are dispatched in index order, so the
+    // two kinds are interleaved on every multiprocessor).
+    if (t == 0) rank = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+#else
     if (t == 0) rank = atomicAdd(&hyb_blocks[sm_id() & 1023u], 1u);
+#endif
     __syncthreads();
 #ifdef COUNT_PATHS
     if (t == 0) atomicAdd((rank & 7u) < HYB ? &tex_path_blocks : &cache_path_blocks, 1ull);
@@ -375,8 +398,16 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
                 if (p < NPROJ) {
                     const double c0 = __ldg(dconst + p), cx = __ldg(dconst + NPROJ + p),
                                  cy = __ldg(dconst + 2 * NPROJ + p);
+#if HYBX && LIN
+                    // Exact path: the tile origin's bin coordinate relative to
+                    // the integer base w (f32 only spans the tile).
+                    const double u0 = c0 + (double)x0 * cx + (double)y0 * cy;
+                    const double w = floor(u0);
+                    pc[t] = make_float4((float)(u0 - w), (float)cx, (float)cy, (float)w);
+#else
                     pc[t] = make_float4((float)(c0 + (double)x0 * cx + (double)y0 * cy + 0.5), (float)cx,
                                         (float)cy, 0.0f);
+#endif
                 } else {
                     pc[t] = make_float4(-1.0e6f, 0.0f, 0.0f, 0.0f);
                 }
@@ -388,7 +419,21 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
                 const float hx = fmaf(fx, c.y, c.x);
                 const float v = (float)(pb + j) + 0.5f;
 #pragma unroll
-                for (int q = 0; q < NQ; ++q) add(s[q], fetch(tex, fmaf(fy + (float)(q * RSTEP), c.z, hx), v));
+                for (int q = 0; q < NQ; ++q) {
+#if HYBX && LIN
+                    // Exact linear interpolation: the two texels fetched at
+                    // their centres (returned bit for bit), weights in f32.
+                    const float u = fmaf(fy + (float)(q * RSTEP), c.z, hx);
+                    const float fl = floorf(u);
+                    const float f = u - fl;
+                    const float tu = c.w + fl + 0.5f;
+                    const acc_t a = fetch(tex, tu, v);
+                    const acc_t b = fetch(tex, tu + 1.0f, v);
+                    add(s[q], axpy(a, f, sub(b, a)));
+#else
+                    add(s[q], fetch(tex, fmaf(fy + (float)(q * RSTEP), c.z, hx), v));
+#endif
+                }
             }
             __syncthreads();
         }
@@ -478,7 +523,23 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
                 const int i = __float2int_rd(h);
 #endif
 #endif
-#if LIN && ADV
+#if LIN && ADV && HMATH && SPT == 4
+                // Half arithmetic for the interpolation (two slices per
+                // instruction), f32 accumulation.
+                const ent_t e = row[i];
+                const __half2 f2 = __float2half2_rn(f);
+                __half2 a0, a1, d0, d1;
+                *reinterpret_cast<unsigned int*>(&a0) = e.a.x;
+                *reinterpret_cast<unsigned int*>(&a1) = e.a.y;
+                *reinterpret_cast<unsigned int*>(&d0) = e.d.x;
+                *reinterpret_cast<unsigned int*>(&d1) = e.d.y;
+                const float2 r0 = __half22float2(__hfma2(f2, d0, a0));
+                const float2 r1 = __half22float2(__hfma2(f2, d1, a1));
+                s[q].x += r0.x;
+                s[q].y += r0.y;
+                s[q].z += r1.x;
+                s[q].w += r1.y;
+#elif LIN && ADV
                 const ent_t e = row[i];
                 add(s[q], axpy(to_acc(e.a), f, to_acc(e.d)));
 #elif LIN

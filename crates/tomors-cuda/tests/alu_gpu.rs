@@ -69,6 +69,23 @@ fn alu_matches_the_exact_reference() {
             ..AluParams::default()
         },
         AluParams {
+            tile: 64,
+            hybrid: 3,
+            by_block: true,
+            hybrid_exact: true,
+            ..AluParams::default()
+        },
+        AluParams {
+            half_math: true,
+            ..AluParams::default()
+        },
+        AluParams {
+            tile: 64,
+            float_round: false,
+            half_math: true,
+            ..AluParams::default()
+        },
+        AluParams {
             loads: true,
             ..AluParams::default()
         },
@@ -139,13 +156,26 @@ fn alu_matches_the_exact_reference() {
                     );
                     // Hybrid linear: part of the blocks use the texture
                     // unit's 8-bit weights (the texture kernels' bound).
-                    let lin_bound = if params.hybrid > 0 { 3e-3 } else { 1e-5 };
+                    // The exact hybrid's texture path weights in f32 too.
+                    let lin_bound = if params.hybrid > 0 && !params.hybrid_exact {
+                        3e-3
+                    } else {
+                        1e-5
+                    };
                     // Half caches: at most 1.95e-4 of the gray range over
                     // every geometry and configuration, measured on an H100
                     // (2026-11-25, docs/runs/2026-11-25-h100-gpu-tests-final.txt);
                     // bound 6e-4 (3x).
+                    // Half arithmetic (half_math, linear): one more half
+                    // rounding per sample; provisional bound 2e-3 until
+                    // measured (docs/perf-notes.md).
+                    let half_bound = if params.half_math && interp == Interpolation::Linear {
+                        2e-3
+                    } else {
+                        6e-4
+                    };
                     let ok = match (interp, half) {
-                        (_, true) => gray <= 6e-4,
+                        (_, true) => gray <= half_bound,
                         (Interpolation::Linear, false) => e_ref <= lin_bound,
                         (Interpolation::Nearest, false) => non_tie == 0,
                     };

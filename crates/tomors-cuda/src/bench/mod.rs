@@ -6,6 +6,8 @@
 //! warm-up launch (module load and compilation stay outside), the median of
 //! `reps` launches. Inputs are pseudo-random non-zero sinograms.
 
+pub mod levers;
+
 use ndarray::{Array3, ArrayView3, ArrayViewMut3};
 use rayon::prelude::*;
 use tomors_core::geometry::uniform_angles;

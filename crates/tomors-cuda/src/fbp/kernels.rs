@@ -56,6 +56,18 @@ pub struct AluParams {
     /// Fill the cache with plain loads from the packed texels instead of
     /// texture fetches (not with oversampling).
     pub loads: bool,
+    /// Hybrid split by block index (linear block index modulo 8 below
+    /// `hybrid` takes the texture path) instead of by each block's rank on
+    /// its multiprocessor.
+    pub by_block: bool,
+    /// Hybrid texture path with exact linear interpolation: both texels
+    /// fetched at their centres and weighted in f32 (as the cache path),
+    /// instead of the texture unit's 8-bit weights.
+    pub hybrid_exact: bool,
+    /// Half4 texels, linear interpolation with advanced caching: `a + f·d`
+    /// in half2 arithmetic (two slices per instruction), accumulation in
+    /// f32. Not exact (one more half rounding per sample).
+    pub half_math: bool,
 }
 
 impl Default for AluParams {
@@ -69,6 +81,9 @@ impl Default for AluParams {
             oversample: false,
             hybrid: 0,
             loads: false,
+            by_block: false,
+            hybrid_exact: false,
+            half_math: false,
         }
     }
 }
@@ -140,6 +155,15 @@ impl AluParams {
         if self.loads {
             s.push_str(",l1");
         }
+        if self.by_block {
+            s.push_str(",g1");
+        }
+        if self.hybrid_exact {
+            s.push_str(",x1");
+        }
+        if self.half_math {
+            s.push_str(",m1");
+        }
         s
     }
 
@@ -170,9 +194,12 @@ impl AluParams {
                 "o" => p.oversample = num != 0,
                 "h" => p.hybrid = num,
                 "l" => p.loads = num != 0,
+                "g" => p.by_block = num != 0,
+                "x" => p.hybrid_exact = num != 0,
+                "m" => p.half_math = num != 0,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "alu parameter '{part}' (keys t, s, a, r, b, o, h, l)"
+                        "alu parameter '{part}' (keys t, s, a, r, b, o, h, l, g, x, m)"
                     )))
                 }
             }
@@ -303,7 +330,9 @@ impl BpConfig {
                 self.mode != SliceMode::Half4 && interp == tomors_core::Interpolation::Linear
             }
             KernelKind::Alu(p) if p.hybrid > 0 => {
-                self.mode != SliceMode::Half4 || interp == tomors_core::Interpolation::Nearest
+                self.mode != SliceMode::Half4
+                    || interp == tomors_core::Interpolation::Nearest
+                    || p.hybrid_exact
             }
             KernelKind::Alu(_) => true,
             _ => self.mode != SliceMode::Half4 || interp == tomors_core::Interpolation::Nearest,
@@ -500,6 +529,9 @@ pub fn alu_defines(
         ("OVS".into(), p.samples_per_bin().to_string()),
         ("HYB".into(), p.hybrid.to_string()),
         ("LOADS".into(), u8::from(p.loads).to_string()),
+        ("HYBG".into(), u8::from(p.by_block).to_string()),
+        ("HYBX".into(), u8::from(p.hybrid_exact).to_string()),
+        ("HMATH".into(), u8::from(p.half_math && linear && p.advanced).to_string()),
         ("NB".into(), n_bins.to_string()),
     ]
 }

@@ -123,6 +123,7 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
                                 oversample: false,
                                 hybrid: 0,
                                 loads: false,
+                                ..AluParams::default()
                             });
                         }
                     }
