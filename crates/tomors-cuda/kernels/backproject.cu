@@ -242,8 +242,10 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_texopt(const cudaText
 //   HYBX    hybrid texture path, linear: exact interpolation (two texels
 //           fetched at their centres, f32 weights) instead of the texture
 //           unit's 8-bit weights
-//   HMATH   half4 linear advanced caching: the interpolation a + f d in
-//           half2 arithmetic (two slices per instruction), accumulation in f32
+//   HMATH   half4 linear advanced caching: 1: the interpolation a + f d in
+//           half2 arithmetic (two slices per instruction), accumulation in
+//           f32; 2: as 1, and two projections' values summed in half2
+//           before the f32 accumulation
 //
 // Thread mapping for the reconstruction: 4x4 Z-order squares of 16 threads,
 // NS/4 squares per row; a pass covers RSTEP = 256/NS pixel rows and a thread
@@ -317,6 +319,28 @@ struct ent_t { val_t a; val_t d; };
 #else
 typedef val_t ent_t;
 #endif
+
+#if SPT == 4
+__device__ __forceinline__ __half2 as_h2(unsigned int u) {
+    __half2 r;
+    *reinterpret_cast<unsigned int*>(&r) = u;
+    return r;
+}
+#endif
+
+// Cell index i and weight f of cache coordinate h (+ SHIFT), as the
+// interpolation loop below computes them for linear interpolation.
+__device__ __forceinline__ void locate(float h, int& i, float& f) {
+#if FROUND
+    const float r = h + MAGIC;
+    i = __float_as_int(r) - MAGIC_BITS;
+    f = h - (r - MAGIC);
+#else
+    const float fl = floorf(h);
+    i = (int)fl;
+    f = h - fl;
+#endif
+}
 
 // Cache coordinate h of a pixel = bin - hm. The running coordinate the loop
 // keeps is h + SHIFT: linear with FROUND rounds h - 0.5 to the nearest
@@ -499,6 +523,37 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
         }
         __syncthreads();
         // Stage 2: interpolate from the cache.
+#if LIN && ADV && HMATH == 2 && SPT == 4
+        // Two projections at a time: each interpolated in half2, the pair
+        // summed in half2, the sum accumulated in f32 (half the conversions).
+#pragma unroll 2
+        for (int j = 0; j < SD; j += 2) {
+            const float4 c0 = pc[j], c1 = pc[j + 1];
+            const float hx0 = fmaf(fx, c0.y, c0.x), hx1 = fmaf(fx, c1.y, c1.x);
+            const ent_t* __restrict__ row0 = cache[j];
+            const ent_t* __restrict__ row1 = cache[j + 1];
+#pragma unroll
+            for (int q = 0; q < NQ; ++q) {
+                const float fq = fy + (float)(q * RSTEP);
+                int i0, i1;
+                float f0, f1;
+                locate(fmaf(fq, c0.z, hx0), i0, f0);
+                locate(fmaf(fq, c1.z, hx1), i1, f1);
+                const ent_t e0 = row0[i0];
+                const ent_t e1 = row1[i1];
+                const __half2 g0 = __float2half2_rn(f0), g1 = __float2half2_rn(f1);
+                const __half2 lo =
+                    __hfma2(g1, as_h2(e1.d.x), __hadd2(as_h2(e1.a.x), __hfma2(g0, as_h2(e0.d.x), as_h2(e0.a.x))));
+                const __half2 hi =
+                    __hfma2(g1, as_h2(e1.d.y), __hadd2(as_h2(e1.a.y), __hfma2(g0, as_h2(e0.d.y), as_h2(e0.a.y))));
+                const float2 l = __half22float2(lo), u = __half22float2(hi);
+                s[q].x += l.x;
+                s[q].y += l.y;
+                s[q].z += u.x;
+                s[q].w += u.y;
+            }
+        }
+#else
 #pragma unroll 2
         for (int j = 0; j < SD; ++j) {
             const float4 c = pc[j];
@@ -523,7 +578,7 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
                 const int i = __float2int_rd(h);
 #endif
 #endif
-#if LIN && ADV && HMATH && SPT == 4
+#if LIN && ADV && HMATH == 1 && SPT == 4
                 // Half arithmetic for the interpolation (two slices per
                 // instruction), f32 accumulation.
                 const ent_t e = row[i];
@@ -555,6 +610,7 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
 #endif
             }
         }
+#endif
         __syncthreads();
     }
     const int gx = x0 + lx;

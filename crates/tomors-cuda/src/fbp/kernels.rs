@@ -64,10 +64,12 @@ pub struct AluParams {
     /// fetched at their centres and weighted in f32 (as the cache path),
     /// instead of the texture unit's 8-bit weights.
     pub hybrid_exact: bool,
-    /// Half4 texels, linear interpolation with advanced caching: `a + f·d`
-    /// in half2 arithmetic (two slices per instruction), accumulation in
-    /// f32. Not exact (one more half rounding per sample).
-    pub half_math: bool,
+    /// Half4 texels, linear interpolation with advanced caching: 1: `a +
+    /// f·d` in half2 arithmetic (two slices per instruction), accumulation
+    /// in f32; 2: as 1, with two projections' values summed in half2 before
+    /// the f32 accumulation; 0: off. Not exact (one or two more half
+    /// roundings per sample).
+    pub half_math: u8,
 }
 
 impl Default for AluParams {
@@ -83,7 +85,7 @@ impl Default for AluParams {
             loads: false,
             by_block: false,
             hybrid_exact: false,
-            half_math: false,
+            half_math: 0,
         }
     }
 }
@@ -126,6 +128,12 @@ impl AluParams {
                 self.hybrid
             )));
         }
+        if self.half_math > 2 {
+            return Err(CudaError::Parameter(format!(
+                "alu half math {} (use 0, 1 or 2)",
+                self.half_math
+            )));
+        }
         if !(1..=8).contains(&self.min_blocks) {
             return Err(CudaError::Parameter(format!(
                 "alu min_blocks {} (use 1 to 8)",
@@ -161,8 +169,8 @@ impl AluParams {
         if self.hybrid_exact {
             s.push_str(",x1");
         }
-        if self.half_math {
-            s.push_str(",m1");
+        if self.half_math > 0 {
+            s.push_str(&format!(",m{}", self.half_math));
         }
         s
     }
@@ -196,7 +204,7 @@ impl AluParams {
                 "l" => p.loads = num != 0,
                 "g" => p.by_block = num != 0,
                 "x" => p.hybrid_exact = num != 0,
-                "m" => p.half_math = num != 0,
+                "m" => p.half_math = num,
                 _ => {
                     return Err(CudaError::Parameter(format!(
                         "alu parameter '{part}' (keys t, s, a, r, b, o, h, l, g, x, m)"
@@ -531,7 +539,10 @@ pub fn alu_defines(
         ("LOADS".into(), u8::from(p.loads).to_string()),
         ("HYBG".into(), u8::from(p.by_block).to_string()),
         ("HYBX".into(), u8::from(p.hybrid_exact).to_string()),
-        ("HMATH".into(), u8::from(p.half_math && linear && p.advanced).to_string()),
+        (
+            "HMATH".into(),
+            if linear && p.advanced { p.half_math } else { 0 }.to_string(),
+        ),
         ("NB".into(), n_bins.to_string()),
     ]
 }
