@@ -152,6 +152,36 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
             });
         }
     }
+    // Hybrid split by block index with the exact texture path (f32 weights),
+    // 1 or 2 of 8 blocks.
+    for mode in modes {
+        for hybrid in [1u8, 2] {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(AluParams {
+                    tile: 64,
+                    hybrid,
+                    by_block: true,
+                    hybrid_exact: true,
+                    ..AluParams::default()
+                }),
+                mode,
+            });
+        }
+    }
+    // Half arithmetic for the half cache (linear, advanced caching).
+    for (tile, float_round) in [(32u8, false), (32, true), (64, true)] {
+        for half_math in [1u8, 2] {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(AluParams {
+                    tile,
+                    float_round,
+                    half_math,
+                    ..AluParams::default()
+                }),
+                mode: SliceMode::Half4,
+            });
+        }
+    }
     // The cache filled with plain loads instead of texture fetches.
     for mode in modes {
         for advanced in [true, false] {
@@ -209,7 +239,9 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
         for interp in interps {
             // advanced caching only changes linear modules: the nearest
             // module of an advanced alu candidate is its plain twin's.
-            let redundant = matches!(cfg.kernel, KernelKind::Alu(p) if p.advanced && p.hybrid == 0 && !quick_twinless(opts.quick, p))
+            let redundant = matches!(cfg.kernel, KernelKind::Alu(p)
+                if (p.advanced && p.hybrid == 0 && !quick_twinless(opts.quick, p))
+                    || p.half_math > 0 || p.hybrid_exact)
                 && interp == Interpolation::Nearest;
             if cfg.supports(interp) && !redundant {
                 jobs.push((cfg, interp));
