@@ -79,6 +79,9 @@ pub(crate) struct Engine {
     pub(crate) up: Stream,
     pub comp: Stream,
     pub(crate) down: Stream,
+    /// The pipeline's filtering stream: a slab is filtered while the
+    /// previous one is back projected on `comp`.
+    filt: Stream,
     filters: Filters,
     bp: HashMap<BpKey, BpModule>,
     plans: HashMap<(PlanKind, usize, usize), Plan>,
@@ -147,6 +150,7 @@ impl Engine {
             up: Stream::new(&ctx)?,
             comp: Stream::new(&ctx)?,
             down: Stream::new(&ctx)?,
+            filt: Stream::new(&ctx)?,
             ctx,
             filters,
             bp: HashMap::new(),

@@ -170,7 +170,15 @@ impl Engine {
         };
         let ev =
             |ctx: &Arc<Context>| -> Result<[Event; 2]> { Ok([Event::new(ctx)?, Event::new(ctx)?]) };
-        let (up0, up1, c0, c1, c2, d0, d1) = (
+        // Filtering on its own stream, overlapped with the previous slab's
+        // back projection (`TOMORS_CUDA_FILTER_OVERLAP=0` keeps it on the
+        // compute stream, for comparisons).
+        let overlap = self.gpu_fft
+            && filter.is_some()
+            && std::env::var("TOMORS_CUDA_FILTER_OVERLAP").map_or(true, |v| v != "0");
+        let packed = Event::new(&self.ctx)?;
+        let (up0, up1, c0, c1, cb, c2, d0, d1) = (
+            ev(&self.ctx)?,
             ev(&self.ctx)?,
             ev(&self.ctx)?,
             ev(&self.ctx)?,
@@ -246,15 +254,35 @@ impl Engine {
                 }
                 let (raw_ptr, out_ptr) =
                     (raw.ptr(), self.out[b].as_ref().expect("allocated").ptr());
-                let fj = if self.gpu_fft { filter } else { None };
-                self.process_slab(
-                    raw_ptr,
-                    out_ptr,
-                    k,
-                    fj.as_ref(),
-                    job,
-                    Some((&c0[b], &c1[b])),
-                )?;
+                if overlap {
+                    let f = filter.as_ref().expect("overlap needs a filter");
+                    self.filt.wait(&up1[b])?;
+                    // The previous slab's packing has read the FFT buffer.
+                    self.filt.wait(&packed)?;
+                    c0[b].record(&self.filt)?;
+                    // filter_rows works on `comp`: lend it the filtering stream.
+                    std::mem::swap(&mut self.comp, &mut self.filt);
+                    let r = self.filter_rows(raw_ptr, k * na, n, f, self.fft_variant);
+                    std::mem::swap(&mut self.comp, &mut self.filt);
+                    let src = r?;
+                    c1[b].record(&self.filt)?;
+                    self.comp.wait(&c1[b])?;
+                    cb[b].record(&self.comp)?;
+                    let key = self.bp_module(job.cfg, job.grid, job.geom, job.interp)?;
+                    let texs = self.pack(src, k, na, n, job.cfg, job.interp)?;
+                    packed.record(&self.comp)?;
+                    self.launch_bp(key, texs, out_ptr, k, job.scale, job.cfg)?;
+                } else {
+                    let fj = if self.gpu_fft { filter } else { None };
+                    self.process_slab(
+                        raw_ptr,
+                        out_ptr,
+                        k,
+                        fj.as_ref(),
+                        job,
+                        Some((&c0[b], &c1[b])),
+                    )?;
+                }
                 c2[b].record(&self.comp)?;
                 self.down.wait(&c2[b])?;
                 d0[b].record(&self.down)?;
@@ -284,7 +312,11 @@ impl Engine {
                 stats.host_out_ms += th.elapsed().as_secs_f64() * 1e3;
                 stats.upload_ms += up0[b].elapsed_ms(&up1[b])? as f64;
                 stats.filter_ms += c0[b].elapsed_ms(&c1[b])? as f64;
-                stats.backproject_ms += c1[b].elapsed_ms(&c2[b])? as f64;
+                stats.backproject_ms += if overlap {
+                    cb[b].elapsed_ms(&c2[b])? as f64
+                } else {
+                    c1[b].elapsed_ms(&c2[b])? as f64
+                };
                 stats.download_ms += d0[b].elapsed_ms(&d1[b])? as f64;
             }
         }
