@@ -90,6 +90,16 @@ fn alu_matches_the_exact_reference() {
             ..AluParams::default()
         },
         AluParams {
+            wide: true,
+            ..AluParams::default()
+        },
+        AluParams {
+            wide: true,
+            float_round: false,
+            half_math: 2,
+            ..AluParams::default()
+        },
+        AluParams {
             loads: true,
             ..AluParams::default()
         },
@@ -110,8 +120,18 @@ fn alu_matches_the_exact_reference() {
             // compared with (same coordinates, so the same nearest ties).
             let mut f32_out = std::collections::HashMap::new();
             for mode in [SliceMode::F32, SliceMode::Float2, SliceMode::Half4] {
+                // wide is a half4 layout: its f32 results (the half cache's
+                // comparison) come from the same kernel with one group per block.
+                let kp = if mode == SliceMode::Half4 {
+                    params
+                } else {
+                    AluParams {
+                        wide: false,
+                        ..params
+                    }
+                };
                 let cfg = BpConfig {
-                    kernel: KernelKind::Alu(params),
+                    kernel: KernelKind::Alu(kp),
                     mode,
                 };
                 be.set_kernel(KernelChoice::Fixed(cfg));
@@ -447,4 +467,49 @@ fn alu_half_and_oversample_errors_on_phantom_and_tooth() {
             );
         }
     }
+}
+
+/// The wide half kernel (8 slices per block, two texture groups) computes
+/// what the half4 kernel computes with the same parameters, including an
+/// odd number of groups (the last block has one) and a partial last group:
+/// the same half values, weights and summation order, so equal to f32
+/// rounding (asserted ≤ 1e-6 relative L2).
+#[test]
+fn wide_half_equals_half4() {
+    let Some(mut be) = gpu_or_skip("wide_half_equals_half4") else {
+        return;
+    };
+    let seed = common::test_seed();
+    let (na, nb, k) = (90, 64, 10);
+    let geom = ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), nb).unwrap();
+    let grid = SliceGrid::new(70, 50).unwrap();
+    let sino = Array3::from_shape_vec((k, na, nb), random(k * na * nb, seed)).unwrap();
+    let mut failures = Vec::new();
+    for (float_round, half_math) in [(true, 0u8), (false, 0), (true, 1), (false, 2)] {
+        for interp in [Interpolation::Linear, Interpolation::Nearest] {
+            let mut outs = Vec::new();
+            for wide in [false, true] {
+                be.set_kernel(KernelChoice::Fixed(BpConfig {
+                    kernel: KernelKind::Alu(AluParams {
+                        float_round,
+                        half_math,
+                        wide,
+                        ..AluParams::default()
+                    }),
+                    mode: SliceMode::Half4,
+                }));
+                let mut out = Array3::from_elem((k, grid.ny, grid.nx), f32::NAN);
+                be.backproject(sino.view(), &geom, &grid, interp, 1.0, out.view_mut())
+                    .unwrap();
+                assert!(out.iter().all(|v| v.is_finite()), "wide {wide}: unwritten");
+                outs.push(out);
+            }
+            let e = rel_l2(outs[1].as_slice().unwrap(), outs[0].as_slice().unwrap());
+            eprintln!("r{} m{half_math} {interp}: wide vs half4 rel L2 {e:.2e}", u8::from(float_round));
+            if e > 1e-6 {
+                failures.push(format!("r{float_round} m{half_math} {interp}: {e:.2e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

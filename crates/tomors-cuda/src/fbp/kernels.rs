@@ -4,8 +4,12 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
 
-/// Source of the back-projection kernels (`bp_standard`, `bp_texopt`, `bp_alu`).
-pub const BACKPROJECT_CU: &str = include_str!("../../kernels/backproject.cu");
+/// Source of the back-projection kernels (`bp_standard`, `bp_texopt`,
+/// `bp_alu`, and `bp_alu_w2` appended from its own file).
+pub const BACKPROJECT_CU: &str = concat!(
+    include_str!("../../kernels/backproject.cu"),
+    include_str!("../../kernels/backproject_wide.cu")
+);
 /// Source of the filtering and texture-packing kernels.
 pub const FILTER_CU: &str = include_str!("../../kernels/filter.cu");
 
@@ -70,6 +74,11 @@ pub struct AluParams {
     /// the f32 accumulation; 0: off. Not exact (one or two more half
     /// roundings per sample).
     pub half_math: u8,
+    /// Half4 texels only: one block reconstructs 8 slices (two texture
+    /// groups), so each position, weight and cache address serves 8 slices
+    /// (`bp_alu_w2`; tile 32, advanced caching for linear; no hybrid,
+    /// oversampling or plain loads).
+    pub wide: bool,
 }
 
 impl Default for AluParams {
@@ -86,6 +95,7 @@ impl Default for AluParams {
             by_block: false,
             hybrid_exact: false,
             half_math: 0,
+            wide: false,
         }
     }
 }
@@ -127,6 +137,19 @@ impl AluParams {
                 "hybrid {} (use 0 to 7 of 8 blocks, not with oversampling)",
                 self.hybrid
             )));
+        }
+        if self.wide
+            && (self.tile != 32
+                || !self.advanced
+                || self.hybrid > 0
+                || self.oversample
+                || self.loads)
+        {
+            return Err(CudaError::Parameter(
+                "alu wide (w1): tile 32 with advanced caching, no hybrid, oversampling or \
+                 plain loads"
+                    .into(),
+            ));
         }
         if self.half_math > 2 {
             return Err(CudaError::Parameter(format!(
@@ -172,6 +195,9 @@ impl AluParams {
         if self.half_math > 0 {
             s.push_str(&format!(",m{}", self.half_math));
         }
+        if self.wide {
+            s.push_str(",w1");
+        }
         s
     }
 
@@ -205,9 +231,10 @@ impl AluParams {
                 "g" => p.by_block = num != 0,
                 "x" => p.hybrid_exact = num != 0,
                 "m" => p.half_math = num,
+                "w" => p.wide = num != 0,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "alu parameter '{part}' (keys t, s, a, r, b, o, h, l, g, x, m)"
+                        "alu parameter '{part}' (keys t, s, a, r, b, o, h, l, g, x, m, w)"
                     )))
                 }
             }
@@ -245,6 +272,7 @@ impl KernelKind {
         match self {
             Self::Standard => "bp_standard",
             Self::TexOpt => "bp_texopt",
+            Self::Alu(p) if p.wide => "bp_alu_w2",
             Self::Alu(_) => "bp_alu",
         }
     }
@@ -334,6 +362,7 @@ impl BpConfig {
     /// filtered f32 or float2 texture).
     pub fn supports(&self, interp: tomors_core::Interpolation) -> bool {
         match self.kernel {
+            KernelKind::Alu(p) if p.wide => self.mode == SliceMode::Half4,
             KernelKind::Alu(p) if p.oversample => {
                 self.mode != SliceMode::Half4 && interp == tomors_core::Interpolation::Linear
             }
@@ -362,7 +391,7 @@ impl BpConfig {
         } else {
             Err(CudaError::Parameter(format!(
                 "kernel {self} does not support {interp} interpolation (half texels: nearest \
-                 only; oversampling: linear with f32 or float2 texels)"
+                 only; oversampling: linear with f32 or float2 texels; wide: half4 texels)"
             )))
         }
     }

@@ -182,6 +182,18 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
             });
         }
     }
+    // Half4 texels, 8 slices per block (two groups): plain, half math.
+    for (float_round, half_math) in [(false, 0u8), (true, 0), (true, 1), (false, 2), (true, 2)] {
+        v.push(BpConfig {
+            kernel: KernelKind::Alu(AluParams {
+                float_round,
+                half_math,
+                wide: true,
+                ..AluParams::default()
+            }),
+            mode: SliceMode::Half4,
+        });
+    }
     // The cache filled with plain loads instead of texture fetches.
     for mode in modes {
         for advanced in [true, false] {
@@ -240,7 +252,7 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
             // advanced caching only changes linear modules: the nearest
             // module of an advanced alu candidate is its plain twin's.
             let redundant = matches!(cfg.kernel, KernelKind::Alu(p)
-                if (p.advanced && p.hybrid == 0 && !quick_twinless(opts.quick, p))
+                if (p.advanced && p.hybrid == 0 && !p.wide && !quick_twinless(opts.quick, p))
                     || p.half_math > 0 || p.hybrid_exact)
                 && interp == Interpolation::Nearest;
             if cfg.supports(interp) && !redundant {

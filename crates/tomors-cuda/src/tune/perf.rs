@@ -185,13 +185,14 @@ fn texture_counts(mode: SliceMode) -> OpCounts {
 
 /// Operations per update of the `alu` kernel (no hybrid part).
 fn alu_counts(p: AluParams, mode: SliceMode, interp: Interpolation) -> OpCounts {
-    let s = mode.slices() as f64;
+    // wide: two texel groups per block, so the per-pixel work serves 2·s slices.
+    let s = mode.slices() as f64 * if p.wide { 2.0 } else { 1.0 };
     let t = p.tile as f64;
     let q = t * t / 256.0;
     let linear = interp == Interpolation::Linear && !p.oversample;
     let advanced = p.advanced && linear;
     // Bytes of one cached value for all s slices.
-    let value_bytes = mode.texel_bytes() as f64;
+    let value_bytes = mode.texel_bytes() as f64 * if p.wide { 2.0 } else { 1.0 };
     let entry_bytes = if advanced {
         2.0 * value_bytes
     } else {

@@ -151,7 +151,11 @@ impl Engine {
         cfg: BpConfig,
     ) -> Result<()> {
         let m = &self.bp[&key];
-        let groups = slices.div_ceil(cfg.mode.slices());
+        let groups = match cfg.kernel {
+            // Two texture groups per block.
+            KernelKind::Alu(p) if p.wide => slices.div_ceil(cfg.mode.slices()).div_ceil(2),
+            _ => slices.div_ceil(cfg.mode.slices()),
+        };
         let tile = match cfg.kernel {
             KernelKind::Alu(p) => p.tile as usize,
             _ => 16,
