@@ -505,7 +505,10 @@ fn wide_half_equals_half4() {
                 outs.push(out);
             }
             let e = rel_l2(outs[1].as_slice().unwrap(), outs[0].as_slice().unwrap());
-            eprintln!("r{} m{half_math} {interp}: wide vs half4 rel L2 {e:.2e}", u8::from(float_round));
+            eprintln!(
+                "r{} m{half_math} {interp}: wide vs half4 rel L2 {e:.2e}",
+                u8::from(float_round)
+            );
             if e > 1e-6 {
                 failures.push(format!("r{float_round} m{half_math} {interp}: {e:.2e}"));
             }

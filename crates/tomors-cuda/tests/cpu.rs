@@ -359,12 +359,18 @@ fn alu_split_exact_and_half_math_keys() {
     let KernelChoice::Fixed(exact) = name.parse::<KernelChoice>().unwrap() else {
         panic!("{name} is fixed");
     };
-    assert_eq!(exact.to_string().parse::<KernelChoice>().unwrap(), KernelChoice::Fixed(exact));
+    assert_eq!(
+        exact.to_string().parse::<KernelChoice>().unwrap(),
+        KernelChoice::Fixed(exact)
+    );
     assert!(is_exact(&exact));
     let KernelChoice::Fixed(lerp) = "hybrid-float2@t64,h2".parse::<KernelChoice>().unwrap() else {
         panic!("fixed");
     };
-    assert!(!is_exact(&lerp), "the texture unit's 8-bit weights are not exact");
+    assert!(
+        !is_exact(&lerp),
+        "the texture unit's 8-bit weights are not exact"
+    );
     // The exact texture path interpolates half texels itself: linear allowed.
     let KernelChoice::Fixed(h) = "hybrid-half4@t32,h2,x1".parse::<KernelChoice>().unwrap() else {
         panic!("fixed");

@@ -481,7 +481,7 @@ fn overlapped_filtering_matches_cpu_fbp() {
         assert!(e <= 2e-5, "run {run}: {e:.2e}");
         match &first {
             None => first = Some(out),
-            Some(f) => assert!(f == &out, "run {run} differs from run 0"),
+            Some(f) => assert!(*f == out, "run {run} differs from run 0"),
         }
     }
 }

@@ -34,9 +34,7 @@ pub fn parse_case(s: &str) -> Result<(BpConfig, Interpolation)> {
             c.check(interp)?;
             Ok((c, interp))
         }
-        KernelChoice::Auto => Err(CudaError::Parameter(
-            "name a fixed kernel, not auto".into(),
-        )),
+        KernelChoice::Auto => Err(CudaError::Parameter("name a fixed kernel, not auto".into())),
     }
 }
 
