@@ -85,18 +85,24 @@ fn run() -> tomors_cuda::Result<()> {
     }
     let slices = numbers(value("--e2e-slices"), &[256])[0];
     let warm = numbers(value("--warm"), &[32])[0];
-    for e in list(&value("--e2e")) {
+    let specs = list(&value("--e2e"));
+    let mut cases = Vec::new();
+    for e in &specs {
         let (case, slab) = match e.rsplit_once('/') {
             Some((c, s)) => (c, s.parse().unwrap_or(0)),
             None => (e.as_str(), 0),
         };
-        let c = levers::parse_case(case)?;
-        let (secs, st) = levers::e2e(device, c, slab, n, slices, warm)?;
-        println!(
-            "e2e FBP {slices} slices of {n}^2 from {n} angles, host to host, {case} slab {slab}: \
-             {secs:.3} s ({:.1} GU/s overall; {st})",
-            (n * n * slices) as f64 * n as f64 / secs / 1e9
-        );
+        cases.push((levers::parse_case(case)?, slab));
+    }
+    if !cases.is_empty() {
+        levers::e2e(device, &cases, n, slices, warm, &mut |i, secs, st| {
+            println!(
+                "e2e FBP {slices} slices of {n}^2 from {n} angles, host to host, {}: {secs:.3} s \
+                 ({:.1} GU/s overall; {st})",
+                specs[i],
+                (n * n * slices) as f64 * n as f64 / secs / 1e9
+            );
+        })?;
     }
     Ok(())
 }

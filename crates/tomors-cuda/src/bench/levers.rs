@@ -148,19 +148,20 @@ pub fn compare(
 }
 
 /// End-to-end FBP host to host of `slices` random sinograms of `n` bins ×
-/// `n` angles into `n²` slices (Ram-Lak) with a fixed kernel and slab size
-/// (0 = automatic), timed after a warm-up FBP of `warm` slices: wall
-/// seconds and the pipeline's stage times.
+/// `n` angles into `n²` slices (Ram-Lak) with each fixed kernel and slab
+/// size (0 = automatic) of `cases`, on one pair of host arrays; each timed
+/// after a warm-up FBP of `warm` slices with a fresh backend: wall seconds
+/// and the pipeline's stage times, reported through `done` as they finish.
 ///
 /// Errors: device, compilation, launch or allocation errors.
 pub fn e2e(
     device: usize,
-    case: (BpConfig, Interpolation),
-    slab: usize,
+    cases: &[((BpConfig, Interpolation), usize)],
     n: usize,
     slices: usize,
     warm: usize,
-) -> Result<(f64, PipelineStats)> {
+    done: &mut dyn FnMut(usize, f64, &PipelineStats),
+) -> Result<()> {
     let geom = ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n)?;
     let grid = SliceGrid::for_geometry(&geom);
     let mut sino = Array3::<f32>::zeros((slices, n, n));
@@ -170,26 +171,29 @@ pub fn e2e(
         .expect("contiguous")
         .par_chunks_mut(1 << 16)
         .for_each(|c| c.fill(1.0));
-    let be = CudaBackend::with_options(
-        device,
-        CudaOptions {
-            kernel: KernelChoice::Fixed(case.0),
-            slab,
-            ..Default::default()
-        },
-    )?;
     let filter = FilterSpec::default();
     let w = warm.clamp(1, slices);
     let mut o = Array3::<f32>::zeros((w, n, n));
-    be.fbp(
-        sino.slice(ndarray::s![..w, .., ..]),
-        &geom,
-        &grid,
-        &filter,
-        case.1,
-        o.view_mut(),
-    )?;
-    let t = std::time::Instant::now();
-    be.fbp(sino.view(), &geom, &grid, &filter, case.1, out.view_mut())?;
-    Ok((t.elapsed().as_secs_f64(), be.last_stats()))
+    for (i, &(case, slab)) in cases.iter().enumerate() {
+        let be = CudaBackend::with_options(
+            device,
+            CudaOptions {
+                kernel: KernelChoice::Fixed(case.0),
+                slab,
+                ..Default::default()
+            },
+        )?;
+        be.fbp(
+            sino.slice(ndarray::s![..w, .., ..]),
+            &geom,
+            &grid,
+            &filter,
+            case.1,
+            o.view_mut(),
+        )?;
+        let t = std::time::Instant::now();
+        be.fbp(sino.view(), &geom, &grid, &filter, case.1, out.view_mut())?;
+        done(i, t.elapsed().as_secs_f64(), &be.last_stats());
+    }
+    Ok(())
 }

@@ -17,7 +17,7 @@ pub struct CudaOptions {
     pub kernel: KernelChoice,
     /// FFT variant used for filtering.
     pub fft: FftVariant,
-    /// Slices per pipeline slab (0 = automatic, about 1.5 GB of device memory).
+    /// Slices per pipeline slab (0 = automatic, about 2 GB of device memory).
     pub slab: usize,
     /// Texture storage.
     pub storage: crate::fbp::engine::TexStorage,

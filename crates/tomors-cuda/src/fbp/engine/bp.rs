@@ -46,6 +46,18 @@ pub(crate) fn module_defines(
             let (linear, width) = (interp == Interpolation::Linear, p.cache_width(geom, grid));
             defines.retain(|(k, _)| k != "MINB");
             defines.push(("MINB".into(), p.min_blocks.to_string()));
+            // Parameters that change nothing in this mode leave the
+            // defines as they are (one module, one compilation).
+            let p = AluParams {
+                half_math: if cfg.mode == SliceMode::Half4 {
+                    p.half_math
+                } else {
+                    0
+                },
+                by_block: p.by_block && p.hybrid > 0,
+                hybrid_exact: p.hybrid_exact && p.hybrid > 0,
+                ..p
+            };
             defines.extend(alu_defines(p, linear, width, geom.n_bins()));
             Ok((defines, linear, width))
         }

@@ -63,10 +63,10 @@ impl Engine {
             (0, 0)
         };
         let tex = self.tex_layout(SliceMode::F32, 1, na, n).bytes;
-        2 * raw + 2 * out + a + b + tex
+        NBUF * (raw + out) + a + b + tex
     }
 
-    /// Slices per slab: `TOMORS_CUDA_SLAB` if set, else about 1.5 GB of device memory, a
+    /// Slices per slab: `TOMORS_CUDA_SLAB` if set, else about 2 GB of device memory, a
     /// multiple of the slices per texel.
     pub fn slab_size(&self, job: &BpJob<'_>, filtered: bool, total: usize) -> usize {
         let spt = job.cfg.mode.slices();
@@ -80,7 +80,9 @@ impl Engine {
             return s.max(1).min(total.max(1));
         }
         let per = self.bytes_per_slice(job, filtered).max(1);
-        let budget = 1_500_000_000usize;
+        // About 2 GB: 12 slices of 2048² from 2048 angles with three slabs
+        // in flight (as 1.5 GB gave with two).
+        let budget = 2_000_000_000usize;
         let mut s = (budget / per).clamp(1, 64);
         if s >= spt {
             s -= s % spt;
@@ -98,7 +100,7 @@ impl Engine {
         let n = job.geom.n_bins();
         let raw = ss * na * n;
         let out = ss * job.grid.nx * job.grid.ny;
-        for b in 0..2 {
+        for b in 0..NBUF {
             ensure(&mut self.raw[b], &self.ctx, raw * 4, "slab sinograms")?;
             ensure(&mut self.out[b], &self.ctx, out * 4, "slab slices")?;
             ensure_pinned(&mut self.pin_in[b], &self.ctx, raw)?;
@@ -168,8 +170,9 @@ impl Engine {
             kernel: job.cfg.to_string(),
             ..Default::default()
         };
-        let ev =
-            |ctx: &Arc<Context>| -> Result<[Event; 2]> { Ok([Event::new(ctx)?, Event::new(ctx)?]) };
+        let ev = |ctx: &Arc<Context>| -> Result<[Event; NBUF]> {
+            Ok([Event::new(ctx)?, Event::new(ctx)?, Event::new(ctx)?])
+        };
         // Filtering on its own stream, overlapped with the previous slab's
         // back projection (`TOMORS_CUDA_FILTER_OVERLAP=0` keeps it on the
         // compute stream, for comparisons).
@@ -209,12 +212,15 @@ impl Engine {
             let k = b.shape()[0];
             pending[inputs.len() - 1] = Some((b, k));
         }
-        for i in 0..=ns {
+        // NBUF slabs in flight: the host waits for slab i − (NBUF − 1)'s
+        // download only after queueing slab i, so its copies in and out
+        // overlap the back projection of the two slabs before.
+        for i in 0..ns + NBUF - 1 {
             if i < ns {
-                let b = i % 2;
+                let b = i % NBUF;
                 let input = inputs[i].take().expect("each slab once");
                 let k = input.shape()[0];
-                if i >= 2 {
+                if i >= NBUF {
                     up1[b].synchronize()?;
                 }
                 let th = Instant::now();
@@ -230,7 +236,7 @@ impl Engine {
                 }
                 stats.host_in_ms += th.elapsed().as_secs_f64() * 1e3;
                 let raw = self.raw[b].as_ref().expect("allocated");
-                if i >= 2 {
+                if i >= NBUF {
                     self.up.wait(&c2[b])?;
                 }
                 up0[b].record(&self.up)?;
@@ -249,7 +255,7 @@ impl Engine {
                 }
                 up1[b].record(&self.up)?;
                 self.comp.wait(&up1[b])?;
-                if i >= 2 {
+                if i >= NBUF {
                     self.comp.wait(&d1[b])?;
                 }
                 let (raw_ptr, out_ptr) =
@@ -301,9 +307,9 @@ impl Engine {
                 }
                 d1[b].record(&self.down)?;
             }
-            if i >= 1 {
-                let j = i - 1;
-                let b = j % 2;
+            if i >= NBUF - 1 {
+                let j = i + 1 - NBUF;
+                let b = j % NBUF;
                 d1[b].synchronize()?;
                 let (mut dst, k) = pending[j].take().expect("each slab once");
                 let th = Instant::now();
@@ -327,6 +333,9 @@ impl Engine {
 }
 
 pub(super) const COPY_CHUNK: usize = 1 << 18;
+
+/// Slabs in flight in the pipeline (device and pinned buffers of each).
+pub(crate) const NBUF: usize = 3;
 
 /// Copies a slab into contiguous staging memory (parallel when contiguous).
 pub(crate) fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
