@@ -384,4 +384,9 @@ fn alu_split_exact_and_half_math_keys() {
         panic!("fixed");
     };
     assert!(!is_exact(&hm));
+    let KernelChoice::Fixed(fast) = "fast".parse::<KernelChoice>().unwrap() else {
+        panic!("fast is fixed");
+    };
+    assert_eq!(fast, tomors_cuda::BpConfig::fast());
+    assert!(!is_exact(&fast) && fast.check(Interpolation::Linear).is_ok());
 }
