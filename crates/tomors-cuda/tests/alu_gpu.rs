@@ -115,6 +115,22 @@ fn alu_matches_the_exact_reference() {
     for (gi, (geom, grid)) in geoms.iter().enumerate() {
         let (ny, nx) = (grid.ny, grid.nx);
         let ties = tie_pixels(geom, grid, 1e-4);
+        // Compile every module of this geometry in parallel first.
+        let mut jobs = Vec::new();
+        for params in variants {
+            for mode in [SliceMode::F32, SliceMode::Float2, SliceMode::Half4] {
+                let cfg = BpConfig {
+                    kernel: KernelKind::Alu(params),
+                    mode,
+                };
+                for interp in [Interpolation::Linear, Interpolation::Nearest] {
+                    if cfg.supports(interp) {
+                        jobs.push((cfg, interp));
+                    }
+                }
+            }
+        }
+        be.precompile(&jobs, geom, grid).unwrap();
         for params in variants {
             // The f32 results of these parameters: what the half cache is
             // compared with (same coordinates, so the same nearest ties).
