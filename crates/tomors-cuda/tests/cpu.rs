@@ -264,6 +264,7 @@ fn every_kernel_compiles_with_nvrtc() {
     let alu = tomors_cuda::tune::candidates(true)
         .into_iter()
         .filter(|c| matches!(c.kernel, tomors_cuda::KernelKind::Alu(_)));
+    let mut jobs = Vec::new();
     for c in alu {
         let tomors_cuda::KernelKind::Alu(p) = c.kernel else {
             unreachable!()
@@ -285,11 +286,18 @@ fn every_kernel_compiles_with_nvrtc() {
             };
             let mut defines = bp_defines(c, &grid, 90, p.min_blocks as u32);
             defines.extend(tomors_cuda::kernels::alu_defines(p, linear, 50, 64));
-            let src = build_source(&defines, BACKPROJECT_CU);
-            compile_cubin("backproject", &src, &opts).unwrap_or_else(|e| {
-                panic!("{c} linear {linear} advanced {advanced} loads {loads}: {e}")
-            });
+            jobs.push((
+                format!("{c} linear {linear} advanced {advanced} loads {loads}"),
+                build_source(&defines, BACKPROJECT_CU),
+            ));
         }
+    }
+    // Compiled in parallel (NVRTC is thread-safe; the tuner does the same).
+    {
+        use rayon::prelude::*;
+        jobs.par_iter().for_each(|(label, src)| {
+            compile_cubin("backproject", src, &opts).unwrap_or_else(|e| panic!("{label}: {e}"));
+        });
     }
     for sg in [4, 8] {
         for km in [0, 1, 3] {

@@ -162,9 +162,8 @@ impl CudaBackend {
         };
         jobs.par_iter()
             .map(|&(cfg, interp)| {
-                let (defines, _, _) = crate::fbp::engine::module_defines(
-                    cfg, grid, geom, interp, min_blocks, map,
-                )?;
+                let (defines, _, _) =
+                    crate::fbp::engine::module_defines(cfg, grid, geom, interp, min_blocks, map)?;
                 crate::runtime::compile::cubin_cached(
                     "backproject",
                     crate::fbp::kernels::BACKPROJECT_CU,
