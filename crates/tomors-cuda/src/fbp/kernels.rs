@@ -376,19 +376,31 @@ impl BpConfig {
         }
     }
 
-    /// The fastest linear mode within a stated error (`--kernel fast`): the
-    /// half cache with half arithmetic, f32 accumulation; FBP of 2048² from
-    /// 2048 angles within 5·10⁻⁴ relative L2 of the exact result, 6× closer
-    /// than the texture unit's 8-bit interpolation (`docs/perf-notes.md`).
-    /// Not `Auto`'s choice, which stays exact.
+    /// The fastest linear mode within a stated error (`--kernel fast`,
+    /// `alu-half4@t32,s16,a1,r1,b3,m2,w1`): the half cache, 8 slices per
+    /// block, half arithmetic for the interpolation and for pairs of
+    /// projections, f32 accumulation. FBP of 2048² from 2048 angles within
+    /// 4.7·10⁻⁴ relative L2 of the exact result, 6× closer than the texture
+    /// unit's 8-bit interpolation; 6590 GU/s against 3622 exact on an H200
+    /// (`docs/perf-notes.md`). Not `Auto`'s choice, which stays exact.
     pub fn fast() -> Self {
         Self {
             kernel: KernelKind::Alu(AluParams {
-                tile: 64,
+                min_blocks: 3,
                 half_math: 2,
+                wide: true,
                 ..AluParams::default()
             }),
             mode: SliceMode::Half4,
+        }
+    }
+
+    /// Slices one block of this configuration reconstructs: the texel's,
+    /// twice that for the wide `alu` kernel.
+    pub fn slices_per_block(&self) -> usize {
+        match self.kernel {
+            KernelKind::Alu(p) if p.wide => 2 * self.mode.slices(),
+            _ => self.mode.slices(),
         }
     }
 

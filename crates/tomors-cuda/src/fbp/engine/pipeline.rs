@@ -69,7 +69,8 @@ impl Engine {
     /// Slices per slab: `TOMORS_CUDA_SLAB` if set, else about 2 GB of device memory, a
     /// multiple of the slices per texel.
     pub fn slab_size(&self, job: &BpJob<'_>, filtered: bool, total: usize) -> usize {
-        let spt = job.cfg.mode.slices();
+        // Slabs are whole blocks' worth of slices: 8 for the wide kernel.
+        let spt = job.cfg.slices_per_block();
         if self.slab_override > 0 {
             return self.slab_override.min(total.max(1));
         }
@@ -84,7 +85,10 @@ impl Engine {
         // in flight (as 1.5 GB gave with two).
         let budget = 2_000_000_000usize;
         let mut s = (budget / per).clamp(1, 64);
-        if s >= spt {
+        if spt > 4 && s >= spt / 2 {
+            // Wide blocks: the nearest multiple (13 → 16 slices of 2048²).
+            s = (s + spt / 2) / spt * spt;
+        } else if s >= spt {
             s -= s % spt;
         }
         s.min(total.max(1))
