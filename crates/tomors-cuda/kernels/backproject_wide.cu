@@ -9,8 +9,10 @@
 // Parameters as `bp_alu` (NS, SD, CW, LIN, ADV = 1 for linear, FROUND, MINB,
 // HMATH); no hybrid, oversampling or plain-load caching. The last block of
 // an odd number of groups leaves the second group empty.
+// Compiled only when WIDE is 1 (its cache of 32-byte entries would not fit
+// the other configurations' wider caches).
 // Grid (ceil(NX/NS), ceil(NY/NS), ceil(groups/2)), block 256.
-#if defined(NS) && SPT == 4
+#if defined(NS) && SPT == 4 && WIDE
 #if LIN
 struct ent2_t {
     uint4 a;  // groups 2z (x, y) and 2z + 1 (z, w): value (+ half a difference with FROUND)

@@ -151,6 +151,13 @@ impl AluParams {
                     .into(),
             ));
         }
+        if (self.by_block || self.hybrid_exact) && self.hybrid == 0 {
+            return Err(CudaError::Parameter(
+                "alu: g1 and x1 choose how hybrid blocks split and interpolate; give a \
+                 hybrid ratio h1 to h7 with them"
+                    .into(),
+            ));
+        }
         if self.half_math > 2 {
             return Err(CudaError::Parameter(format!(
                 "alu half math {} (use 0, 1 or 2)",
@@ -597,6 +604,7 @@ pub fn alu_defines(
         ("LOADS".into(), u8::from(p.loads).to_string()),
         ("HYBG".into(), u8::from(p.by_block).to_string()),
         ("HYBX".into(), u8::from(p.hybrid_exact).to_string()),
+        ("WIDE".into(), u8::from(p.wide).to_string()),
         (
             "HMATH".into(),
             if linear && p.advanced { p.half_math } else { 0 }.to_string(),

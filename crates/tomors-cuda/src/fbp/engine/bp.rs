@@ -44,6 +44,20 @@ pub(crate) fn module_defines(
         KernelKind::Alu(p) => {
             p.validate()?;
             let (linear, width) = (interp == Interpolation::Linear, p.cache_width(geom, grid));
+            if p.wide {
+                // 32-byte entries (16 nearest) per bin and projection, and
+                // the per-projection constants, in 48 KiB of static shared memory.
+                let entry = if linear { 32 } else { 16 };
+                let bytes = p.step as usize * (width * entry + 16);
+                if bytes > 48 * 1024 {
+                    return Err(CudaError::Parameter(format!(
+                        "alu wide (w1): a cache of {width} bins × {} projections needs {bytes} B \
+                         of shared memory, over 48 KiB for this geometry; use the half4 kernel \
+                         without w1",
+                        p.step
+                    )));
+                }
+            }
             defines.retain(|(k, _)| k != "MINB");
             defines.push(("MINB".into(), p.min_blocks.to_string()));
             // Parameters that change nothing in this mode leave the
