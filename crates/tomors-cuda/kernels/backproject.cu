@@ -237,8 +237,9 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_texopt(const cudaText
 //   OVS     samples cached per bin: 1, or 4 (oversampling: offsets 0, 1/4,
 //           1/2, 3/4 fetched through a linearly filtered texture, nearest
 //           lookup in sub-bin units; LIN 0)
-//   HYBG    hybrid split by block index (blocks with linear index % 8 < HYB
-//           take the texture path) instead of by per-SM rank
+//   HYBG    hybrid split by tile (blocks whose tile index x + gridDim.x y
+//           is below HYB modulo 8 take the texture path) instead of by
+//           per-SM rank
 //   HYBX    hybrid texture path, linear: exact interpolation (two texels
 //           fetched at their centres, f32 weights) instead of the texture
 //           unit's 8-bit weights
@@ -403,10 +404,12 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
 #if HYB > 0
     __shared__ unsigned int rank;
 #if HYBG
-    // Split by block index: blocks whose linear index is HYB or less modulo
-    // 8 take the texture path (blocks are dispatched in index order, so the
-    // two kinds are interleaved on every multiprocessor).
-    if (t == 0) rank = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    // Split by tile: blocks whose tile index (x + tiles per row * y) is below
+    // HYB modulo 8 take the texture path. Blocks are dispatched in index
+    // order, so the two kinds are interleaved on every multiprocessor, and a
+    // tile takes the same path in every slice group and texel mode (nearest
+    // ties round alike in all of them).
+    if (t == 0) rank = blockIdx.x + gridDim.x * blockIdx.y;
 #else
     if (t == 0) rank = atomicAdd(&hyb_blocks[sm_id() & 1023u], 1u);
 #endif

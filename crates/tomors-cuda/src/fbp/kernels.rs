@@ -60,9 +60,9 @@ pub struct AluParams {
     /// Fill the cache with plain loads from the packed texels instead of
     /// texture fetches (not with oversampling).
     pub loads: bool,
-    /// Hybrid split by block index (linear block index modulo 8 below
-    /// `hybrid` takes the texture path) instead of by each block's rank on
-    /// its multiprocessor.
+    /// Hybrid split by tile (tile index modulo 8 below `hybrid` takes the
+    /// texture path, the same in every slice group) instead of by each
+    /// block's rank on its multiprocessor.
     pub by_block: bool,
     /// Hybrid texture path with exact linear interpolation: both texels
     /// fetched at their centres and weighted in f32 (as the cache path),
