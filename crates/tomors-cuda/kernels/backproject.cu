@@ -237,6 +237,16 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_texopt(const cudaText
 //   OVS     samples cached per bin: 1, or 4 (oversampling: offsets 0, 1/4,
 //           1/2, 3/4 fetched through a linearly filtered texture, nearest
 //           lookup in sub-bin units; LIN 0)
+//   HYBG    hybrid split by tile (blocks whose tile index x + gridDim.x y
+//           is below HYB modulo 8 take the texture path) instead of by
+//           per-SM rank
+//   HYBX    hybrid texture path, linear: exact interpolation (two texels
+//           fetched at their centres, f32 weights) instead of the texture
+//           unit's 8-bit weights
+//   HMATH   half4 linear advanced caching: 1: the interpolation a + f d in
+//           half2 arithmetic (two slices per instruction), accumulation in
+//           f32; 2: as 1, and two projections' values summed in half2
+//           before the f32 accumulation
 //
 // Thread mapping for the reconstruction: 4x4 Z-order squares of 16 threads,
 // NS/4 squares per row; a pass covers RSTEP = 256/NS pixel rows and a thread
@@ -311,6 +321,28 @@ struct ent_t { val_t a; val_t d; };
 typedef val_t ent_t;
 #endif
 
+#if SPT == 4
+__device__ __forceinline__ __half2 as_h2(unsigned int u) {
+    __half2 r;
+    *reinterpret_cast<unsigned int*>(&r) = u;
+    return r;
+}
+#endif
+
+// Cell index i and weight f of cache coordinate h (+ SHIFT), as the
+// interpolation loop below computes them for linear interpolation.
+__device__ __forceinline__ void locate(float h, int& i, float& f) {
+#if FROUND
+    const float r = h + MAGIC;
+    i = __float_as_int(r) - MAGIC_BITS;
+    f = h - (r - MAGIC);
+#else
+    const float fl = floorf(h);
+    i = (int)fl;
+    f = h - fl;
+#endif
+}
+
 // Cache coordinate h of a pixel = bin - hm. The running coordinate the loop
 // keeps is h + SHIFT: linear with FROUND rounds h - 0.5 to the nearest
 // integer (= floor h, or floor h - 1 with weight 1 at exact integers);
@@ -323,6 +355,15 @@ typedef val_t ent_t;
 
 #ifndef HYB
 #define HYB 0
+#endif
+#ifndef HYBG
+#define HYBG 0
+#endif
+#ifndef HYBX
+#define HYBX 0
+#endif
+#ifndef HMATH
+#define HMATH 0
 #endif
 #if HYB > 0
 // hybrid: per multiprocessor, HYB of every 8 blocks run through the texture
@@ -362,7 +403,16 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
     for (int q = 0; q < NQ; ++q) s[q] = zero();
 #if HYB > 0
     __shared__ unsigned int rank;
+#if HYBG
+    // Split by tile: blocks whose tile index (x + tiles per row * y) is below
+    // HYB modulo 8 take the texture path. Blocks are dispatched in index
+    // order, so the two kinds are interleaved on every multiprocessor, and a
+    // tile takes the same path in every slice group and texel mode (nearest
+    // ties round alike in all of them).
+    if (t == 0) rank = blockIdx.x + gridDim.x * blockIdx.y;
+#else
     if (t == 0) rank = atomicAdd(&hyb_blocks[sm_id() & 1023u], 1u);
+#endif
     __syncthreads();
 #ifdef COUNT_PATHS
     if (t == 0) atomicAdd((rank & 7u) < HYB ? &tex_path_blocks : &cache_path_blocks, 1ull);
@@ -375,8 +425,16 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
                 if (p < NPROJ) {
                     const double c0 = __ldg(dconst + p), cx = __ldg(dconst + NPROJ + p),
                                  cy = __ldg(dconst + 2 * NPROJ + p);
+#if HYBX && LIN
+                    // Exact path: the tile origin's bin coordinate relative to
+                    // the integer base w (f32 only spans the tile).
+                    const double u0 = c0 + (double)x0 * cx + (double)y0 * cy;
+                    const double w = floor(u0);
+                    pc[t] = make_float4((float)(u0 - w), (float)cx, (float)cy, (float)w);
+#else
                     pc[t] = make_float4((float)(c0 + (double)x0 * cx + (double)y0 * cy + 0.5), (float)cx,
                                         (float)cy, 0.0f);
+#endif
                 } else {
                     pc[t] = make_float4(-1.0e6f, 0.0f, 0.0f, 0.0f);
                 }
@@ -388,7 +446,21 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
                 const float hx = fmaf(fx, c.y, c.x);
                 const float v = (float)(pb + j) + 0.5f;
 #pragma unroll
-                for (int q = 0; q < NQ; ++q) add(s[q], fetch(tex, fmaf(fy + (float)(q * RSTEP), c.z, hx), v));
+                for (int q = 0; q < NQ; ++q) {
+#if HYBX && LIN
+                    // Exact linear interpolation: the two texels fetched at
+                    // their centres (returned bit for bit), weights in f32.
+                    const float u = fmaf(fy + (float)(q * RSTEP), c.z, hx);
+                    const float fl = floorf(u);
+                    const float f = u - fl;
+                    const float tu = c.w + fl + 0.5f;
+                    const acc_t a = fetch(tex, tu, v);
+                    const acc_t b = fetch(tex, tu + 1.0f, v);
+                    add(s[q], axpy(a, f, sub(b, a)));
+#else
+                    add(s[q], fetch(tex, fmaf(fy + (float)(q * RSTEP), c.z, hx), v));
+#endif
+                }
             }
             __syncthreads();
         }
@@ -454,6 +526,37 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
         }
         __syncthreads();
         // Stage 2: interpolate from the cache.
+#if LIN && ADV && HMATH == 2 && SPT == 4
+        // Two projections at a time: each interpolated in half2, the pair
+        // summed in half2, the sum accumulated in f32 (half the conversions).
+#pragma unroll 2
+        for (int j = 0; j < SD; j += 2) {
+            const float4 c0 = pc[j], c1 = pc[j + 1];
+            const float hx0 = fmaf(fx, c0.y, c0.x), hx1 = fmaf(fx, c1.y, c1.x);
+            const ent_t* __restrict__ row0 = cache[j];
+            const ent_t* __restrict__ row1 = cache[j + 1];
+#pragma unroll
+            for (int q = 0; q < NQ; ++q) {
+                const float fq = fy + (float)(q * RSTEP);
+                int i0, i1;
+                float f0, f1;
+                locate(fmaf(fq, c0.z, hx0), i0, f0);
+                locate(fmaf(fq, c1.z, hx1), i1, f1);
+                const ent_t e0 = row0[i0];
+                const ent_t e1 = row1[i1];
+                const __half2 g0 = __float2half2_rn(f0), g1 = __float2half2_rn(f1);
+                const __half2 lo =
+                    __hfma2(g1, as_h2(e1.d.x), __hadd2(as_h2(e1.a.x), __hfma2(g0, as_h2(e0.d.x), as_h2(e0.a.x))));
+                const __half2 hi =
+                    __hfma2(g1, as_h2(e1.d.y), __hadd2(as_h2(e1.a.y), __hfma2(g0, as_h2(e0.d.y), as_h2(e0.a.y))));
+                const float2 l = __half22float2(lo), u = __half22float2(hi);
+                s[q].x += l.x;
+                s[q].y += l.y;
+                s[q].z += u.x;
+                s[q].w += u.y;
+            }
+        }
+#else
 #pragma unroll 2
         for (int j = 0; j < SD; ++j) {
             const float4 c = pc[j];
@@ -478,7 +581,23 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
                 const int i = __float2int_rd(h);
 #endif
 #endif
-#if LIN && ADV
+#if LIN && ADV && HMATH == 1 && SPT == 4
+                // Half arithmetic for the interpolation (two slices per
+                // instruction), f32 accumulation.
+                const ent_t e = row[i];
+                const __half2 f2 = __float2half2_rn(f);
+                __half2 a0, a1, d0, d1;
+                *reinterpret_cast<unsigned int*>(&a0) = e.a.x;
+                *reinterpret_cast<unsigned int*>(&a1) = e.a.y;
+                *reinterpret_cast<unsigned int*>(&d0) = e.d.x;
+                *reinterpret_cast<unsigned int*>(&d1) = e.d.y;
+                const float2 r0 = __half22float2(__hfma2(f2, d0, a0));
+                const float2 r1 = __half22float2(__hfma2(f2, d1, a1));
+                s[q].x += r0.x;
+                s[q].y += r0.y;
+                s[q].z += r1.x;
+                s[q].w += r1.y;
+#elif LIN && ADV
                 const ent_t e = row[i];
                 add(s[q], axpy(to_acc(e.a), f, to_acc(e.d)));
 #elif LIN
@@ -494,6 +613,7 @@ extern "C" __global__ void __launch_bounds__(256, MINB) bp_alu(const cudaTexture
 #endif
             }
         }
+#endif
         __syncthreads();
     }
     const int gx = x0 + lx;

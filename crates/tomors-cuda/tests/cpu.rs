@@ -264,6 +264,7 @@ fn every_kernel_compiles_with_nvrtc() {
     let alu = tomors_cuda::tune::candidates(true)
         .into_iter()
         .filter(|c| matches!(c.kernel, tomors_cuda::KernelKind::Alu(_)));
+    let mut jobs = Vec::new();
     for c in alu {
         let tomors_cuda::KernelKind::Alu(p) = c.kernel else {
             unreachable!()
@@ -285,11 +286,18 @@ fn every_kernel_compiles_with_nvrtc() {
             };
             let mut defines = bp_defines(c, &grid, 90, p.min_blocks as u32);
             defines.extend(tomors_cuda::kernels::alu_defines(p, linear, 50, 64));
-            let src = build_source(&defines, BACKPROJECT_CU);
-            compile_cubin("backproject", &src, &opts).unwrap_or_else(|e| {
-                panic!("{c} linear {linear} advanced {advanced} loads {loads}: {e}")
-            });
+            jobs.push((
+                format!("{c} linear {linear} advanced {advanced} loads {loads}"),
+                build_source(&defines, BACKPROJECT_CU),
+            ));
         }
+    }
+    // Compiled in parallel (NVRTC is thread-safe; the tuner does the same).
+    {
+        use rayon::prelude::*;
+        jobs.par_iter().for_each(|(label, src)| {
+            compile_cubin("backproject", src, &opts).unwrap_or_else(|e| panic!("{label}: {e}"));
+        });
     }
     for sg in [4, 8] {
         for km in [0, 1, 3] {
@@ -339,4 +347,54 @@ fn errors_map_to_core_errors_with_their_reason() {
     let shape: tomors_core::CoreError =
         CudaError::Core(tomors_core::CoreError::Shape("x".into())).into();
     assert!(matches!(shape, tomors_core::CoreError::Shape(_)));
+}
+
+/// The hybrid split by block index (`g`), the exact hybrid texture path
+/// (`x`) and the half arithmetic of the half cache (`m`) survive the text
+/// form, and only the exact hybrid counts as exact for `Auto`.
+#[test]
+fn alu_split_exact_and_half_math_keys() {
+    use tomors_cuda::kernels::AluParams;
+    use tomors_cuda::tuning::is_exact;
+    let p = AluParams::parse("t64,s16,a1,r1,b2,h2,g1,x1").unwrap();
+    assert!(p.by_block && p.hybrid_exact && p.hybrid == 2 && p.half_math == 0);
+    assert_eq!(AluParams::parse(&p.spec()).unwrap(), p);
+    let m = AluParams::parse("t32,m2").unwrap();
+    assert_eq!(m.half_math, 2);
+    assert_eq!(AluParams::parse(&m.spec()).unwrap(), m);
+    assert!(AluParams::parse("m3").is_err());
+    let name = "hybrid-float2@t64,s16,a1,r1,b2,h2,g1,x1";
+    let KernelChoice::Fixed(exact) = name.parse::<KernelChoice>().unwrap() else {
+        panic!("{name} is fixed");
+    };
+    assert_eq!(
+        exact.to_string().parse::<KernelChoice>().unwrap(),
+        KernelChoice::Fixed(exact)
+    );
+    assert!(is_exact(&exact));
+    let KernelChoice::Fixed(lerp) = "hybrid-float2@t64,h2".parse::<KernelChoice>().unwrap() else {
+        panic!("fixed");
+    };
+    assert!(
+        !is_exact(&lerp),
+        "the texture unit's 8-bit weights are not exact"
+    );
+    // The exact texture path interpolates half texels itself: linear allowed.
+    let KernelChoice::Fixed(h) = "hybrid-half4@t32,h2,x1".parse::<KernelChoice>().unwrap() else {
+        panic!("fixed");
+    };
+    assert!(h.check(Interpolation::Linear).is_ok());
+    let KernelChoice::Fixed(h) = "hybrid-half4@t32,h2".parse::<KernelChoice>().unwrap() else {
+        panic!("fixed");
+    };
+    assert!(h.check(Interpolation::Linear).is_err());
+    let KernelChoice::Fixed(hm) = "alu-half4@t32,m1".parse::<KernelChoice>().unwrap() else {
+        panic!("fixed");
+    };
+    assert!(!is_exact(&hm));
+    let KernelChoice::Fixed(fast) = "fast".parse::<KernelChoice>().unwrap() else {
+        panic!("fast is fixed");
+    };
+    assert_eq!(fast, tomors_cuda::BpConfig::fast());
+    assert!(!is_exact(&fast) && fast.check(Interpolation::Linear).is_ok());
 }

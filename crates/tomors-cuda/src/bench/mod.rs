@@ -6,6 +6,8 @@
 //! warm-up launch (module load and compilation stay outside), the median of
 //! `reps` launches. Inputs are pseudo-random non-zero sinograms.
 
+pub mod levers;
+
 use ndarray::{Array3, ArrayView3, ArrayViewMut3};
 use rayon::prelude::*;
 use tomors_core::geometry::uniform_angles;
@@ -205,7 +207,17 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
     let mut data = vec![0f32; cfg.slices * n * n];
     fill_random(&mut data, 1);
     let alu = [SliceMode::F32, SliceMode::Float2, SliceMode::Half4].map(BpConfig::alu);
-    for c in BpConfig::ALL.into_iter().chain(alu).filter(|_| n > 0) {
+    // What an FBP uses: `Auto`'s exact choice here, and `fast`.
+    let used = [
+        be.kernel_for(cfg.slices, Interpolation::Linear),
+        BpConfig::fast(),
+    ];
+    for c in BpConfig::ALL
+        .into_iter()
+        .chain(alu)
+        .chain(used)
+        .filter(|_| n > 0)
+    {
         for interp in interps {
             if !c.supports(interp) {
                 continue;

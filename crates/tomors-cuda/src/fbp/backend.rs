@@ -17,7 +17,7 @@ pub struct CudaOptions {
     pub kernel: KernelChoice,
     /// FFT variant used for filtering.
     pub fft: FftVariant,
-    /// Slices per pipeline slab (0 = automatic, about 1.5 GB of device memory).
+    /// Slices per pipeline slab (0 = automatic, about 2 GB of device memory).
     pub slab: usize,
     /// Texture storage.
     pub storage: crate::fbp::engine::TexStorage,
@@ -161,6 +161,45 @@ impl CudaBackend {
             *slot = Some(std::sync::Arc::new(f));
         }
         Ok(slot.as_ref().expect("just made").clone())
+    }
+
+    /// Compiles the back-projection modules of `jobs` for `geom` on `grid`
+    /// in parallel into the kernel cache, so that the calls that follow
+    /// only load them (tests and tools that run many configurations).
+    ///
+    /// Errors: invalid parameters or compilation errors.
+    pub fn precompile(
+        &self,
+        jobs: &[(crate::fbp::kernels::BpConfig, Interpolation)],
+        geom: &ParallelGeometry,
+        grid: &SliceGrid,
+    ) -> Result<()> {
+        use rayon::prelude::*;
+        let (name, cc, driver, min_blocks, map) = {
+            let e = self.lock()?;
+            (
+                e.ctx.name.clone(),
+                e.ctx.cc,
+                e.ctx.driver,
+                e.min_blocks,
+                e.standard_map,
+            )
+        };
+        jobs.par_iter()
+            .map(|&(cfg, interp)| {
+                let (defines, _, _) =
+                    crate::fbp::engine::module_defines(cfg, grid, geom, interp, min_blocks, map)?;
+                crate::runtime::compile::cubin_cached(
+                    "backproject",
+                    crate::fbp::kernels::BACKPROJECT_CU,
+                    &defines,
+                    &name,
+                    cc,
+                    driver,
+                )
+                .map(|_| ())
+            })
+            .collect()
     }
 
     pub(crate) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Engine>> {

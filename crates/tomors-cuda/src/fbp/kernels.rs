@@ -4,8 +4,12 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
 
-/// Source of the back-projection kernels (`bp_standard`, `bp_texopt`, `bp_alu`).
-pub const BACKPROJECT_CU: &str = include_str!("../../kernels/backproject.cu");
+/// Source of the back-projection kernels (`bp_standard`, `bp_texopt`,
+/// `bp_alu`, and `bp_alu_w2` appended from its own file).
+pub const BACKPROJECT_CU: &str = concat!(
+    include_str!("../../kernels/backproject.cu"),
+    include_str!("../../kernels/backproject_wide.cu")
+);
 /// Source of the filtering and texture-packing kernels.
 pub const FILTER_CU: &str = include_str!("../../kernels/filter.cu");
 
@@ -56,6 +60,25 @@ pub struct AluParams {
     /// Fill the cache with plain loads from the packed texels instead of
     /// texture fetches (not with oversampling).
     pub loads: bool,
+    /// Hybrid split by tile (tile index modulo 8 below `hybrid` takes the
+    /// texture path, the same in every slice group) instead of by each
+    /// block's rank on its multiprocessor.
+    pub by_block: bool,
+    /// Hybrid texture path with exact linear interpolation: both texels
+    /// fetched at their centres and weighted in f32 (as the cache path),
+    /// instead of the texture unit's 8-bit weights.
+    pub hybrid_exact: bool,
+    /// Half4 texels, linear interpolation with advanced caching: 1: `a +
+    /// f·d` in half2 arithmetic (two slices per instruction), accumulation
+    /// in f32; 2: as 1, with two projections' values summed in half2 before
+    /// the f32 accumulation; 0: off. Not exact (one or two more half
+    /// roundings per sample).
+    pub half_math: u8,
+    /// Half4 texels only: one block reconstructs 8 slices (two texture
+    /// groups), so each position, weight and cache address serves 8 slices
+    /// (`bp_alu_w2`; tile 32, advanced caching for linear; no hybrid,
+    /// oversampling or plain loads).
+    pub wide: bool,
 }
 
 impl Default for AluParams {
@@ -69,6 +92,10 @@ impl Default for AluParams {
             oversample: false,
             hybrid: 0,
             loads: false,
+            by_block: false,
+            hybrid_exact: false,
+            half_math: 0,
+            wide: false,
         }
     }
 }
@@ -111,6 +138,32 @@ impl AluParams {
                 self.hybrid
             )));
         }
+        if self.wide
+            && (self.tile != 32
+                || !self.advanced
+                || self.hybrid > 0
+                || self.oversample
+                || self.loads)
+        {
+            return Err(CudaError::Parameter(
+                "alu wide (w1): tile 32 with advanced caching, no hybrid, oversampling or \
+                 plain loads"
+                    .into(),
+            ));
+        }
+        if (self.by_block || self.hybrid_exact) && self.hybrid == 0 {
+            return Err(CudaError::Parameter(
+                "alu: g1 and x1 choose how hybrid blocks split and interpolate; give a \
+                 hybrid ratio h1 to h7 with them"
+                    .into(),
+            ));
+        }
+        if self.half_math > 2 {
+            return Err(CudaError::Parameter(format!(
+                "alu half math {} (use 0, 1 or 2)",
+                self.half_math
+            )));
+        }
         if !(1..=8).contains(&self.min_blocks) {
             return Err(CudaError::Parameter(format!(
                 "alu min_blocks {} (use 1 to 8)",
@@ -139,6 +192,18 @@ impl AluParams {
         }
         if self.loads {
             s.push_str(",l1");
+        }
+        if self.by_block {
+            s.push_str(",g1");
+        }
+        if self.hybrid_exact {
+            s.push_str(",x1");
+        }
+        if self.half_math > 0 {
+            s.push_str(&format!(",m{}", self.half_math));
+        }
+        if self.wide {
+            s.push_str(",w1");
         }
         s
     }
@@ -170,9 +235,13 @@ impl AluParams {
                 "o" => p.oversample = num != 0,
                 "h" => p.hybrid = num,
                 "l" => p.loads = num != 0,
+                "g" => p.by_block = num != 0,
+                "x" => p.hybrid_exact = num != 0,
+                "m" => p.half_math = num,
+                "w" => p.wide = num != 0,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "alu parameter '{part}' (keys t, s, a, r, b, o, h, l)"
+                        "alu parameter '{part}' (keys t, s, a, r, b, o, h, l, g, x, m, w)"
                     )))
                 }
             }
@@ -210,6 +279,7 @@ impl KernelKind {
         match self {
             Self::Standard => "bp_standard",
             Self::TexOpt => "bp_texopt",
+            Self::Alu(p) if p.wide => "bp_alu_w2",
             Self::Alu(_) => "bp_alu",
         }
     }
@@ -299,14 +369,45 @@ impl BpConfig {
     /// filtered f32 or float2 texture).
     pub fn supports(&self, interp: tomors_core::Interpolation) -> bool {
         match self.kernel {
+            KernelKind::Alu(p) if p.wide => self.mode == SliceMode::Half4,
             KernelKind::Alu(p) if p.oversample => {
                 self.mode != SliceMode::Half4 && interp == tomors_core::Interpolation::Linear
             }
             KernelKind::Alu(p) if p.hybrid > 0 => {
-                self.mode != SliceMode::Half4 || interp == tomors_core::Interpolation::Nearest
+                self.mode != SliceMode::Half4
+                    || interp == tomors_core::Interpolation::Nearest
+                    || p.hybrid_exact
             }
             KernelKind::Alu(_) => true,
             _ => self.mode != SliceMode::Half4 || interp == tomors_core::Interpolation::Nearest,
+        }
+    }
+
+    /// The fastest linear mode within a stated error (`--kernel fast`,
+    /// `alu-half4@t32,s16,a1,r1,b3,m2,w1`): the half cache, 8 slices per
+    /// block, half arithmetic for the interpolation and for pairs of
+    /// projections, f32 accumulation. FBP of 2048² from 2048 angles within
+    /// 4.7·10⁻⁴ relative L2 of the exact result, 6× closer than the texture
+    /// unit's 8-bit interpolation; 6590 GU/s against 3622 exact on an H200
+    /// (`docs/perf-notes.md`). Not `Auto`'s choice, which stays exact.
+    pub fn fast() -> Self {
+        Self {
+            kernel: KernelKind::Alu(AluParams {
+                min_blocks: 3,
+                half_math: 2,
+                wide: true,
+                ..AluParams::default()
+            }),
+            mode: SliceMode::Half4,
+        }
+    }
+
+    /// Slices one block of this configuration reconstructs: the texel's,
+    /// twice that for the wide `alu` kernel.
+    pub fn slices_per_block(&self) -> usize {
+        match self.kernel {
+            KernelKind::Alu(p) if p.wide => 2 * self.mode.slices(),
+            _ => self.mode.slices(),
         }
     }
 
@@ -325,7 +426,7 @@ impl BpConfig {
         } else {
             Err(CudaError::Parameter(format!(
                 "kernel {self} does not support {interp} interpolation (half texels: nearest \
-                 only; oversampling: linear with f32 or float2 texels)"
+                 only; oversampling: linear with f32 or float2 texels; wide: half4 texels)"
             )))
         }
     }
@@ -376,7 +477,7 @@ impl KernelChoice {
 
 impl std::str::FromStr for KernelChoice {
     type Err = CudaError;
-    /// Accepts `auto`, `standard`, `tex-opt`, `float2` (= `tex-opt-float2`),
+    /// Accepts `auto`, `fast` ([`BpConfig::fast`]), `standard`, `tex-opt`, `float2` (= `tex-opt-float2`),
     /// `half4` (= `tex-opt-half4`), `standard-float2`, `standard-half4`,
     /// `tex-opt-float2`, `tex-opt-half4`, and `alu`, `alu-float2`,
     /// `alu-half4` (and `hybrid`, `hybrid-float2`, `hybrid-half4`: 4 of 8
@@ -424,6 +525,7 @@ impl std::str::FromStr for KernelChoice {
         }
         let (kernel, mode) = match k.as_str() {
             "auto" => return Ok(Self::Auto),
+            "fast" => return Ok(Self::Fixed(BpConfig::fast())),
             "standard" => (KernelKind::Standard, SliceMode::F32),
             "tex-opt" | "texopt" => (KernelKind::TexOpt, SliceMode::F32),
             "float2" | "tex-opt-float2" | "texopt-float2" => {
@@ -436,7 +538,7 @@ impl std::str::FromStr for KernelChoice {
             "standard-half4" | "standard-half" => (KernelKind::Standard, SliceMode::Half4),
             _ => {
                 return Err(CudaError::Parameter(format!(
-                    "unknown CUDA kernel '{s}' (use auto, standard, tex-opt, float2, half4, \
+                    "unknown CUDA kernel '{s}' (use auto, fast, standard, tex-opt, float2, half4, \
                      standard-float2, standard-half4, alu, alu-float2, alu-half4, hybrid, \
                      hybrid-float2, hybrid-half4)"
                 )))
@@ -500,6 +602,13 @@ pub fn alu_defines(
         ("OVS".into(), p.samples_per_bin().to_string()),
         ("HYB".into(), p.hybrid.to_string()),
         ("LOADS".into(), u8::from(p.loads).to_string()),
+        ("HYBG".into(), u8::from(p.by_block).to_string()),
+        ("HYBX".into(), u8::from(p.hybrid_exact).to_string()),
+        ("WIDE".into(), u8::from(p.wide).to_string()),
+        (
+            "HMATH".into(),
+            if linear && p.advanced { p.half_math } else { 0 }.to_string(),
+        ),
         ("NB".into(), n_bins.to_string()),
     ]
 }

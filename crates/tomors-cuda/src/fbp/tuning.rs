@@ -66,7 +66,8 @@ pub fn family(cfg: &BpConfig) -> String {
 /// [`TuningCache::best`] picks for `Auto`.
 pub fn is_exact(cfg: &BpConfig) -> bool {
     cfg.mode != SliceMode::Half4
-        && !matches!(cfg.kernel, crate::fbp::kernels::KernelKind::Alu(p) if p.oversample)
+        && !matches!(cfg.kernel, crate::fbp::kernels::KernelKind::Alu(p)
+            if p.oversample || (p.hybrid > 0 && !p.hybrid_exact))
 }
 
 /// The entries of a tuning file.

@@ -123,6 +123,7 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
                                 oversample: false,
                                 hybrid: 0,
                                 loads: false,
+                                ..AluParams::default()
                             });
                         }
                     }
@@ -150,6 +151,48 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
                 mode,
             });
         }
+    }
+    // Hybrid split by block index with the exact texture path (f32 weights),
+    // 1 or 2 of 8 blocks.
+    for mode in modes {
+        for hybrid in [1u8, 2] {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(AluParams {
+                    tile: 64,
+                    hybrid,
+                    by_block: true,
+                    hybrid_exact: true,
+                    ..AluParams::default()
+                }),
+                mode,
+            });
+        }
+    }
+    // Half arithmetic for the half cache (linear, advanced caching).
+    for (tile, float_round) in [(32u8, false), (32, true), (64, true)] {
+        for half_math in [1u8, 2] {
+            v.push(BpConfig {
+                kernel: KernelKind::Alu(AluParams {
+                    tile,
+                    float_round,
+                    half_math,
+                    ..AluParams::default()
+                }),
+                mode: SliceMode::Half4,
+            });
+        }
+    }
+    // Half4 texels, 8 slices per block (two groups): plain, half math.
+    for (float_round, half_math) in [(false, 0u8), (true, 0), (true, 1), (false, 2), (true, 2)] {
+        v.push(BpConfig {
+            kernel: KernelKind::Alu(AluParams {
+                float_round,
+                half_math,
+                wide: true,
+                ..AluParams::default()
+            }),
+            mode: SliceMode::Half4,
+        });
     }
     // The cache filled with plain loads instead of texture fetches.
     for mode in modes {
@@ -208,7 +251,9 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
         for interp in interps {
             // advanced caching only changes linear modules: the nearest
             // module of an advanced alu candidate is its plain twin's.
-            let redundant = matches!(cfg.kernel, KernelKind::Alu(p) if p.advanced && p.hybrid == 0 && !quick_twinless(opts.quick, p))
+            let redundant = matches!(cfg.kernel, KernelKind::Alu(p)
+                if (p.advanced && p.hybrid == 0 && !p.wide && !quick_twinless(opts.quick, p))
+                    || p.half_math > 0 || p.hybrid_exact)
                 && interp == Interpolation::Nearest;
             if cfg.supports(interp) && !redundant {
                 jobs.push((cfg, interp));

@@ -185,13 +185,14 @@ fn texture_counts(mode: SliceMode) -> OpCounts {
 
 /// Operations per update of the `alu` kernel (no hybrid part).
 fn alu_counts(p: AluParams, mode: SliceMode, interp: Interpolation) -> OpCounts {
-    let s = mode.slices() as f64;
+    // wide: two texel groups per block, so the per-pixel work serves 2·s slices.
+    let s = mode.slices() as f64 * if p.wide { 2.0 } else { 1.0 };
     let t = p.tile as f64;
     let q = t * t / 256.0;
     let linear = interp == Interpolation::Linear && !p.oversample;
     let advanced = p.advanced && linear;
     // Bytes of one cached value for all s slices.
-    let value_bytes = mode.texel_bytes() as f64;
+    let value_bytes = mode.texel_bytes() as f64 * if p.wide { 2.0 } else { 1.0 };
     let entry_bytes = if advanced {
         2.0 * value_bytes
     } else {
@@ -223,17 +224,29 @@ fn alu_counts(p: AluParams, mode: SliceMode, interp: Interpolation) -> OpCounts 
     // Per update: the cached values (one entry, two without advanced
     // caching in linear mode) shared by the s slices of a pixel.
     let reads = if linear && !advanced { 2.0 } else { 1.0 };
+    // Half arithmetic (half cache, advanced linear): one HFMA2 per 2
+    // slices and the f32 add; with 2, a pair of projections shares one
+    // conversion and one add (3 half2 operations per pair and 2 slices).
+    let half_math = if advanced && mode == SliceMode::Half4 {
+        p.half_math
+    } else {
+        0
+    };
     let update = OpCounts {
         smem: reads * entry_bytes / s,
         smem_inst: reads / s,
-        fp: if advanced {
-            2.0
-        } else if linear {
-            3.0
-        } else {
-            1.0
+        fp: match half_math {
+            1 => 1.5,
+            2 => 1.25,
+            _ if advanced => 2.0,
+            _ if linear => 3.0,
+            _ => 1.0,
         },
-        conv: if mode == SliceMode::Half4 { 1.0 } else { 0.0 },
+        conv: match (mode, half_math) {
+            (SliceMode::Half4, 2) => 0.5,
+            (SliceMode::Half4, _) => 1.0,
+            _ => 0.0,
+        },
         ..OpCounts::default()
     };
     let mut c = block
@@ -263,7 +276,14 @@ pub fn op_counts(cfg: BpConfig, interp: Interpolation) -> OpCounts {
         KernelKind::Alu(p) if p.hybrid > 0 => {
             let h = (p.hybrid.min(8) as f64) / 8.0;
             let alu = alu_counts(AluParams { hybrid: 0, ..p }, cfg.mode, interp);
-            texture_counts(cfg.mode).scaled(h).plus(alu.scaled(1.0 - h))
+            let mut tex = texture_counts(cfg.mode);
+            if p.hybrid_exact && interp == Interpolation::Linear {
+                // Two texel-centre fetches and the interpolation in f32.
+                tex.tex *= 2.0;
+                tex.fp += 2.0;
+                tex.int += 1.0 / cfg.mode.slices() as f64;
+            }
+            tex.scaled(h).plus(alu.scaled(1.0 - h))
         }
         KernelKind::Alu(p) => alu_counts(p, cfg.mode, interp),
     }

@@ -44,8 +44,34 @@ pub(crate) fn module_defines(
         KernelKind::Alu(p) => {
             p.validate()?;
             let (linear, width) = (interp == Interpolation::Linear, p.cache_width(geom, grid));
+            if p.wide {
+                // 32-byte entries (16 nearest) per bin and projection, and
+                // the per-projection constants, in 48 KiB of static shared memory.
+                let entry = if linear { 32 } else { 16 };
+                let bytes = p.step as usize * (width * entry + 16);
+                if bytes > 48 * 1024 {
+                    return Err(CudaError::Parameter(format!(
+                        "alu wide (w1): a cache of {width} bins × {} projections needs {bytes} B \
+                         of shared memory, over 48 KiB for this geometry; use the half4 kernel \
+                         without w1",
+                        p.step
+                    )));
+                }
+            }
             defines.retain(|(k, _)| k != "MINB");
             defines.push(("MINB".into(), p.min_blocks.to_string()));
+            // Parameters that change nothing in this mode leave the
+            // defines as they are (one module, one compilation).
+            let p = AluParams {
+                half_math: if cfg.mode == SliceMode::Half4 {
+                    p.half_math
+                } else {
+                    0
+                },
+                by_block: p.by_block && p.hybrid > 0,
+                hybrid_exact: p.hybrid_exact && p.hybrid > 0,
+                ..p
+            };
             defines.extend(alu_defines(p, linear, width, geom.n_bins()));
             Ok((defines, linear, width))
         }
@@ -151,7 +177,11 @@ impl Engine {
         cfg: BpConfig,
     ) -> Result<()> {
         let m = &self.bp[&key];
-        let groups = slices.div_ceil(cfg.mode.slices());
+        let groups = match cfg.kernel {
+            // Two texture groups per block.
+            KernelKind::Alu(p) if p.wide => slices.div_ceil(cfg.mode.slices()).div_ceil(2),
+            _ => slices.div_ceil(cfg.mode.slices()),
+        };
         let tile = match cfg.kernel {
             KernelKind::Alu(p) => p.tile as usize,
             _ => 16,

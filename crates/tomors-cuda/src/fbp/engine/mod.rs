@@ -13,8 +13,8 @@ use tomors_core::{FilterSpec, Interpolation, Padding, ParallelGeometry, SliceGri
 use crate::error::{CudaError, Result};
 use crate::fbp::fft::{cufft_available, FftVariant, Plan, PlanKind};
 use crate::fbp::kernels::{
-    alu_defines, bp_defines_mapped, projection_coefficients, projection_coefficients_f64, BpConfig,
-    KernelKind, SliceMode, BACKPROJECT_CU, FILTER_CU, MAX_CMEM_PROJECTIONS,
+    alu_defines, bp_defines_mapped, projection_coefficients, projection_coefficients_f64,
+    AluParams, BpConfig, KernelKind, SliceMode, BACKPROJECT_CU, FILTER_CU, MAX_CMEM_PROJECTIONS,
 };
 use crate::runtime::compile::{cubin_cached, fnv1a64};
 use crate::runtime::{
@@ -35,7 +35,7 @@ pub use device::DeviceOrder;
 use pack::TexKey;
 pub use pack::TexStorage;
 pub use pipeline::PipelineStats;
-pub(crate) use pipeline::{copy_in, copy_out};
+pub(crate) use pipeline::{copy_in, copy_out, NBUF};
 pub(crate) use resident::median;
 
 struct Filters {
@@ -79,11 +79,14 @@ pub(crate) struct Engine {
     pub(crate) up: Stream,
     pub comp: Stream,
     pub(crate) down: Stream,
+    /// The pipeline's filtering stream: a slab is filtered while the
+    /// previous one is back projected on `comp`.
+    filt: Stream,
     filters: Filters,
     bp: HashMap<BpKey, BpModule>,
     plans: HashMap<(PlanKind, usize, usize), Plan>,
-    pub(crate) raw: [Option<DeviceBuffer>; 2],
-    pub(crate) out: [Option<DeviceBuffer>; 2],
+    pub(crate) raw: [Option<DeviceBuffer>; NBUF],
+    pub(crate) out: [Option<DeviceBuffer>; NBUF],
     fft_a: Option<DeviceBuffer>,
     fft_b: Option<DeviceBuffer>,
     tex: Option<DeviceBuffer>,
@@ -96,8 +99,8 @@ pub(crate) struct Engine {
     tex_key: Option<TexKey>,
     /// Texture storage (pitch-linear memory or CUDA arrays).
     pub tex_storage: TexStorage,
-    pub(crate) pin_in: [Option<PinnedBuffer>; 2],
-    pub(crate) pin_out: [Option<PinnedBuffer>; 2],
+    pub(crate) pin_in: [Option<PinnedBuffer>; NBUF],
+    pub(crate) pin_out: [Option<PinnedBuffer>; NBUF],
     pub fft_variant: FftVariant,
     pub gpu_fft: bool,
     pub stats: PipelineStats,
@@ -147,12 +150,13 @@ impl Engine {
             up: Stream::new(&ctx)?,
             comp: Stream::new(&ctx)?,
             down: Stream::new(&ctx)?,
+            filt: Stream::new(&ctx)?,
             ctx,
             filters,
             bp: HashMap::new(),
             plans: HashMap::new(),
-            raw: [None, None],
-            out: [None, None],
+            raw: Default::default(),
+            out: Default::default(),
             fft_a: None,
             fft_b: None,
             tex: None,
@@ -164,8 +168,8 @@ impl Engine {
             arrays: Vec::new(),
             tex_key: None,
             tex_storage: TexStorage::default(),
-            pin_in: [None, None],
-            pin_out: [None, None],
+            pin_in: Default::default(),
+            pin_out: Default::default(),
             fft_variant: FftVariant::default(),
             gpu_fft,
             stats: PipelineStats::default(),
@@ -184,14 +188,14 @@ impl Engine {
         self.textures.clear();
         self.arrays.clear();
         self.tex_key = None;
-        self.raw = [None, None];
-        self.out = [None, None];
+        self.raw = Default::default();
+        self.out = Default::default();
         self.fft_a = None;
         self.fft_b = None;
         self.tex = None;
         self.plans.clear();
-        self.pin_in = [None, None];
-        self.pin_out = [None, None];
+        self.pin_in = Default::default();
+        self.pin_out = Default::default();
         self.stack_tex = None;
     }
 }

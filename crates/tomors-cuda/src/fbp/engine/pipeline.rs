@@ -63,13 +63,14 @@ impl Engine {
             (0, 0)
         };
         let tex = self.tex_layout(SliceMode::F32, 1, na, n).bytes;
-        2 * raw + 2 * out + a + b + tex
+        NBUF * (raw + out) + a + b + tex
     }
 
-    /// Slices per slab: `TOMORS_CUDA_SLAB` if set, else about 1.5 GB of device memory, a
+    /// Slices per slab: `TOMORS_CUDA_SLAB` if set, else about 2 GB of device memory, a
     /// multiple of the slices per texel.
     pub fn slab_size(&self, job: &BpJob<'_>, filtered: bool, total: usize) -> usize {
-        let spt = job.cfg.mode.slices();
+        // Slabs are whole blocks' worth of slices: 8 for the wide kernel.
+        let spt = job.cfg.slices_per_block();
         if self.slab_override > 0 {
             return self.slab_override.min(total.max(1));
         }
@@ -80,9 +81,14 @@ impl Engine {
             return s.max(1).min(total.max(1));
         }
         let per = self.bytes_per_slice(job, filtered).max(1);
-        let budget = 1_500_000_000usize;
+        // About 2 GB: 12 slices of 2048² from 2048 angles with three slabs
+        // in flight (as 1.5 GB gave with two).
+        let budget = 2_000_000_000usize;
         let mut s = (budget / per).clamp(1, 64);
-        if s >= spt {
+        if spt > 4 && s >= spt / 2 {
+            // Wide blocks: the nearest multiple (13 → 16 slices of 2048²).
+            s = (s + spt / 2) / spt * spt;
+        } else if s >= spt {
             s -= s % spt;
         }
         s.min(total.max(1))
@@ -98,7 +104,7 @@ impl Engine {
         let n = job.geom.n_bins();
         let raw = ss * na * n;
         let out = ss * job.grid.nx * job.grid.ny;
-        for b in 0..2 {
+        for b in 0..NBUF {
             ensure(&mut self.raw[b], &self.ctx, raw * 4, "slab sinograms")?;
             ensure(&mut self.out[b], &self.ctx, out * 4, "slab slices")?;
             ensure_pinned(&mut self.pin_in[b], &self.ctx, raw)?;
@@ -168,9 +174,18 @@ impl Engine {
             kernel: job.cfg.to_string(),
             ..Default::default()
         };
-        let ev =
-            |ctx: &Arc<Context>| -> Result<[Event; 2]> { Ok([Event::new(ctx)?, Event::new(ctx)?]) };
-        let (up0, up1, c0, c1, c2, d0, d1) = (
+        let ev = |ctx: &Arc<Context>| -> Result<[Event; NBUF]> {
+            Ok([Event::new(ctx)?, Event::new(ctx)?, Event::new(ctx)?])
+        };
+        // Filtering on its own stream, overlapped with the previous slab's
+        // back projection (`TOMORS_CUDA_FILTER_OVERLAP=0` keeps it on the
+        // compute stream, for comparisons).
+        let overlap = self.gpu_fft
+            && filter.is_some()
+            && std::env::var("TOMORS_CUDA_FILTER_OVERLAP").map_or(true, |v| v != "0");
+        let packed = Event::new(&self.ctx)?;
+        let (up0, up1, c0, c1, cb, c2, d0, d1) = (
+            ev(&self.ctx)?,
             ev(&self.ctx)?,
             ev(&self.ctx)?,
             ev(&self.ctx)?,
@@ -201,12 +216,15 @@ impl Engine {
             let k = b.shape()[0];
             pending[inputs.len() - 1] = Some((b, k));
         }
-        for i in 0..=ns {
+        // NBUF slabs in flight: the host waits for slab i − (NBUF − 1)'s
+        // download only after queueing slab i, so its copies in and out
+        // overlap the back projection of the two slabs before.
+        for i in 0..ns + NBUF - 1 {
             if i < ns {
-                let b = i % 2;
+                let b = i % NBUF;
                 let input = inputs[i].take().expect("each slab once");
                 let k = input.shape()[0];
-                if i >= 2 {
+                if i >= NBUF {
                     up1[b].synchronize()?;
                 }
                 let th = Instant::now();
@@ -222,7 +240,7 @@ impl Engine {
                 }
                 stats.host_in_ms += th.elapsed().as_secs_f64() * 1e3;
                 let raw = self.raw[b].as_ref().expect("allocated");
-                if i >= 2 {
+                if i >= NBUF {
                     self.up.wait(&c2[b])?;
                 }
                 up0[b].record(&self.up)?;
@@ -241,20 +259,40 @@ impl Engine {
                 }
                 up1[b].record(&self.up)?;
                 self.comp.wait(&up1[b])?;
-                if i >= 2 {
+                if i >= NBUF {
                     self.comp.wait(&d1[b])?;
                 }
                 let (raw_ptr, out_ptr) =
                     (raw.ptr(), self.out[b].as_ref().expect("allocated").ptr());
-                let fj = if self.gpu_fft { filter } else { None };
-                self.process_slab(
-                    raw_ptr,
-                    out_ptr,
-                    k,
-                    fj.as_ref(),
-                    job,
-                    Some((&c0[b], &c1[b])),
-                )?;
+                if overlap {
+                    let f = filter.as_ref().expect("overlap needs a filter");
+                    self.filt.wait(&up1[b])?;
+                    // The previous slab's packing has read the FFT buffer.
+                    self.filt.wait(&packed)?;
+                    c0[b].record(&self.filt)?;
+                    // filter_rows works on `comp`: lend it the filtering stream.
+                    std::mem::swap(&mut self.comp, &mut self.filt);
+                    let r = self.filter_rows(raw_ptr, k * na, n, f, self.fft_variant);
+                    std::mem::swap(&mut self.comp, &mut self.filt);
+                    let src = r?;
+                    c1[b].record(&self.filt)?;
+                    self.comp.wait(&c1[b])?;
+                    cb[b].record(&self.comp)?;
+                    let key = self.bp_module(job.cfg, job.grid, job.geom, job.interp)?;
+                    let texs = self.pack(src, k, na, n, job.cfg, job.interp)?;
+                    packed.record(&self.comp)?;
+                    self.launch_bp(key, texs, out_ptr, k, job.scale, job.cfg)?;
+                } else {
+                    let fj = if self.gpu_fft { filter } else { None };
+                    self.process_slab(
+                        raw_ptr,
+                        out_ptr,
+                        k,
+                        fj.as_ref(),
+                        job,
+                        Some((&c0[b], &c1[b])),
+                    )?;
+                }
                 c2[b].record(&self.comp)?;
                 self.down.wait(&c2[b])?;
                 d0[b].record(&self.down)?;
@@ -273,9 +311,9 @@ impl Engine {
                 }
                 d1[b].record(&self.down)?;
             }
-            if i >= 1 {
-                let j = i - 1;
-                let b = j % 2;
+            if i >= NBUF - 1 {
+                let j = i + 1 - NBUF;
+                let b = j % NBUF;
                 d1[b].synchronize()?;
                 let (mut dst, k) = pending[j].take().expect("each slab once");
                 let th = Instant::now();
@@ -284,7 +322,11 @@ impl Engine {
                 stats.host_out_ms += th.elapsed().as_secs_f64() * 1e3;
                 stats.upload_ms += up0[b].elapsed_ms(&up1[b])? as f64;
                 stats.filter_ms += c0[b].elapsed_ms(&c1[b])? as f64;
-                stats.backproject_ms += c1[b].elapsed_ms(&c2[b])? as f64;
+                stats.backproject_ms += if overlap {
+                    cb[b].elapsed_ms(&c2[b])? as f64
+                } else {
+                    c1[b].elapsed_ms(&c2[b])? as f64
+                };
                 stats.download_ms += d0[b].elapsed_ms(&d1[b])? as f64;
             }
         }
@@ -295,6 +337,9 @@ impl Engine {
 }
 
 pub(super) const COPY_CHUNK: usize = 1 << 18;
+
+/// Slabs in flight in the pipeline (device and pinned buffers of each).
+pub(crate) const NBUF: usize = 3;
 
 /// Copies a slab into contiguous staging memory (parallel when contiguous).
 pub(crate) fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
