@@ -44,7 +44,11 @@ fn gpu_projector(name: &str, back: bool) -> Result<ProjectorKind> {
         _ => Err(value(format!(
             "the GPU {} the joseph and voxel models; the {name} projector runs on the CPU: \
              pass a NumPy array (cupy.asnumpy(x))",
-            if back { "back-projects with" } else { "projects with" }
+            if back {
+                "back-projects with"
+            } else {
+                "projects with"
+            }
         ))),
     }
 }

@@ -100,20 +100,22 @@ fn parse_kernel(kernel: Option<&str>) -> Result<KernelChoice> {
     }
 }
 
-/// The FBP backend for `choice` (as the CLI's `--backend`), and the GPUs
-/// when it is theirs (for their stage times).
+/// An FBP backend, and the GPUs when it is theirs (for their stage times).
+pub type FbpBackend = (Arc<dyn Backend>, Option<Arc<MultiCudaBackend>>);
+
+/// The FBP backend for `choice` (as the CLI's `--backend`).
 pub fn fbp_backend(
     choice: Choice,
     devices: Option<&str>,
     kernel: Option<&str>,
-) -> Result<(Arc<dyn Backend>, Option<Arc<MultiCudaBackend>>)> {
-    let open = || -> Result<(Arc<dyn Backend>, Option<Arc<MultiCudaBackend>>)> {
+) -> Result<FbpBackend> {
+    let open = || -> Result<FbpBackend> {
         let kernel = parse_kernel(kernel)?;
         let gpus = open_gpus(devices, kernel)?;
         let backend: Arc<dyn Backend> = gpus.clone();
         Ok((backend, Some(gpus)))
     };
-    let cpu = || -> (Arc<dyn Backend>, Option<Arc<MultiCudaBackend>>) {
+    let cpu = || -> FbpBackend {
         (Arc::new(CpuBackend::new()), None)
     };
     match choice {

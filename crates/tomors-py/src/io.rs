@@ -16,9 +16,9 @@ use tomors_io::preprocess::{
     average_groups, flat_dark_correct, remove_zingers as zingers, Average,
 };
 use tomors_io::source::{Endian, RawDtype, RawSpec};
+use tomors_io::stripe::StripeMethod;
 use tomors_io::tiffio::TiffDepth;
 use tomors_io::writer::create_writer_with;
-use tomors_io::stripe::StripeMethod;
 use tomors_io::{AngleUnit, CenterOptions, FrameGroup, OpenOptions, VolumeFormat, VolumeMeta};
 
 use crate::boundary::{compute, value, Result};
@@ -311,8 +311,9 @@ pub fn find_center(
                 ..Default::default()
             };
             for &r in &rows {
-                let res = tomors_io::half::find_axis_360(proj.index_axis(Axis(1), r), &theta, &options)
-                    .map_err(|e| value(format!("row {r}: {}", io_message(e))))?;
+                let res =
+                    tomors_io::half::find_axis_360(proj.index_axis(Axis(1), r), &theta, &options)
+                        .map_err(|e| value(format!("row {r}: {}", io_message(e))))?;
                 found.push((r, res.axis as f32, res.quality as f32));
             }
         } else {
@@ -385,7 +386,11 @@ pub fn stitch_half<'py>(
             .permuted_axes([1, 0, 2])
             .axis_iter_mut(Axis(0))
             .into_par_iter()
-            .zip(proj.permuted_axes([1, 0, 2]).axis_iter(Axis(0)).into_par_iter())
+            .zip(
+                proj.permuted_axes([1, 0, 2])
+                    .axis_iter(Axis(0))
+                    .into_par_iter(),
+            )
             .for_each(|(mut o, s)| o.assign(&stitch.stitch(s, &pairs)));
         Ok((out, angles, stitch.center(), stitch.overlap()))
     })?;

@@ -321,7 +321,9 @@ impl CudaBackend {
         }
         match r? {
             Some(_) => Ok(out),
-            None => Err(CoreError::Data("the projections contain a non-finite value".into()).into()),
+            None => {
+                Err(CoreError::Data("the projections contain a non-finite value".into()).into())
+            }
         }
     }
 }
