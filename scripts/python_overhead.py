@@ -21,6 +21,7 @@ part of the call. With TOMORS_TIMING=1 both sides print the time of each
 phase of every call on stderr (tomors timing ... / rust timing ...).
 """
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,15 +46,17 @@ proj = np.ascontiguousarray(np.repeat(sino[:, None, :], rows, axis=1))
 with tempfile.TemporaryDirectory() as d:
     np.save(f"{d}/p.npy", proj)
     np.save(f"{d}/t.npy", theta)
-    py, rs, pyc, rsc, pyf, rsf = [], [], [], [], [], []
+    py, rs, pyc, rsc, pyf, rsf, pyp, rsp = [], [], [], [], [], [], [], []
     # One untimed call on the same data first (thread pool, FFT plans, GPU
     # contexts, kernels and buffers), as fbp_timing does in its process.
     tomors.recon(proj, theta, backend=backend)
     for _ in range(reps):
+        flt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t, c = time.perf_counter(), time.process_time()
         out = tomors.recon(proj, theta, backend=backend)
         py.append(time.perf_counter() - t)
         pyc.append(time.process_time() - c)
+        pyp.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)
         # Freeing the volume is timed apart on both sides: a caller keeps
         # the result, and the Rust example drops its volume after its clock
         # stops too.
@@ -67,9 +70,12 @@ with tempfile.TemporaryDirectory() as d:
         rs.append(float(p.stdout.split()[0]))
         rsc.append(float(p.stdout.split()[1]))
         rsf.append(float(p.stdout.split()[2]))
+        rsp.append(int(p.stdout.split()[3]))
 gpus = [d["name"] for d in tomors.devices()["devices"]]
 print(f"{rows} slices of 1024² from 1024 angles × 1024 bins, backend {backend}, {reps} runs each; "
       f"{os.cpu_count()} CPU threads, GPUs {gpus or 'none'}, load {os.getloadavg()[0]:.2f}")
+print("minor page faults per call, python:", " ".join(map(str, pyp)))
+print("minor page faults per call, rust:  ", " ".join(map(str, rsp)))
 for what, p, r in (("wall", py, rs), ("cpu", pyc, rsc), ("free", pyf, rsf)):
     print(f"{what} python:", " ".join(f"{v:.3f}" for v in p))
     print(f"{what} rust:  ", " ".join(f"{v:.3f}" for v in r))

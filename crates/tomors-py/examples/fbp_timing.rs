@@ -8,7 +8,8 @@
 //! (backend as `tomors.recon(..., backend=...)`: `cuda` opens every GPU,
 //! as the binding does) prints, per repetition, the wall-clock time and the process's CPU time
 //! (user + system, all threads, from /proc/self/stat) in seconds, and the
-//! time of freeing the volume afterwards (not part of the call's time).
+//! time of freeing the volume afterwards (not part of the call's time) and
+//! the minor page faults of the call.
 //! `TOMORS_TIMING=1` prints the same phase times as the binding on stderr.
 
 use std::sync::Arc;
@@ -52,15 +53,19 @@ fn main() {
     // kernels).
     run(backend.as_ref(), gpus.as_deref(), &proj, &theta);
     for _ in 0..reps {
-        let (t, cpu) = (Instant::now(), cpu_seconds());
+        let (t, cpu, faults) = (Instant::now(), cpu_seconds(), minor_faults());
         let out = run(backend.as_ref(), gpus.as_deref(), &proj, &theta);
         let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+        let faults = minor_faults() - faults;
         std::hint::black_box(&out);
         // Freeing the volume, timed apart (a Python caller frees it when
         // its last reference goes, outside the call).
         let t = Instant::now();
         drop(out);
-        println!("{wall:.4} {cpu:.2} {:.4}", t.elapsed().as_secs_f64());
+        println!(
+            "{wall:.4} {cpu:.2} {:.4} {faults}",
+            t.elapsed().as_secs_f64()
+        );
     }
 }
 
@@ -146,6 +151,18 @@ fn run(
         );
     }
     out
+}
+
+/// Minor page faults of this process so far (all threads), from
+/// /proc/self/stat (first touches of fresh memory).
+fn minor_faults() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|r| r.1).unwrap_or("");
+    // minflt is the 10th field, the 8th after the command name.
+    rest.split_whitespace()
+        .nth(7)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// User + system CPU time of this process (all threads) from /proc/self/stat,
