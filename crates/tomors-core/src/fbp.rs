@@ -167,7 +167,9 @@ mod tests {
         assert_eq!(s.dim(), (2, 5, 3));
         assert_eq!(
             s,
-            p.slice(s![.., 1..3, ..]).permuted_axes([1, 0, 2]).to_owned()
+            p.slice(s![.., 1..3, ..])
+                .permuted_axes([1, 0, 2])
+                .to_owned()
         );
         // A strided view (every other column) gives the same as its copy.
         let v = p.slice(s![.., .., ..;2]);
@@ -176,7 +178,10 @@ mod tests {
             v.permuted_axes([1, 0, 2]).to_owned()
         );
         assert!(projections_to_sinograms(p.view(), 3..5).is_err());
-        assert_eq!(projections_to_sinograms(p.view(), 2..2).unwrap().dim(), (0, 5, 3));
+        assert_eq!(
+            projections_to_sinograms(p.view(), 2..2).unwrap().dim(),
+            (0, 5, 3)
+        );
     }
 
     #[test]

@@ -61,6 +61,48 @@ impl DeviceArray {
         Ok(d)
     }
 
+    /// DLPack export (`torch.from_dlpack(r)`, `jax.dlpack.from_dlpack`,
+    /// `cupy.from_dlpack`): a `dltensor` capsule over this array's memory,
+    /// no copy; it keeps the array alive until its consumer lets it go. The
+    /// data are complete when the call that made them returned, so any
+    /// consumer `stream` may read them without waiting.
+    #[pyo3(signature = (stream=None, *, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        slf: &Bound<'py, Self>,
+        stream: Option<Py<PyAny>>,
+        max_version: Option<Py<PyAny>>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = (stream, max_version);
+        let me = slf.get();
+        if copy == Some(true) {
+            return Err(pyo3::exceptions::PyBufferError::new_err(
+                "tomors.DeviceArray exports its memory without copying (copy=True)",
+            ));
+        }
+        if let Some(d) = dl_device {
+            if d != (crate::dlpack::KDL_CUDA, me.device as i32) {
+                return Err(pyo3::exceptions::PyBufferError::new_err(format!(
+                    "tomors.DeviceArray lives on CUDA device {}, not DLPack device {d:?}",
+                    me.device
+                )));
+            }
+        }
+        crate::dlpack::capsule(
+            slf.py(),
+            slf.clone().into_any().unbind(),
+            me.buf.ptr(),
+            &me.shape,
+            me.device,
+        )
+    }
+
+    /// `(kDLCUDA, device)`: where the DLPack export lives.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (crate::dlpack::KDL_CUDA, self.device as i32)
+    }
+
     /// Shape of the array.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {

@@ -115,9 +115,7 @@ pub fn fbp_backend(
         let backend: Arc<dyn Backend> = gpus.clone();
         Ok((backend, Some(gpus)))
     };
-    let cpu = || -> FbpBackend {
-        (Arc::new(CpuBackend::new()), None)
-    };
+    let cpu = || -> FbpBackend { (Arc::new(CpuBackend::new()), None) };
     match choice {
         Choice::Cpu => Ok(cpu()),
         Choice::Cuda => open(),

@@ -17,6 +17,7 @@
 //! - [`device`]: GPU arrays in and out (`__cuda_array_interface__`);
 //! - [`device_ops`]: projection, back projection, FDK and the cone-beam
 //!   iterative methods on GPU arrays;
+//! - [`dlpack`]: DLPack export of GPU results;
 //! - [`device_solve`]: the GPU's iterative methods on GPU arrays;
 //! - [`timing`]: per-phase times of a call (`TOMORS_TIMING=1`).
 
@@ -25,6 +26,7 @@ pub mod cone;
 pub mod device;
 pub mod device_ops;
 pub mod device_solve;
+pub mod dlpack;
 pub mod gpu;
 pub mod io;
 pub mod operator;

@@ -216,6 +216,42 @@ def test_dlpack_producer_ctypes(gpu):
     check("backproject of a DLPack producer", got, tomors.backproject(proj, theta), ALU_BOUND)
 
 
+def test_device_array_dlpack_export(gpu):
+    """A result exports itself through DLPack (``torch.from_dlpack(r)``): the
+    capsule names its memory, shape and device, and keeps it alive."""
+    theta = tomors.angles(60)
+    proj = tomors.shepp_logan_projections(theta, 48, nz=2)
+    out = tomors.recon(gpu.DriverArray(proj), theta)
+    assert out.__dlpack_device__() == (2, 0)
+
+    class Only:
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, stream=None):
+            return self.a.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    from tomors import _gpu
+
+    g = _gpu.cuda_array(Only(out), "r", "test", (3,))
+    assert g.ptr == out.__cuda_array_interface__["data"][0] and g.shape == out.shape
+    want = out.get()
+    # Read through DLPack by tomors itself, after the result's last name is gone.
+    ref = Only(out)
+    del out
+    got, _ = on_device(lambda: tomors.project(ref, theta))
+    check("project of an exported result", got, tomors.project(want, theta), ALU_BOUND)
+    with pytest.raises(BufferError, match="without copying"):
+        ref.a.__dlpack__(copy=True)
+    cp = pytest.importorskip("cupy", reason="CuPy is not installed (tomors read the export above)")
+    c = cp.from_dlpack(ref.a)
+    del ref
+    assert np.array_equal(cp.asnumpy(c), want)
+
+
 def test_cupy_everywhere(gpu):
     cp = pytest.importorskip("cupy", reason="CuPy is not installed (the ctypes tests cover the rest)")
     theta = tomors.angles(60, 360)
