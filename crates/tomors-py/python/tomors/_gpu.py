@@ -13,8 +13,8 @@ kept alive for the call and released by its producer afterwards. The
 result is complete when the call returns. Results are
 ``cupy.asarray(result)`` when the input was a CuPy array (CuPy imported only
 then), else a :class:`tomors.DeviceArray` that owns its device memory,
-exposes ``__cuda_array_interface__`` (version 3) and copies to NumPy with
-``.get()``.
+exposes ``__cuda_array_interface__`` (version 3) and DLPack
+(``__dlpack__``), and copies to NumPy with ``.get()``.
 """
 
 from __future__ import annotations
