@@ -144,9 +144,9 @@ def test_fdk_device(gpu):
     # Options pass through: a short scan, another filter, a given volume.
     short = tomors.angles(60, 240)
     ps, _, _ = tomors.shepp_logan_cone(short, *CONE, (24, 48))
-    kw = dict(shape=(20, 40, 40), voxel_size=0.8, filter="hann")
+    kw = dict(shape=(16, 40, 40), voxel_size=0.7, filter="hann")
     got, _ = on_device(lambda: tomors.fdk(gpu.DriverArray(ps), short, *CONE, **kw))
-    check("fdk short scan, hann, 20×40×40", got, tomors.fdk(ps, short, *CONE, backend="cpu", **kw),
+    check("fdk short scan, hann, 16×40×40", got, tomors.fdk(ps, short, *CONE, backend="cpu", **kw),
           TEX_BOUND)
     out, info = tomors.fdk(d, theta, *CONE, return_info=True)
     assert info["voxel_size"] > 0 and out.shape == cpu.shape
@@ -157,8 +157,10 @@ def test_fdk_device(gpu):
 
 
 def test_recon_cone_device(gpu):
+    # A detector large enough that the data (0.5 MB up, 0.5 MB down on the
+    # host path) outweigh the solver's partial sums (about 20 KB an iteration).
     theta = tomors.angles(60, 360)
-    proj, _, _ = tomors.shepp_logan_cone(theta, *CONE, (16, 32))
+    proj, _, _ = tomors.shepp_logan_cone(theta, *CONE, (32, 64))
     d = gpu.DriverArray(proj)
     for kw in ({"algorithm": "sirt", "min": 0}, {"algorithm": "sirt", "projector": "voxel"},
                {"algorithm": "sart", "iterations": 2}, {"algorithm": "cimmino"}):
@@ -171,11 +173,14 @@ def test_recon_cone_device(gpu):
         cpu = tomors.recon_cone(proj, theta, *CONE, backend="cpu", **kw)
         assert not info["device"].startswith("cpu") and len(info["residuals"]) == kw["iterations"]
         print(f"recon_cone {kw}: {moved} bytes host<->device (data {proj.nbytes + cpu.nbytes})")
-        # The reductions' partial sums come down every iteration: a few KiB
-        # each, not the data.
-        assert moved < (proj.nbytes + cpu.nbytes) / 2, moved
+        # The reductions' partial sums come down every iteration (measured
+        # 19 KB an iteration), not the data.
+        assert moved < (proj.nbytes + cpu.nbytes) / 4, moved
         check(f"recon_cone {kw} device vs host GPU path", got, host_gpu, ITER_BOUND)
-        check(f"recon_cone {kw} device vs CPU", got, cpu, ITER_BOUND)
+        # The voxel pair projects forward through a 3-D texture (8-bit
+        # interpolation weights, tomors-cuda's default): the texture bound.
+        check(f"recon_cone {kw} device vs CPU", got, cpu,
+              TEX_BOUND if kw.get("projector") == "voxel" else ITER_BOUND)
     x0 = tomors.recon_cone(proj, theta, *CONE, iterations=2, backend="cpu")
     got = tomors.recon_cone(d, theta, *CONE, iterations=3, init=gpu.DriverArray(x0)).get()
     want = tomors.recon_cone(proj, theta, *CONE, iterations=3, init=x0, backend="cpu")
@@ -195,7 +200,9 @@ def test_cpu_projector_with_gpu_array(gpu):
     C = tomors.Projector.cone(theta, *CONE, (12, 24), projector="voxel")
     x = np.ones(C.vol_shape, np.float32)
     got, _ = on_device(lambda: C.forward(gpu.DriverArray(x)))
-    check("CPU cone Projector (voxel) forward", got, C.forward(x), ALU_BOUND)
+    # The GPU's voxel pair projects forward through a 3-D texture (8-bit
+    # weights; measured 1.2e-4 on an H200): the texture bound.
+    check("CPU cone Projector (voxel) forward", got, C.forward(x), TEX_BOUND)
     with pytest.raises(TypeError, match="no GPU version"):
         tomors.Projector(theta, 48, projector="line").forward(gpu.DriverArray(vol[0]))
 
