@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use ndarray::{s, Array3, ArrayView3};
+use ndarray::{s, Array3, ArrayView3, ArrayViewMut3};
 use rayon::prelude::*;
 
 use crate::backend::{Backend, Interpolation};
@@ -97,25 +97,64 @@ pub fn projections_to_sinograms(
     rows: Range<usize>,
 ) -> Result<Array3<f32>> {
     let (na, n_rows, nb) = projections.dim();
+    check_rows(&rows, n_rows)?;
+    let mut out = Array3::<f32>::zeros((rows.len(), na, nb));
+    projections_to_sinograms_into(projections, rows, out.view_mut())?;
+    Ok(out)
+}
+
+fn check_rows(rows: &Range<usize>, n_rows: usize) -> Result<()> {
     if rows.start > rows.end || rows.end > n_rows {
         return Err(CoreError::Shape(format!(
             "rows {}..{} outside the detector's {n_rows} rows",
             rows.start, rows.end
         )));
     }
-    let mut out = Array3::<f32>::zeros((rows.len(), na, nb));
-    if out.is_empty() {
-        return Ok(out);
+    Ok(())
+}
+
+/// [`projections_to_sinograms`] into `out` (`[rows.len()][angle][col]`),
+/// reusing its memory: a loop over slabs of rows keeps one buffer instead
+/// of allocating (and first touching, then freeing) one per slab.
+pub fn projections_to_sinograms_into(
+    projections: ArrayView3<'_, f32>,
+    rows: Range<usize>,
+    mut out: ArrayViewMut3<'_, f32>,
+) -> Result<()> {
+    let (na, n_rows, nb) = projections.dim();
+    check_rows(&rows, n_rows)?;
+    if out.dim() != (rows.len(), na, nb) {
+        return Err(CoreError::Shape(format!(
+            "sinograms of shape {:?} for rows {}..{} of {na} angles × {nb} bins",
+            out.dim(),
+            rows.start,
+            rows.end
+        )));
     }
-    let dst = out.as_slice_mut().expect("a new array is contiguous");
-    dst.par_chunks_mut(nb).enumerate().for_each(|(i, line)| {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let copy = |i: usize, line: &mut [f32]| {
         let src = projections.slice(s![i % na, rows.start + i / na, ..]);
         match src.as_slice() {
             Some(v) => line.copy_from_slice(v),
             None => line.iter_mut().zip(src.iter()).for_each(|(d, v)| *d = *v),
         }
-    });
-    Ok(out)
+    };
+    match out.as_slice_mut() {
+        Some(dst) => dst
+            .par_chunks_mut(nb)
+            .enumerate()
+            .for_each(|(i, line)| copy(i, line)),
+        None => {
+            for (r, mut sino) in out.outer_iter_mut().enumerate() {
+                for (a, mut line) in sino.outer_iter_mut().enumerate() {
+                    line.assign(&projections.slice(s![a, rows.start + r, ..]));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Floats per parallel task of [`check_finite`].
@@ -178,6 +217,11 @@ mod tests {
             v.permuted_axes([1, 0, 2]).to_owned()
         );
         assert!(projections_to_sinograms(p.view(), 3..5).is_err());
+        // Into a reused buffer: the same values, wrong shapes refused.
+        let mut buf = Array3::<f32>::from_elem((2, 5, 3), -1.0);
+        projections_to_sinograms_into(p.view(), 1..3, buf.view_mut()).unwrap();
+        assert_eq!(buf, s);
+        assert!(projections_to_sinograms_into(p.view(), 0..1, buf.view_mut()).is_err());
         assert_eq!(
             projections_to_sinograms(p.view(), 2..2).unwrap().dim(),
             (0, 5, 3)

@@ -18,7 +18,7 @@ use std::time::Instant;
 use ndarray::{s, Array1, Array3};
 use ndarray_npy::read_npy;
 use tomors_core::cpu::CpuBackend;
-use tomors_core::fbp::{check_finite, projections_to_sinograms};
+use tomors_core::fbp::{check_finite, projections_to_sinograms_into};
 use tomors_core::{Backend, FilterSpec, Interpolation, ParallelGeometry, SliceGrid};
 
 fn main() {
@@ -70,7 +70,7 @@ fn main() {
 }
 
 /// The slab loop of `tomors._native.fbp`: rows transposed into sinograms 32
-/// at a time, `Backend::fbp` on each; with `TOMORS_TIMING` set, the same
+/// at a time (into one reused buffer), `Backend::fbp` on each; with `TOMORS_TIMING` set, the same
 /// phase times as the binding's on stderr.
 fn run(
     backend: &dyn Backend,
@@ -101,16 +101,23 @@ fn run(
     let grid = SliceGrid::for_geometry(&g);
     lap("backend");
     let mut out = Array3::<f32>::zeros((nr, grid.ny, grid.nx));
+    let mut buf = Array3::<f32>::zeros((32.min(nr), na, nb));
     lap("alloc");
     let mut stages = [0f64; 7];
     let mut start = 0;
     while start < nr {
         let end = (start + 32).min(nr);
-        let sino = projections_to_sinograms(proj.view(), start..end).expect("sinograms");
+        projections_to_sinograms_into(
+            proj.view(),
+            start..end,
+            buf.slice_mut(s![..end - start, .., ..]),
+        )
+        .expect("sinograms");
+        let sino = buf.slice(s![..end - start, .., ..]);
         lap("sinograms");
         backend
             .fbp(
-                sino.view(),
+                sino,
                 &g,
                 &grid,
                 &FilterSpec::default(),
@@ -134,8 +141,6 @@ fn run(
                 }
             }
         }
-        drop(sino);
-        lap("free sinograms");
         start = end;
         lap("progress");
     }

@@ -11,7 +11,7 @@ use numpy::{IntoPyArray, PyArray3, PyReadonlyArray1, PyReadonlyArray3};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tomors_core::cpu::CpuBackend;
-use tomors_core::fbp::{check_finite, projections_to_sinograms};
+use tomors_core::fbp::{check_finite, projections_to_sinograms, projections_to_sinograms_into};
 use tomors_core::iterative::{
     all_angles, projector, reconstruct, Algorithm, Constraint, IterativeOptions, IterativeResult,
     ProjectorKind, RayOrder, Weighting,
@@ -128,15 +128,31 @@ pub fn fbp<'py>(
         phases.lap("backend");
         let slab = slab.max(1);
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
+        // One sinogram buffer for every slab of projections (sinograms are
+        // read in place).
+        let mut buf = if sinogram_order {
+            Array3::<f32>::zeros((0, 0, 0))
+        } else {
+            Array3::<f32>::zeros((slab.min(n_rows), n_angles, n_bins))
+        };
         phases.lap("alloc");
         let mut stages = GpuStages::default();
         let mut start = 0;
         while start < n_rows {
             let end = (start + slab).min(n_rows);
-            let sino = sinograms(&tomo, sinogram_order, start..end)?;
+            let sino = if sinogram_order {
+                tomo.slice(s![start..end, .., ..])
+            } else {
+                projections_to_sinograms_into(
+                    tomo,
+                    start..end,
+                    buf.slice_mut(s![..end - start, .., ..]),
+                )?;
+                buf.slice(s![..end - start, .., ..])
+            };
             phases.lap("sinograms");
             backend.fbp(
-                sino.view(),
+                sino,
                 &geometry,
                 &grid,
                 &filter,
@@ -147,8 +163,6 @@ pub fn fbp<'py>(
             if phases.on() {
                 stages.add(gpus.as_deref());
             }
-            drop(sino);
-            phases.lap("free sinograms");
             start = end;
             if !progress.report(start, n_rows) {
                 return progress.finish(Err(CoreError::Cancelled.into()));
