@@ -69,7 +69,7 @@ def recon(
         Line integrals: flat/dark corrected and -log'ed (see :func:`normalize`,
         :func:`minus_log`). C-contiguous float32 is read in place; other dtypes
         and orders are converted once. A GPU array (CuPy, Numba, PyTorch:
-        ``__cuda_array_interface__``, C-contiguous float32) is reconstructed on
+        ``__cuda_array_interface__`` or DLPack, C-contiguous float32) is reconstructed on
         its GPU with no host round trip (FBP and the GPU's iterative methods)
         and the result stays there: a CuPy array for CuPy input, else a
         :class:`DeviceArray`.
@@ -391,7 +391,11 @@ def fdk(
     Parameters
     ----------
     proj : ndarray
-        Projections ``[angle][row][col]``, line integrals in world units.
+        Projections ``[angle][row][col]``, line integrals in world units. A
+        GPU array (CuPy, PyTorch, ``__cuda_array_interface__`` or DLPack;
+        C-contiguous float32) is reconstructed on its GPU with no host round
+        trip; the volume stays there (CuPy for CuPy input, else a
+        :class:`DeviceArray`).
     theta : array_like
         Source angles in radians, one per projection.
     sod, odd : float
@@ -477,7 +481,9 @@ def recon_cone(
     ``algorithm`` and its options are those of :func:`recon`; the geometry
     parameters those of :func:`fdk`. The GPU (``backend='auto'`` or
     ``'cuda'``) runs sirt/landweber/cimmino with the joseph or voxel
-    projector on one device; everything else runs on the CPU.
+    projector, sart/block-it with joseph's, on one device; everything else
+    runs on the CPU. A GPU array ``proj`` (and ``init``) is reconstructed on
+    its GPU, the iterate resident there, and the volume stays there.
 
     Returns
     -------
