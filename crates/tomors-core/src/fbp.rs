@@ -2,7 +2,8 @@
 
 use std::ops::Range;
 
-use ndarray::{s, Array3, ArrayView3, Axis};
+use ndarray::{s, Array3, ArrayView3, ArrayViewMut3};
+use rayon::prelude::*;
 
 use crate::backend::{Backend, Interpolation};
 use crate::error::{CoreError, Result};
@@ -107,32 +108,157 @@ pub fn fbp_sinograms_with_progress(
 }
 
 /// Re-arranges projections `[angle][row][col]` into sinograms
-/// `[row][angle][col]` for the detector rows in `rows` (C order).
+/// `[row][angle][col]` for the detector rows in `rows` (C order); the
+/// detector lines are copied in parallel.
 pub fn projections_to_sinograms(
     projections: ArrayView3<'_, f32>,
     rows: Range<usize>,
 ) -> Result<Array3<f32>> {
-    let n_rows = projections.len_of(Axis(1));
+    let (na, n_rows, nb) = projections.dim();
+    check_rows(&rows, n_rows)?;
+    let mut out = Array3::<f32>::zeros((rows.len(), na, nb));
+    projections_to_sinograms_into(projections, rows, out.view_mut())?;
+    Ok(out)
+}
+
+fn check_rows(rows: &Range<usize>, n_rows: usize) -> Result<()> {
     if rows.start > rows.end || rows.end > n_rows {
         return Err(CoreError::Shape(format!(
             "rows {}..{} outside the detector's {n_rows} rows",
             rows.start, rows.end
         )));
     }
-    let view = projections.slice(s![.., rows, ..]).permuted_axes([1, 0, 2]);
-    Ok(view.as_standard_layout().into_owned())
+    Ok(())
 }
 
-/// Checks that data contain at least one value and only finite values.
+/// [`projections_to_sinograms`] into `out` (`[rows.len()][angle][col]`),
+/// reusing its memory: a loop over slabs of rows keeps one buffer instead
+/// of allocating (and first touching, then freeing) one per slab.
+pub fn projections_to_sinograms_into(
+    projections: ArrayView3<'_, f32>,
+    rows: Range<usize>,
+    mut out: ArrayViewMut3<'_, f32>,
+) -> Result<()> {
+    let (na, n_rows, nb) = projections.dim();
+    check_rows(&rows, n_rows)?;
+    if out.dim() != (rows.len(), na, nb) {
+        return Err(CoreError::Shape(format!(
+            "sinograms of shape {:?} for rows {}..{} of {na} angles × {nb} bins",
+            out.dim(),
+            rows.start,
+            rows.end
+        )));
+    }
+    if out.is_empty() {
+        return Ok(());
+    }
+    let copy = |i: usize, line: &mut [f32]| {
+        let src = projections.slice(s![i % na, rows.start + i / na, ..]);
+        match src.as_slice() {
+            Some(v) => line.copy_from_slice(v),
+            None => line.iter_mut().zip(src.iter()).for_each(|(d, v)| *d = *v),
+        }
+    };
+    match out.as_slice_mut() {
+        Some(dst) => dst
+            .par_chunks_mut(nb)
+            .enumerate()
+            .for_each(|(i, line)| copy(i, line)),
+        None => {
+            for (r, mut sino) in out.outer_iter_mut().enumerate() {
+                for (a, mut line) in sino.outer_iter_mut().enumerate() {
+                    line.assign(&projections.slice(s![a, rows.start + r, ..]));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Floats per parallel task of [`check_finite`].
+const FINITE_CHUNK: usize = 1 << 16;
+
+/// Checks that data contain at least one value and only finite values;
+/// the error names the first non-finite value in C order. Contiguous data
+/// are scanned in parallel.
 pub fn check_finite(data: ArrayView3<'_, f32>, what: &str) -> Result<()> {
     if data.is_empty() {
         return Err(CoreError::Data(format!("{what} is empty")));
     }
-    if let Some(pos) = data.indexed_iter().find(|(_, v)| !v.is_finite()) {
+    let found = match data.as_slice() {
+        Some(v) => v
+            .par_chunks(FINITE_CHUNK)
+            // No early exit inside a chunk: the fold vectorises.
+            .position_first(|c| !c.iter().fold(true, |ok, x| ok & x.is_finite()))
+            .map(|k| {
+                let start = k * FINITE_CHUNK;
+                let i = start
+                    + v[start..]
+                        .iter()
+                        .position(|x| !x.is_finite())
+                        .expect("the chunk holds a non-finite value");
+                let (_, d1, d2) = data.dim();
+                ((i / (d1 * d2), (i / d2) % d1, i % d2), v[i])
+            }),
+        None => data
+            .indexed_iter()
+            .find(|(_, v)| !v.is_finite())
+            .map(|(i, v)| (i, *v)),
+    };
+    if let Some((pos, v)) = found {
         return Err(CoreError::Data(format!(
-            "{what} contains a non-finite value ({}) at {:?}",
-            pos.1, pos.0
+            "{what} contains a non-finite value ({v}) at {pos:?}"
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sinograms_are_the_rows_of_the_projections() {
+        let p = Array3::from_shape_fn((5, 4, 3), |(a, r, c)| (100 * a + 10 * r + c) as f32);
+        let s = projections_to_sinograms(p.view(), 1..3).unwrap();
+        assert_eq!(s.dim(), (2, 5, 3));
+        assert_eq!(
+            s,
+            p.slice(s![.., 1..3, ..])
+                .permuted_axes([1, 0, 2])
+                .to_owned()
+        );
+        // A strided view (every other column) gives the same as its copy.
+        let v = p.slice(s![.., .., ..;2]);
+        assert_eq!(
+            projections_to_sinograms(v, 0..4).unwrap(),
+            v.permuted_axes([1, 0, 2]).to_owned()
+        );
+        assert!(projections_to_sinograms(p.view(), 3..5).is_err());
+        // Into a reused buffer: the same values, wrong shapes refused.
+        let mut buf = Array3::<f32>::from_elem((2, 5, 3), -1.0);
+        projections_to_sinograms_into(p.view(), 1..3, buf.view_mut()).unwrap();
+        assert_eq!(buf, s);
+        assert!(projections_to_sinograms_into(p.view(), 0..1, buf.view_mut()).is_err());
+        assert_eq!(
+            projections_to_sinograms(p.view(), 2..2).unwrap().dim(),
+            (0, 5, 3)
+        );
+    }
+
+    #[test]
+    fn the_first_non_finite_value_is_named() {
+        let mut a = Array3::<f32>::zeros((3, 300, 400));
+        assert!(check_finite(a.view(), "x").is_ok());
+        a[[2, 10, 7]] = f32::INFINITY;
+        a[[1, 299, 398]] = f32::NAN;
+        let e = check_finite(a.view(), "the data").unwrap_err().to_string();
+        assert!(e.contains("NaN) at (1, 299, 398)"), "{e}");
+        // The same through a strided (non-contiguous) view.
+        let e = check_finite(a.slice(s![.., .., ..;2]), "v")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("NaN) at (1, 299, 199)"), "{e}");
+        assert!(check_finite(Array3::<f32>::zeros((0, 2, 2)).view(), "e").is_err());
+    }
 }

@@ -18,9 +18,10 @@ use numpy::{PyArrayDyn, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tomors_core::{FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
-use tomors_cuda::{CudaBackend, CudaOptions, DeviceBuffer, DeviceOrder, ForeignDevicePtr};
+use tomors_cuda::{DeviceBuffer, DeviceOrder, ForeignDevicePtr};
 
 use crate::boundary::{check_size, compute, value, Result};
+use crate::gpu::open_gpus;
 use crate::parallel::{parallel_geometry, parse_name};
 
 /// A float32 C-contiguous array in GPU memory owned by tomors (the result
@@ -58,6 +59,48 @@ impl DeviceArray {
         d.set_item("stream", py.None())?;
         d.set_item("version", 3)?;
         Ok(d)
+    }
+
+    /// DLPack export (`torch.from_dlpack(r)`, `jax.dlpack.from_dlpack`,
+    /// `cupy.from_dlpack`): a `dltensor` capsule over this array's memory,
+    /// no copy; it keeps the array alive until its consumer lets it go. The
+    /// data are complete when the call that made them returned, so any
+    /// consumer `stream` may read them without waiting.
+    #[pyo3(signature = (stream=None, *, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        slf: &Bound<'py, Self>,
+        stream: Option<Py<PyAny>>,
+        max_version: Option<Py<PyAny>>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = (stream, max_version);
+        let me = slf.get();
+        if copy == Some(true) {
+            return Err(pyo3::exceptions::PyBufferError::new_err(
+                "tomors.DeviceArray exports its memory without copying (copy=True)",
+            ));
+        }
+        if let Some(d) = dl_device {
+            if d != (crate::dlpack::KDL_CUDA, me.device as i32) {
+                return Err(pyo3::exceptions::PyBufferError::new_err(format!(
+                    "tomors.DeviceArray lives on CUDA device {}, not DLPack device {d:?}",
+                    me.device
+                )));
+            }
+        }
+        crate::dlpack::capsule(
+            slf.py(),
+            slf.clone().into_any().unbind(),
+            me.buf.ptr(),
+            &me.shape,
+            me.device,
+        )
+    }
+
+    /// `(kDLCUDA, device)`: where the DLPack export lives.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (crate::dlpack::KDL_CUDA, self.device as i32)
     }
 
     /// Shape of the array.
@@ -161,14 +204,14 @@ pub fn fbp_device(
             // the default streams).
             unsafe { tomors_cuda::wait_foreign_stream(s) }?;
         }
-        let options = CudaOptions {
-            kernel: match kernel.as_deref() {
-                None => tomors_cuda::KernelChoice::Auto,
-                Some(k) => parse_name(k)?,
-            },
-            ..CudaOptions::default()
+        let kernel = match kernel.as_deref() {
+            None => tomors_cuda::KernelChoice::Auto,
+            Some(k) => parse_name(k)?,
         };
-        let backend = CudaBackend::with_options(input.ordinal(), options)?;
+        // The backend opened once per process for this device and kernel
+        // choice (as for host arrays), not a new context per call.
+        let gpus = open_gpus(Some(&input.ordinal().to_string()), kernel)?;
+        let backend = &gpus.devices()[0];
         let order = if sinogram_order {
             DeviceOrder::Sinograms
         } else {
@@ -191,7 +234,7 @@ pub fn fbp_device(
                 vec![n_rows, grid.ny, grid.nx]
             },
             input.ordinal(),
-            tomors_core::Backend::name(&backend),
+            tomors_core::Backend::name(backend),
         ))
     })?;
     Ok((
@@ -202,6 +245,34 @@ pub fn fbp_device(
         },
         name,
     ))
+}
+
+/// A GPU array handed over by the Python layer: device pointer, shape and
+/// the producer's stream.
+pub(crate) type GpuIn = (u64, (usize, usize, usize), Option<u64>);
+
+/// Borrows the array `a` of `floats` floats after its producer's stream.
+pub(crate) fn borrow(a: GpuIn, floats: usize) -> Result<ForeignDevicePtr> {
+    // SAFETY: the Python caller holds a reference to the array for the
+    // whole call, and the call waits for its work on it.
+    let p = unsafe { ForeignDevicePtr::new(a.0, floats * 4) }?;
+    if let Some(s) = a.2 {
+        // SAFETY: a stream handle of the array's interface (1 and 2 are
+        // the default streams).
+        unsafe { tomors_cuda::wait_foreign_stream(s) }?;
+    }
+    Ok(p)
+}
+
+/// `tomors._native.device_of(ptr)`: the CUDA device ordinal of the device
+/// memory at `ptr` (ValueError for host memory or an unknown address).
+#[pyfunction]
+pub fn device_of(py: Python<'_>, ptr: u64) -> PyResult<usize> {
+    compute(py, || {
+        // SAFETY: only the first byte is named; nothing is read or queued.
+        let p = unsafe { ForeignDevicePtr::new(ptr, 1) }?;
+        Ok(p.ordinal())
+    })
 }
 
 /// Checks that the array's device is among `devices` ("0,1"; None = any).

@@ -13,29 +13,12 @@ use pyo3::types::PyDict;
 use tomors_core::iterative::{solve, ProjectorKind};
 use tomors_core::linalg::LinearOperator;
 use tomors_core::SliceGrid;
-use tomors_cuda::{CudaJoseph, DeviceOrder, ForeignDevicePtr};
+use tomors_cuda::{CudaJoseph, DeviceOrder};
 
-use crate::boundary::{check_size, compute, value, Progress, Result};
-use crate::device::{check_device, DeviceArray};
+use crate::boundary::{check_size, compute, value, Progress};
+use crate::device::{borrow, check_device, DeviceArray, GpuIn};
 use crate::gpu::gpu_backend;
 use crate::parallel::{gpu_capable, iterative_options, parallel_geometry, parse_name};
-
-/// A GPU array handed over by the Python layer: device pointer, shape and
-/// the producer's stream.
-type GpuIn = (u64, (usize, usize, usize), Option<u64>);
-
-/// Borrows the array `a` of `floats` floats after its producer's stream.
-fn borrow(a: GpuIn, floats: usize) -> Result<ForeignDevicePtr> {
-    // SAFETY: the Python caller holds a reference to the array for the
-    // whole call, and the call waits for its work on it.
-    let p = unsafe { ForeignDevicePtr::new(a.0, floats * 4) }?;
-    if let Some(s) = a.2 {
-        // SAFETY: a stream handle of the array's interface (1 and 2 are
-        // the default streams).
-        unsafe { tomors_cuda::wait_foreign_stream(s) }?;
-    }
-    Ok(p)
-}
 
 /// `tomors.recon(x, theta, algorithm=...)` of a GPU array `tomo`
 /// (projections `[angle][row][col]`, or sinograms with `sinogram_order`),

@@ -100,24 +100,29 @@ fn parse_kernel(kernel: Option<&str>) -> Result<KernelChoice> {
     }
 }
 
+/// An FBP backend, and the GPUs when it is theirs (for their stage times).
+pub type FbpBackend = (Arc<dyn Backend>, Option<Arc<MultiCudaBackend>>);
+
 /// The FBP backend for `choice` (as the CLI's `--backend`).
 pub fn fbp_backend(
     choice: Choice,
     devices: Option<&str>,
     kernel: Option<&str>,
-) -> Result<Arc<dyn Backend>> {
-    let open = || -> Result<Arc<dyn Backend>> {
+) -> Result<FbpBackend> {
+    let open = || -> Result<FbpBackend> {
         let kernel = parse_kernel(kernel)?;
-        let gpus: Arc<dyn Backend> = open_gpus(devices, kernel)?;
-        Ok(gpus)
+        let gpus = open_gpus(devices, kernel)?;
+        let backend: Arc<dyn Backend> = gpus.clone();
+        Ok((backend, Some(gpus)))
     };
+    let cpu = || -> FbpBackend { (Arc::new(CpuBackend::new()), None) };
     match choice {
-        Choice::Cpu => Ok(Arc::new(CpuBackend::new())),
+        Choice::Cpu => Ok(cpu()),
         Choice::Cuda => open(),
         Choice::Auto => match open() {
             Ok(b) => Ok(b),
             Err(Error::Value(m)) => Err(Error::Value(m)),
-            Err(_) => Ok(Arc::new(CpuBackend::new())),
+            Err(_) => Ok(cpu()),
         },
     }
 }

@@ -1,6 +1,7 @@
 //! Reading scans (`tomors.read`), preprocessing (`normalize`, `minus_log`,
-//! `remove_stripes`, `remove_zingers`), centre finding (`find_center`) and
-//! writing volumes (`tomors.write`), through `tomors-io`.
+//! `remove_stripes`, `remove_zingers`), centre finding (`find_center`,
+//! also the 360° half-acquisition axis), half-acquisition stitching
+//! (`stitch_half`) and writing volumes (`tomors.write`), through `tomors-io`.
 
 use std::path::PathBuf;
 
@@ -15,12 +16,10 @@ use tomors_io::preprocess::{
     average_groups, flat_dark_correct, remove_zingers as zingers, Average,
 };
 use tomors_io::source::{Endian, RawDtype, RawSpec};
+use tomors_io::stripe::StripeMethod;
 use tomors_io::tiffio::TiffDepth;
 use tomors_io::writer::create_writer_with;
-use tomors_io::{
-    remove_stripe_based_sorting, AngleUnit, CenterOptions, FrameGroup, OpenOptions, VolumeFormat,
-    VolumeMeta,
-};
+use tomors_io::{AngleUnit, CenterOptions, FrameGroup, OpenOptions, VolumeFormat, VolumeMeta};
 
 use crate::boundary::{compute, value, Result};
 use crate::parallel::parse_name;
@@ -207,20 +206,21 @@ fn per_sinogram(
     out
 }
 
-/// `tomors.remove_stripes`: sorting-based stripe removal (Vo et al. 2018).
+/// `tomors.remove_stripes`: stripe (ring) removal on every sinogram with
+/// the CLI's `--stripe METHOD[:params]` (`StripeMethod`: sorting,
+/// filtering, fitting, large, dead, all, fw; a bare number is the
+/// sorting window).
 #[pyfunction]
-#[pyo3(signature = (proj, size))]
+#[pyo3(signature = (proj, method))]
 pub fn remove_stripes<'py>(
     py: Python<'py>,
     proj: PyReadonlyArray3<'py, f32>,
-    size: usize,
+    method: &str,
 ) -> PyResult<Bound<'py, PyArray3<f32>>> {
     let proj = proj.as_array();
     let out = compute(py, || {
-        if size < 3 {
-            return Err(value(format!("stripe window {size} must be at least 3")));
-        }
-        Ok(per_sinogram(proj, |s| remove_stripe_based_sorting(s, size)))
+        let m = method.parse::<StripeMethod>().map_err(value)?;
+        Ok(per_sinogram(proj, |s| m.apply(s)))
     })?;
     Ok(out.into_pyarray(py))
 }
@@ -248,11 +248,41 @@ pub fn remove_zingers<'py>(
 /// `(centre, quality, [(row, centre, quality), …])` of [`find_center`].
 pub type CenterFound = (f32, f32, Vec<(usize, f32, f32)>);
 
+/// The detector rows a centre search uses: `rows`, or (as the CLI's
+/// `--center auto`) up to 3 spread over the detector.
+pub fn search_rows(rows: Option<Vec<usize>>, nr: usize) -> Result<Vec<usize>> {
+    if nr == 0 {
+        return Err(value("the projections have no detector rows"));
+    }
+    let rows = match rows {
+        Some(r) if !r.is_empty() => r,
+        Some(_) => return Err(value("rows is empty")),
+        None => {
+            let mut v: Vec<usize> = [nr / 4, nr / 2, (3 * nr) / 4]
+                .iter()
+                .map(|&k| k.min(nr - 1))
+                .collect();
+            v.dedup();
+            v
+        }
+    };
+    if let Some(&r) = rows.iter().find(|&&r| r >= nr) {
+        return Err(value(format!("row {r} outside the detector's {nr} rows")));
+    }
+    Ok(rows)
+}
+
 /// `tomors.find_center`: the rotation centre (Vo et al. 2014) on detector
-/// rows `rows` of preprocessed projections; returns `(centre, quality,
-/// [(row, centre, quality), …])`, the centre being the median over rows.
+/// rows `rows` of preprocessed projections, searched `smin..smax` around
+/// the detector's middle or over columns `range = (a, b)` (the CLI's
+/// `--center-range a:b`); with `half`, the offset axis of a 360°
+/// half-acquisition scan ([`tomors_io::half::find_axis_360`], as the CLI's
+/// `--half-acquisition`; `range` limits it, default the whole detector).
+/// Returns `(centre, quality, [(row, centre, quality), …])`, the centre
+/// being the median over rows.
 #[pyfunction]
-#[pyo3(signature = (proj, theta, rows, smin, smax))]
+#[pyo3(signature = (proj, theta, rows, smin, smax, range, half))]
+#[allow(clippy::too_many_arguments)]
 pub fn find_center(
     py: Python<'_>,
     proj: PyReadonlyArray3<'_, f32>,
@@ -260,51 +290,116 @@ pub fn find_center(
     rows: Option<Vec<usize>>,
     smin: f32,
     smax: f32,
+    range: Option<(f32, f32)>,
+    half: bool,
 ) -> PyResult<CenterFound> {
     let proj = proj.as_array();
     let theta = theta.as_array().to_vec();
     compute(py, || {
-        let (na, nr, _) = proj.dim();
+        let (na, nr, nc) = proj.dim();
         if theta.len() != na {
             return Err(value(format!(
                 "theta has {} angles for {na} projections",
                 theta.len()
             )));
         }
-        if nr == 0 {
-            return Err(value("the projections have no detector rows"));
-        }
-        let rows = match rows {
-            Some(r) if !r.is_empty() => r,
-            Some(_) => return Err(value("rows is empty")),
-            None => {
-                let mut v: Vec<usize> = [nr / 4, nr / 2, (3 * nr) / 4]
-                    .iter()
-                    .map(|&k| k.min(nr - 1))
-                    .collect();
-                v.dedup();
-                v
-            }
-        };
-        let options = CenterOptions {
-            smin,
-            smax,
-            ..CenterOptions::default()
-        };
+        let rows = search_rows(rows, nr)?;
         let mut found = Vec::new();
-        for &r in &rows {
-            if r >= nr {
-                return Err(value(format!("row {r} outside the detector's {nr} rows")));
+        if half {
+            let options = tomors_io::half::AxisSearch {
+                range: range.map(|(a, b)| (f64::from(a), f64::from(b))),
+                ..Default::default()
+            };
+            for &r in &rows {
+                let res =
+                    tomors_io::half::find_axis_360(proj.index_axis(Axis(1), r), &theta, &options)
+                        .map_err(|e| value(format!("row {r}: {}", io_message(e))))?;
+                found.push((r, res.axis as f32, res.quality as f32));
             }
-            let sino = proj.index_axis(Axis(1), r);
-            let res = tomors_io::find_center(sino, &theta, &options)?;
-            found.push((r, res.center, res.quality));
+        } else {
+            let options = match range {
+                Some((a, b)) => CenterOptions::for_range(a, b, nc)
+                    .map_err(|e| value(format!("range: {}", io_message(e))))?,
+                None => CenterOptions {
+                    smin,
+                    smax,
+                    ..CenterOptions::default()
+                },
+            };
+            for &r in &rows {
+                let sino = proj.index_axis(Axis(1), r);
+                let res = tomors_io::find_center(sino, &theta, &options)?;
+                found.push((r, res.center, res.quality));
+            }
         }
         let mut cs: Vec<f32> = found.iter().map(|f| f.1).collect();
         let center = tomors_io::preprocess::median(&mut cs);
         let quality = found.iter().map(|f| f.2).sum::<f32>() / found.len() as f32;
         Ok((center, quality, found))
     })
+}
+
+/// An `IoError`'s message without its "invalid parameter: " prefix.
+pub fn io_message(e: tomors_io::IoError) -> String {
+    e.to_string()
+        .trim_start_matches("invalid parameter: ")
+        .to_string()
+}
+
+/// `tomors.stitch_half`: a 360° half-acquisition scan (projections
+/// `[angle][row][col]`, preprocessed, angles covering a turn) stitched
+/// with the rotation axis at column `axis` into the 180° scan of about
+/// twice the width, as the CLI's `--half-acquisition` (tomors-io's
+/// [`Stitch`](tomors_io::half::Stitch)): returns the stitched projections
+/// `[pair][row][width]`, their angles (the first half turn's), the axis in
+/// the stitched columns and the overlap (pixels).
+#[pyfunction]
+#[pyo3(signature = (proj, theta, axis))]
+#[allow(clippy::type_complexity)]
+pub fn stitch_half<'py>(
+    py: Python<'py>,
+    proj: PyReadonlyArray3<'py, f32>,
+    theta: PyReadonlyArray1<'py, f32>,
+    axis: f64,
+) -> PyResult<(
+    Bound<'py, PyArray3<f32>>,
+    Bound<'py, numpy::PyArray1<f32>>,
+    f64,
+    f64,
+)> {
+    use tomors_io::half::{pair_opposite, Stitch};
+    let proj = proj.as_array();
+    let theta = theta.as_array().to_vec();
+    let (out, angles, center, overlap) = compute(py, || {
+        let (na, nr, nc) = proj.dim();
+        if theta.len() != na {
+            return Err(value(format!(
+                "theta has {} angles for {na} projections",
+                theta.len()
+            )));
+        }
+        let stitch = Stitch::new(axis, nc).map_err(|e| value(io_message(e)))?;
+        let pairs = pair_opposite(&theta).map_err(|e| value(io_message(e)))?;
+        let angles: Vec<f32> = pairs.iter().map(|p| theta[p.index]).collect();
+        let mut out = Array3::<f32>::zeros((pairs.len(), nr, stitch.width()));
+        out.view_mut()
+            .permuted_axes([1, 0, 2])
+            .axis_iter_mut(Axis(0))
+            .into_par_iter()
+            .zip(
+                proj.permuted_axes([1, 0, 2])
+                    .axis_iter(Axis(0))
+                    .into_par_iter(),
+            )
+            .for_each(|(mut o, s)| o.assign(&stitch.stitch(s, &pairs)));
+        Ok((out, angles, stitch.center(), stitch.overlap()))
+    })?;
+    Ok((
+        out.into_pyarray(py),
+        numpy::PyArray1::from_vec(py, angles),
+        center,
+        overlap,
+    ))
 }
 
 /// `tomors.write`: writes a volume `[z][y][x]` atomically (temporary name,

@@ -15,17 +15,24 @@
 //! - [`phantom`]: phantoms with exact projections, metrics;
 //! - [`gpu`]: backend choice, `devices()`, `tune()`;
 //! - [`device`]: GPU arrays in and out (`__cuda_array_interface__`);
-//! - [`device_solve`]: the GPU's iterative methods on GPU arrays.
+//! - [`device_ops`]: projection, back projection, FDK and the cone-beam
+//!   iterative methods on GPU arrays;
+//! - [`dlpack`]: DLPack export of GPU results;
+//! - [`device_solve`]: the GPU's iterative methods on GPU arrays;
+//! - [`timing`]: per-phase times of a call (`TOMORS_TIMING=1`).
 
 pub mod boundary;
 pub mod cone;
 pub mod device;
+pub mod device_ops;
 pub mod device_solve;
+pub mod dlpack;
 pub mod gpu;
 pub mod io;
 pub mod operator;
 pub mod parallel;
 pub mod phantom;
+pub mod timing;
 
 use pyo3::prelude::*;
 
@@ -47,6 +54,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io::remove_stripes, m)?)?;
     m.add_function(wrap_pyfunction!(io::remove_zingers, m)?)?;
     m.add_function(wrap_pyfunction!(io::find_center, m)?)?;
+    m.add_function(wrap_pyfunction!(io::stitch_half, m)?)?;
     m.add_function(wrap_pyfunction!(io::write, m)?)?;
     m.add_function(wrap_pyfunction!(phantom::shepp_logan, m)?)?;
     m.add_function(wrap_pyfunction!(phantom::shepp_logan_projections, m)?)?;
@@ -59,6 +67,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<device::DeviceArray>()?;
     m.add_function(wrap_pyfunction!(device::fbp_device, m)?)?;
     m.add_function(wrap_pyfunction!(device_solve::recon_iterative_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device_ops::project_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device_ops::backproject_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device_ops::project_cone_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device_ops::fdk_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device_ops::recon_cone_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device::device_of, m)?)?;
     m.add_function(wrap_pyfunction!(device::debug_transfer_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::devices, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::tune, m)?)?;

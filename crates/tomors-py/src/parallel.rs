@@ -11,7 +11,7 @@ use numpy::{IntoPyArray, PyArray3, PyReadonlyArray1, PyReadonlyArray3};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tomors_core::cpu::CpuBackend;
-use tomors_core::fbp::{check_finite, projections_to_sinograms};
+use tomors_core::fbp::{check_finite, projections_to_sinograms, projections_to_sinograms_into};
 use tomors_core::iterative::{
     all_angles, projector, reconstruct, Algorithm, Constraint, IterativeOptions, IterativeResult,
     ProjectorKind, RayOrder, Weighting,
@@ -22,6 +22,7 @@ use tomors_core::{
 
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::gpu::{fbp_backend, gpu_usable, open_gpus, Choice};
+use crate::timing::Phases;
 
 /// Parses a name with the library's `FromStr` (whose error is a message).
 pub fn parse_name<T: std::str::FromStr>(s: &str) -> Result<T>
@@ -108,6 +109,7 @@ pub fn fbp<'py>(
     let theta = theta.as_array().to_vec();
     let progress = Progress::new(progress);
     let (out, device) = compute(py, || {
+        let mut phases = Phases::new("fbp");
         let filter = FilterSpec {
             kind: parse_name::<FilterKind>(filter)?,
             cutoff,
@@ -118,33 +120,107 @@ pub fn fbp<'py>(
         let choice = Choice::parse(backend)?;
         let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
         check_finite(tomo.view(), "the projections")?;
+        phases.lap("check_finite");
         let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
         let grid = SliceGrid::for_geometry(&geometry);
         check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
-        let backend: std::sync::Arc<dyn Backend> =
-            fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
+        let (backend, gpus) = fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
+        phases.lap("backend");
         let slab = slab.max(1);
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
+        // One sinogram buffer for every slab of projections (sinograms are
+        // read in place).
+        let mut buf = if sinogram_order {
+            Array3::<f32>::zeros((0, 0, 0))
+        } else {
+            Array3::<f32>::zeros((slab.min(n_rows), n_angles, n_bins))
+        };
+        phases.lap("alloc");
+        let mut stages = GpuStages::default();
         let mut start = 0;
         while start < n_rows {
             let end = (start + slab).min(n_rows);
-            let sino = sinograms(&tomo, sinogram_order, start..end)?;
+            let sino = if sinogram_order {
+                tomo.slice(s![start..end, .., ..])
+            } else {
+                projections_to_sinograms_into(
+                    tomo,
+                    start..end,
+                    buf.slice_mut(s![..end - start, .., ..]),
+                )?;
+                buf.slice(s![..end - start, .., ..])
+            };
+            phases.lap("sinograms");
             backend.fbp(
-                sino.view(),
+                sino,
                 &geometry,
                 &grid,
                 &filter,
                 interpolation,
                 out.slice_mut(s![start..end, .., ..]),
             )?;
+            phases.lap("backend.fbp");
+            if phases.on() {
+                stages.add(gpus.as_deref());
+            }
             start = end;
             if !progress.report(start, n_rows) {
                 return progress.finish(Err(CoreError::Cancelled.into()));
             }
+            phases.lap("progress");
         }
+        phases.note(|| stages.to_string());
+        phases.print();
         Ok((out, backend.name()))
     })?;
     Ok((out.into_pyarray(py), device))
+}
+
+/// The GPU pipeline's stage times summed over the slabs of a call (for
+/// `TOMORS_TIMING`).
+#[derive(Default)]
+struct GpuStages {
+    calls: usize,
+    sums: [f64; 7],
+}
+
+impl GpuStages {
+    /// Adds the stage times of the last call of each GPU of `gpus`.
+    fn add(&mut self, gpus: Option<&tomors_cuda::MultiCudaBackend>) {
+        let Some(gpus) = gpus else {
+            return;
+        };
+        self.calls += 1;
+        for s in gpus.last_stats() {
+            for (acc, v) in self.sums.iter_mut().zip([
+                s.wall_ms,
+                s.host_in_ms,
+                s.upload_ms,
+                s.filter_ms,
+                s.backproject_ms,
+                s.download_ms,
+                s.host_out_ms,
+            ]) {
+                *acc += v;
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for GpuStages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.calls == 0 {
+            return write!(f, "no GPU stages");
+        }
+        let [wall, hin, up, filt, bp, down, hout] = self.sums;
+        write!(
+            f,
+            "GPU pipeline over {} calls (ms, summed over devices): wall {wall:.1}, host in \
+             {hin:.1}, upload {up:.1}, filter {filt:.1}, back projection {bp:.1}, download \
+             {down:.1}, host out {hout:.1}",
+            self.calls
+        )
+    }
 }
 
 /// The core's options for the CLI's `--algorithm` names and flags.

@@ -65,3 +65,67 @@ def read_device(ptr: int, shape) -> np.ndarray:
     _check(driver().cuMemcpyDtoH_v2(out.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(ptr),
                                     ctypes.c_size_t(out.nbytes)), "cuMemcpyDtoH")
     return out
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+    ]
+
+
+class DLTensorHolder:
+    """A DLPack ``DLManagedTensor`` (CUDA device 0) over the device address
+    ``ptr``, kept alive by this object; ``capsule()`` wraps it in a
+    ``dltensor`` capsule without a destructor (nothing to free: the memory
+    belongs to its owner). Needs no GPU to build."""
+
+    def __init__(self, ptr, shape, code=2, bits=32, strides=None):
+        n = len(shape)
+        self.shape = (ctypes.c_int64 * max(n, 1))(*shape)
+        self.strides = None if strides is None else (ctypes.c_int64 * n)(*strides)
+        self.t = _DLManagedTensor(
+            ctypes.c_void_p(ptr), _DLDevice(2, 0), n, _DLDataType(code, bits, 1),
+            ctypes.cast(self.shape, ctypes.POINTER(ctypes.c_int64)),
+            None if self.strides is None else ctypes.cast(self.strides, ctypes.POINTER(ctypes.c_int64)),
+            0, None, None,
+        )
+
+    def capsule(self):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.t), b"dltensor", None)
+
+
+class DLPackOnly:
+    """A DriverArray seen through DLPack only (``__dlpack__`` and
+    ``__dlpack_device__``, no ``__cuda_array_interface__``), as JAX or
+    another DLPack producer would hand it over."""
+
+    def __init__(self, arr: DriverArray):
+        self.arr = arr
+        self.holder = DLTensorHolder(arr.ptr, arr.shape)
+        self.streams = []
+
+    def __dlpack__(self, stream=None):
+        self.streams.append(stream)
+        return self.holder.capsule()
+
+    def __dlpack_device__(self):
+        return (2, 0)

@@ -147,3 +147,110 @@ def test_preprocessing_equals_cli(cli, scan, tmp_path):
     clean = tomors.remove_stripes(tomors.remove_zingers(noisy, 0.5), 5)
     assert not np.array_equal(clean, noisy)
     assert np.array_equal(tomors.recon(clean, theta, backend="cpu"), np.load(tmp_path / "v.npy"))
+
+
+def test_stripe_methods_equal_cli(cli, scan, tmp_path):
+    """`remove_stripes(method='fitting', order, sigma)` is `--stripe
+    fitting:ORDER,SIGMA`; any other CLI specification passes as is."""
+    d, proj, theta = scan
+    striped = proj.copy()
+    striped[:, :, 17] += 0.4
+    striped[:, :, 30:33] *= 0.8
+    np.save(tmp_path / "p.npy", striped)
+    for spec, call in (
+        ("fitting:2,10", lambda p: tomors.remove_stripes(p, method="fitting", order=2, sigma=10)),
+        ("fitting:3,5", lambda p: tomors.remove_stripes(p, method="fit", order=3, sigma=5.0)),
+        ("fitting", lambda p: tomors.remove_stripes(p, method="fitting")),
+        ("filtering:3,11", lambda p: tomors.remove_stripes(p, method="filtering:3,11")),
+        ("sorting:9", lambda p: tomors.remove_stripes(p, 9)),
+    ):
+        out = tmp_path / "v.npy"
+        run_cli(cli, "recon", tmp_path / "p.npy", "--angles", d / "theta.npy", "--backend", "cpu",
+                "--stripe", spec, "--out", out, "--overwrite")
+        clean = call(striped)
+        assert not np.array_equal(clean, striped), spec
+        assert np.array_equal(tomors.recon(clean, theta, backend="cpu"), np.load(out)), spec
+    # One sinogram [angle][bin] gives the same as its row of the stack.
+    one = tomors.remove_stripes(striped[:, 2, :], method="fitting")
+    assert np.array_equal(one, tomors.remove_stripes(striped, method="fitting")[:, 2, :])
+    with pytest.raises(ValueError, match="order"):
+        tomors.remove_stripes(striped, method="fitting", order=9)
+    with pytest.raises(ValueError, match="unknown stripe method"):
+        tomors.remove_stripes(striped, method="bogus")
+
+
+def test_center_range_equals_cli(cli, tmp_path):
+    """`find_center(range=(a, b))` is `--center auto --center-range a:b`."""
+    theta = tomors.angles(90)
+    proj = np.roll(tomors.shepp_logan_projections(theta, 64, nz=3), 5, axis=2)
+    np.save(tmp_path / "p.npy", proj)
+    np.save(tmp_path / "t.npy", theta)
+    c = tomors.find_center(proj, theta, range=(30, 44))
+    assert abs(c - (31.5 + 5)) <= 0.5, c
+    run_cli(cli, "recon", tmp_path / "p.npy", "--angles", tmp_path / "t.npy", "--backend", "cpu",
+            "--center", "auto", "--center-range", "30:44", "--out", tmp_path / "v.npy")
+    assert np.array_equal(tomors.recon(proj, theta, center=c, backend="cpu"),
+                          np.load(tmp_path / "v.npy"))
+    # A range that excludes the axis finds something else, and bad ranges
+    # are refused with the CLI's message.
+    assert abs(tomors.find_center(proj, theta, range=(10, 25)) - 36.5) > 2
+    with pytest.raises(ValueError, match="range"):
+        tomors.find_center(proj, theta, range=(44, 30))
+    with pytest.raises(ValueError, match="either range or smin/smax"):
+        tomors.find_center(proj, theta, range=(30, 44), smin=-10)
+
+
+@pytest.fixture(scope="module")
+def half_scan(tmp_path_factory):
+    """A 360° half-acquisition scan: 120 angles over a turn of a 64² phantom,
+    the detector cut to columns 20..63 so that the axis (31.5) sits at column
+    11.5 of 44."""
+    d = tmp_path_factory.mktemp("half")
+    theta = tomors.angles(120, 360)
+    full = tomors.shepp_logan_projections(theta, 64, nz=3)
+    proj = np.ascontiguousarray(full[:, :, 20:])
+    np.save(d / "p.npy", proj)
+    np.save(d / "t.npy", theta)
+    return d, proj, theta
+
+
+def test_half_acquisition_equals_cli(cli, half_scan):
+    d, proj, theta = half_scan
+    # The axis search, as `--half-acquisition` without --center.
+    axis, q, rows = tomors.find_center(proj, theta, half_acquisition=True, return_quality=True)
+    assert abs(axis - 11.5) <= 0.25, axis
+    assert len(rows) == 3 and q > 0.5
+    run_cli(cli, "recon", d / "p.npy", "--angles", d / "t.npy", "--backend", "cpu",
+            "--half-acquisition", "--out", d / "found.npy")
+    vol, info = tomors.recon(proj, theta, half_acquisition=True, backend="cpu", return_info=True)
+    assert np.array_equal(vol, np.load(d / "found.npy"))
+    h = info["half_acquisition"]
+    assert h["found"] and h["axis"] == axis and vol.shape[1:] == (h["width"], h["width"])
+    # A given axis, as `--half-acquisition --center 11.5`.
+    run_cli(cli, "recon", d / "p.npy", "--angles", d / "t.npy", "--backend", "cpu",
+            "--half-acquisition", "--center", "11.5", "--out", d / "given.npy")
+    want = np.load(d / "given.npy")
+    assert np.array_equal(tomors.recon(proj, theta, 11.5, half_acquisition=True, backend="cpu"),
+                          want)
+    # stitch_half then recon is the same, and the wide slices hold the
+    # whole phantom (the 64² slice's values inside its disc).
+    st, th, c = tomors.stitch_half(proj, theta, 11.5)
+    assert st.shape == (60, 3, 64) and len(th) == 60 and c == 31.5
+    assert np.array_equal(tomors.recon(st, th, c, backend="cpu"), want)
+    ref = tomors.recon(tomors.shepp_logan_projections(tomors.angles(60), 64, nz=3),
+                       tomors.angles(60), backend="cpu")
+    disc = np.hypot(*np.meshgrid(np.arange(64) - 31.5, np.arange(64) - 31.5)) < 26
+    e = np.linalg.norm((want - ref)[:, disc]) / np.linalg.norm(ref[:, disc])
+    assert e < 0.05, e
+    # Sinogram order and one sinogram give the same.
+    sino = np.ascontiguousarray(proj.transpose(1, 0, 2))
+    assert np.array_equal(tomors.recon(sino, theta, 11.5, half_acquisition=True,
+                                       sinogram_order=True, backend="cpu"), want)
+    one, _, _ = tomors.stitch_half(proj[:, 1, :], theta, 11.5)
+    assert np.array_equal(one, st[:, 1, :])
+    with pytest.raises(ValueError, match="360°"):
+        tomors.stitch_half(proj[:60], theta[:60], 11.5)
+    with pytest.raises(ValueError, match="on the detector"):
+        tomors.stitch_half(proj, theta, 50.0)
+    with pytest.raises(ValueError, match="one number"):
+        tomors.recon(proj, theta, [11.5, 11.5], half_acquisition=True)

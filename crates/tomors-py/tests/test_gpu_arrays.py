@@ -189,5 +189,16 @@ def test_gpu_array_refused_where_unsupported():
         tomors.recon(Fake(), TH, algorithm="art")
     with pytest.raises(ValueError, match="backend='cuda' or 'auto'"):
         tomors.recon(Fake(), TH, backend="cpu")
-    with pytest.raises(TypeError, match="recon"):
-        tomors.project(Fake(), TH)
+    # The projection models the GPU lacks, and the CPU-only calls.
+    with pytest.raises(TypeError, match="'joseph' and 'voxel'"):
+        tomors.project(Fake(shape=(2, 32, 32)), TH, projector="line")
+    with pytest.raises(TypeError, match="'joseph' and 'voxel'"):
+        tomors.backproject(Fake(), TH, projector="line")
+    with pytest.raises(TypeError, match="runs cone-beam|GPU arrays are reconstructed"):
+        tomors.recon_cone(Fake(), TH, 100.0, 50.0, 1.0, algorithm="art")
+    with pytest.raises(ValueError, match="backend='cuda' or 'auto'"):
+        tomors.fdk(Fake(), TH, 100.0, 50.0, 1.0, backend="cpu")
+    with pytest.raises(TypeError, match="runs on the CPU"):
+        tomors.minus_log(Fake())
+    with pytest.raises(TypeError, match="half_acquisition stitches on the CPU"):
+        tomors.recon(Fake(), TH, half_acquisition=True)

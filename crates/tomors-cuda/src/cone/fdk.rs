@@ -1,5 +1,6 @@
 //! FDK on the device, host to host: [`CudaBackend::fdk_device`], the
-//! CUDA backend's [`ConeBackend::fdk_into`](tomors_core::cone::ConeBackend::fdk_into).
+//! CUDA backend's [`ConeBackend::fdk_into`](tomors_core::cone::ConeBackend::fdk_into);
+//! device to device: [`CudaBackend::fdk_foreign`].
 //!
 //! The projections go up once and stay on the device:
 //!
@@ -35,7 +36,7 @@ use crate::error::{CudaError, Result};
 use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
 use crate::fbp::CudaBackend;
 use crate::runtime::{ensure, ensure_pinned};
-use crate::runtime::{DeviceBuffer, Event};
+use crate::runtime::{DeviceBuffer, Event, ForeignDevicePtr};
 
 /// Floats per upload chunk (about 32 MiB).
 const CHUNK_FLOATS: usize = 8 << 20;
@@ -199,7 +200,7 @@ impl CudaBackend {
             let r = run(
                 &mut e,
                 (self.ext.get::<FdkChunk>().map_or(0, |c| c.0), zs),
-                projections,
+                Src::Host(projections),
                 geometry,
                 (&rows, &z),
                 volume,
@@ -208,7 +209,7 @@ impl CudaBackend {
                     angular.as_slice().expect("standard layout"),
                     cosine.as_slice().expect("standard layout"),
                 ),
-                out.view_mut(),
+                Dst::Host(out.view_mut()),
             );
             if matches!(&r, Err(err) if err.is_out_of_memory()) {
                 e.free_buffers();
@@ -223,6 +224,106 @@ impl CudaBackend {
             Ok(None) => Err(non_finite(&projections, rows.start)),
             Err(err) if err.is_out_of_memory() => steps(err.to_string(), out),
             Err(err) => Err(err.into()),
+        }
+    }
+}
+
+impl CudaBackend {
+    /// FDK of projections that already live in device memory (CuPy, Numba,
+    /// PyTorch arrays handed over by pointer): `input` holds C-contiguous
+    /// float32 `[angle][row][col]` of `geometry` on this backend's device;
+    /// the volume `[z][y][x]` of `volume` is returned in a new device
+    /// buffer. The pipeline of [`CudaBackend::fdk_device`] with its angle
+    /// chunks copied on the device and its slabs back projected in place:
+    /// neither the projections nor the volume pass through host memory (the
+    /// weights, a few KiB, go up; the finiteness flag, 8 bytes, comes down).
+    /// Equal to [`CudaBackend::fdk_device`] on the same data.
+    ///
+    /// Work runs on this backend's streams and has completed when the call
+    /// returns; the caller orders it after the producer of `input` (e.g.
+    /// with [`wait_foreign_stream`](crate::runtime::wait_foreign_stream)).
+    ///
+    /// Errors: `input` of another size or on another device; the cases
+    /// [`CudaBackend::fdk_device`] hands to its host-steps path (the
+    /// plain-load kernel chosen, more than [`CONE_MAX_ANGLES`] angles, cuFFT
+    /// missing, too little device memory), which device data cannot take;
+    /// non-finite projections; a bad filter, scan or volume; driver errors.
+    pub fn fdk_foreign(
+        &self,
+        input: &ForeignDevicePtr,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        options: &FdkOptions,
+    ) -> Result<DeviceBuffer> {
+        let dim = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
+        let want = dim.0 * dim.1 * dim.2 * 4;
+        if input.bytes() != want {
+            return Err(CudaError::Parameter(format!(
+                "device input of {} bytes for {} projections of {} × {} ({want} bytes)",
+                input.bytes(),
+                dim.0,
+                dim.1,
+                dim.2
+            )));
+        }
+        options.filter.validate()?;
+        check_extents(dim.1, dim.2, volume)?;
+        let unavailable = |why: String| {
+            Err(CudaError::Unavailable(format!(
+                "FDK of device-resident projections needs {why}"
+            )))
+        };
+        if self.cone_kernel() == ConeKernel::Loads {
+            return unavailable("the texture kernel (the plain-load kernel was chosen)".into());
+        }
+        if dim.0 > CONE_MAX_ANGLES {
+            return unavailable(format!(
+                "at most {CONE_MAX_ANGLES} angles (got {}); pass host arrays",
+                dim.0
+            ));
+        }
+        if !self.gpu_filtering() {
+            return unavailable("cuFFT, which could not be loaded".into());
+        }
+        let angular = angular_weights(geometry, options.scan)?;
+        let cosine = cosine_weights(geometry).as_standard_layout().into_owned();
+        let zs = fdk_slab_slices(volume, options.slab);
+        let mut e = self.lock()?;
+        if input.ordinal() != e.ctx.ordinal {
+            return Err(CudaError::Parameter(format!(
+                "the input lives on device {} but this backend runs on device {}",
+                input.ordinal(),
+                e.ctx.ordinal
+            )));
+        }
+        let out = DeviceBuffer::new(
+            &e.ctx,
+            volume.nz * volume.ny * volume.nx * 4,
+            "the reconstructed volume",
+        )?;
+        let (rows, z) = (0..dim.1, 0..volume.nz);
+        let r = run(
+            &mut e,
+            (self.ext.get::<FdkChunk>().map_or(0, |c| c.0), zs),
+            Src::Device(input.ptr(), dim),
+            geometry,
+            (&rows, &z),
+            volume,
+            options,
+            (
+                angular.as_slice().expect("standard layout"),
+                cosine.as_slice().expect("standard layout"),
+            ),
+            Dst::Device(out.ptr()),
+        );
+        if matches!(&r, Err(err) if err.is_out_of_memory()) {
+            e.free_buffers();
+        }
+        match r? {
+            Some(_) => Ok(out),
+            None => {
+                Err(CoreError::Data("the projections contain a non-finite value".into()).into())
+            }
         }
     }
 }
@@ -258,29 +359,57 @@ fn non_finite(projections: &ArrayView3<'_, f32>, row0: usize) -> CoreError {
     }
 }
 
+/// Where the projections of [`run`] come from.
+enum Src<'a> {
+    /// Host memory `[angle][row][col]`, staged through pinned buffers.
+    Host(ArrayView3<'a, f32>),
+    /// Device memory at this address of this device, `(angles, rows,
+    /// cols)` C-contiguous, copied chunk by chunk on the device.
+    Device(u64, (usize, usize, usize)),
+}
+
+impl Src<'_> {
+    fn dim(&self) -> (usize, usize, usize) {
+        match self {
+            Src::Host(p) => p.dim(),
+            Src::Device(_, d) => *d,
+        }
+    }
+}
+
+/// Where the volume of [`run`] goes.
+enum Dst<'a> {
+    /// Host memory `[z][y][x]`, through device slabs and pinned buffers.
+    Host(ArrayViewMut3<'a, f32>),
+    /// Device memory at this address (the slices of `z`, C order),
+    /// back projected in place.
+    Device(u64),
+}
+
 /// The device pipeline with `chunk` angles per upload (0: automatic) and
 /// `zs` slices per download, for slices `z` from detector rows `rows`
-/// (`projections` holds those rows); `Ok(None)` when a projection value is
+/// (`src` holds those rows); `Ok(None)` when a projection value is
 /// not finite.
 #[allow(clippy::too_many_arguments)]
 fn run(
     e: &mut Engine,
     (chunk, zs): (usize, usize),
-    projections: ArrayView3<'_, f32>,
+    src: Src<'_>,
     geometry: &ConeGeometry,
     (rows, z): (&Range<usize>, &Range<usize>),
     volume: &ConeVolume,
     options: &FdkOptions,
     (angular, cosine): (&[f32], &[f32]),
-    mut out: ArrayViewMut3<'_, f32>,
+    mut dst: Dst<'_>,
 ) -> Result<Option<FdkStats>> {
     let ctx = e.ctx.clone();
     ctx.bind()?;
     let module = ConeModule::of(e)?;
-    let (na, nr, nc) = projections.dim();
+    let (na, nr, nc) = src.dim();
     let (nx, ny) = (volume.nx, volume.ny);
     let (plane, plane_out) = (nr * nc, nx * ny);
     let layout = StackLayout::band(&ctx, geometry.n_rows(), nr, nc)?;
+    let (host_in, host_out) = (matches!(src, Src::Host(_)), matches!(dst, Dst::Host(_)));
 
     // Chunks of angles of about CHUNK_FLOATS, of equal size but the last;
     // slabs of zs slices from z.start.
@@ -294,11 +423,12 @@ fn run(
     let zs = zs.clamp(1, z.len());
     let nslabs = z.len().div_ceil(zs);
     let (fft_bytes, fft_spec) = Engine::fft_bytes(e.fft_variant, ca * nr, nc);
+    let slab_bytes = if host_out { 2 * zs * plane_out * 4 } else { 0 };
     let need = layout.bytes(na)
         + 2 * ca * plane * 4
         + fft_bytes
         + fft_spec
-        + 2 * zs * plane_out * 4
+        + slab_bytes
         + (plane + na * nc) * 4;
     let (free, _) = ctx.mem_info()?;
     if need + SPARE_BYTES > free {
@@ -322,9 +452,13 @@ fn run(
     let mut raw = [0u64; 2];
     for (b, ptr) in raw.iter_mut().enumerate() {
         *ptr = ensure(&mut e.raw[b], &ctx, ca * plane * 4, "FDK projection chunk")?;
-        ensure(&mut e.out[b], &ctx, zs * plane_out * 4, "FDK slab")?;
-        ensure_pinned(&mut e.pin_in[b], &ctx, ca * plane)?;
-        ensure_pinned(&mut e.pin_out[b], &ctx, zs * plane_out)?;
+        if host_in {
+            ensure_pinned(&mut e.pin_in[b], &ctx, ca * plane)?;
+        }
+        if host_out {
+            ensure(&mut e.out[b], &ctx, zs * plane_out * 4, "FDK slab")?;
+            ensure_pinned(&mut e.pin_out[b], &ctx, zs * plane_out)?;
+        }
     }
     let cos_w = DeviceBuffer::new(&ctx, plane * 4, "FDK cosine weights")?;
     let ang_w = DeviceBuffer::new(&ctx, na * nc * 4, "FDK angular weights")?;
@@ -357,7 +491,7 @@ fn run(
         ..FdkStats::default()
     };
 
-    // 1. Upload, weight, filter and pack, chunk by chunk.
+    // 1. Upload (or copy on the device), weight, filter and pack, chunk by chunk.
     for i in 0..nchunks {
         let b = i % 2;
         let (a0, a1) = (i * ca, ((i + 1) * ca).min(na));
@@ -365,28 +499,41 @@ fn run(
         if i >= 2 {
             up1[i - 2].synchronize()?;
         }
-        let th = Instant::now();
-        {
+        if let Src::Host(projections) = &src {
+            let th = Instant::now();
             let pin = e.pin_in[b].as_mut().expect("allocated");
             copy_in(
                 &projections.slice(s![a0..a1, .., ..]),
                 &mut pin.as_mut_slice()[..k * plane],
             );
+            stats.host_in_s += th.elapsed().as_secs_f64();
         }
-        stats.host_in_s += th.elapsed().as_secs_f64();
         if i >= 2 {
             e.up.wait(&c1[i - 2])?;
         }
         up0[i].record(&e.up)?;
-        // SAFETY: the pinned buffer is not written again before up1[i]
-        // completes (waited for two chunks later).
-        unsafe {
-            e.raw[b].as_ref().expect("allocated").upload_async(
-                0,
-                e.pin_in[b].as_ref().expect("allocated").as_slice().as_ptr() as *const u8,
-                k * plane * 4,
-                &e.up,
-            )?;
+        let chunk_buf = e.raw[b].as_ref().expect("allocated");
+        match &src {
+            // SAFETY: the pinned buffer is not written again before up1[i]
+            // completes (waited for two chunks later).
+            Src::Host(_) => unsafe {
+                chunk_buf.upload_async(
+                    0,
+                    e.pin_in[b].as_ref().expect("allocated").as_slice().as_ptr() as *const u8,
+                    k * plane * 4,
+                    &e.up,
+                )?;
+            },
+            // SAFETY: the caller's na × plane floats at `ptr` on this
+            // device (checked by `fdk_foreign`); angles a0..a1 lie inside.
+            Src::Device(ptr, _) => unsafe {
+                chunk_buf.copy_from_device_async(
+                    0,
+                    ptr + (a0 * plane * 4) as u64,
+                    k * plane * 4,
+                    &e.up,
+                )?;
+            },
         }
         up1[i].record(&e.up)?;
         e.comp.wait(&up1[i])?;
@@ -424,20 +571,25 @@ fn run(
         return Ok(None);
     }
 
-    // 2. Back project slab by slab; download and copy out the previous one.
+    // 2. Back project slab by slab; download and copy out the previous one
+    // (or back project straight into the caller's device memory).
     let (bp0, bp1, d0, d1) = (
         events(nslabs)?,
         events(nslabs)?,
         events(nslabs)?,
         events(nslabs)?,
     );
-    // Slab j: slices z0..z1 of the volume, z0 - z.start.. of `out`.
+    // Slab j: slices z0..z1 of the volume, z0 - z.start.. of the output.
     let slab_range = |j: usize| (z.start + j * zs, (z.start + (j + 1) * zs).min(z.end));
     for j in 0..=nslabs {
         if j < nslabs {
             let b = j % 2;
             let (z0, z1) = slab_range(j);
-            if j >= 2 {
+            let target = match &dst {
+                Dst::Host(_) => e.out[b].as_ref().expect("allocated").ptr(),
+                Dst::Device(ptr) => ptr + ((z0 - z.start) * plane_out * 4) as u64,
+            };
+            if j >= 2 && host_out {
                 e.comp.wait(&d1[j - 2])?;
             }
             bp0[j].record(&e.comp)?;
@@ -445,7 +597,7 @@ fn run(
                 &e.comp,
                 BpSource::Textures(layout.tpg),
                 rows,
-                e.out[b].as_ref().expect("allocated").ptr(),
+                target,
                 geometry,
                 volume,
                 z0,
@@ -454,38 +606,43 @@ fn run(
                 false,
             )?;
             bp1[j].record(&e.comp)?;
-            e.down.wait(&bp1[j])?;
-            d0[j].record(&e.down)?;
-            // SAFETY: the host reads the pinned buffer only after d1[j]
-            // completes, and refills it only after copying it out.
-            unsafe {
-                e.out[b].as_ref().expect("allocated").download_async(
-                    0,
-                    e.pin_out[b]
-                        .as_mut()
-                        .expect("allocated")
-                        .as_mut_slice()
-                        .as_mut_ptr() as *mut u8,
-                    (z1 - z0) * plane_out * 4,
-                    &e.down,
-                )?;
+            if host_out {
+                e.down.wait(&bp1[j])?;
+                d0[j].record(&e.down)?;
+                // SAFETY: the host reads the pinned buffer only after d1[j]
+                // completes, and refills it only after copying it out.
+                unsafe {
+                    e.out[b].as_ref().expect("allocated").download_async(
+                        0,
+                        e.pin_out[b]
+                            .as_mut()
+                            .expect("allocated")
+                            .as_mut_slice()
+                            .as_mut_ptr() as *mut u8,
+                        (z1 - z0) * plane_out * 4,
+                        &e.down,
+                    )?;
+                }
+                d1[j].record(&e.down)?;
             }
-            d1[j].record(&e.down)?;
         }
         if j >= 1 {
-            let p = j - 1;
-            let (z0, z1) = slab_range(p);
-            d1[p].synchronize()?;
-            let th = Instant::now();
-            let src =
-                &e.pin_out[p % 2].as_ref().expect("allocated").as_slice()[..(z1 - z0) * plane_out];
-            copy_out(
-                src,
-                &mut out.slice_mut(s![z0 - z.start..z1 - z.start, .., ..]),
-            );
-            stats.host_out_s += th.elapsed().as_secs_f64();
+            if let Dst::Host(out) = &mut dst {
+                let p = j - 1;
+                let (z0, z1) = slab_range(p);
+                d1[p].synchronize()?;
+                let th = Instant::now();
+                let src = &e.pin_out[p % 2].as_ref().expect("allocated").as_slice()
+                    [..(z1 - z0) * plane_out];
+                copy_out(
+                    src,
+                    &mut out.slice_mut(s![z0 - z.start..z1 - z.start, .., ..]),
+                );
+                stats.host_out_s += th.elapsed().as_secs_f64();
+            }
         }
     }
+    e.comp.synchronize()?;
     drop(textures);
     for i in 0..nchunks {
         stats.upload_ms += up0[i].elapsed_ms(&up1[i])? as f64;
@@ -493,7 +650,9 @@ fn run(
     }
     for j in 0..nslabs {
         stats.backproject_ms += bp0[j].elapsed_ms(&bp1[j])? as f64;
-        stats.download_ms += d0[j].elapsed_ms(&d1[j])? as f64;
+        if host_out {
+            stats.download_ms += d0[j].elapsed_ms(&d1[j])? as f64;
+        }
     }
     Ok(Some(stats))
 }

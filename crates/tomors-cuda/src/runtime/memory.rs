@@ -117,6 +117,27 @@ impl DeviceBuffer {
             .map_err(driver_error("cuMemcpyDtoHAsync"))
     }
 
+    /// Asynchronous device-to-device copy of `bytes` from the device
+    /// address `src` (of this buffer's device) into the buffer at `offset`.
+    ///
+    /// # Safety
+    /// `src .. src + bytes` must be device memory of this buffer's device,
+    /// alive and unchanged until the copy on `stream` has completed.
+    pub unsafe fn copy_from_device_async(
+        &self,
+        offset: usize,
+        src: sys::CUdeviceptr,
+        bytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.check_range("device copy", offset, bytes)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        result::memcpy_dtod_async(self.ptr + offset as u64, src, bytes, stream.raw())
+            .map_err(driver_error("cuMemcpyDtoDAsync"))
+    }
+
     /// Synchronous upload of a slice.
     pub fn upload<T: Copy>(&self, src: &[T]) -> Result<()> {
         self.check_range("upload", 0, std::mem::size_of_val(src))?;

@@ -12,17 +12,18 @@ recon              FBP and the iterative methods, parallel beam (CPU or GPU)
 fdk, recon_cone    cone beam: FDK and the iterative methods
 project, project_cone, backproject
 Projector          a linear operator (forward/backward, scipy LinearOperator)
-read, normalize, minus_log, remove_stripes, remove_zingers, find_center, write
+read, normalize, minus_log, remove_stripes, remove_zingers, find_center, stitch_half, write
 shepp_logan, shepp_logan_projections, shepp_logan_cone, angles
 nrmse, psnr, ssim
 devices, tune
 
 Arrays: C-contiguous float32 input is read in place; other dtypes and orders
 are converted once. Results are new float32 NumPy arrays. GPU arrays
-(``__cuda_array_interface__``: CuPy, Numba, PyTorch) are reconstructed by
-``recon`` (FBP) in place on their GPU; the result is a CuPy array for CuPy
-input, else a ``DeviceArray`` (``__cuda_array_interface__``, ``.get()``). Long calls release
-the GIL. Errors: ValueError (shapes, NaN, names, centre), OSError and
+(``__cuda_array_interface__`` or DLPack: CuPy, Numba, PyTorch, JAX) are
+read in place on their GPU by every call with a GPU backend (recon, fdk,
+recon_cone, project, backproject, project_cone, Projector); the result stays
+there: a CuPy array for CuPy input, else a ``DeviceArray``
+(``__cuda_array_interface__``, ``.get()``). Long calls release the GIL. Errors: ValueError (shapes, NaN, names, centre), OSError and
 FileNotFoundError (files), RuntimeError (GPU). See docs/python.md.
 """
 
@@ -31,7 +32,17 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from . import _native
-from ._io import Scan, find_center, minus_log, normalize, read, remove_stripes, remove_zingers, write
+from ._io import (
+    Scan,
+    find_center,
+    minus_log,
+    normalize,
+    read,
+    remove_stripes,
+    remove_zingers,
+    stitch_half,
+    write,
+)
 from ._phantom import angles, nrmse, psnr, shepp_logan, shepp_logan_cone, shepp_logan_projections, ssim
 from ._native import DeviceArray
 from ._projector import Projector
@@ -56,6 +67,7 @@ __all__ = [
     "remove_stripes",
     "remove_zingers",
     "find_center",
+    "stitch_half",
     "write",
     "shepp_logan",
     "shepp_logan_projections",

@@ -44,6 +44,7 @@ def recon(
     progress: _Progress = ...,
     verbose: bool = ...,
     return_info: bool = ...,
+    half_acquisition: bool = ...,
 ) -> Any: ...
 def fdk(
     proj: _Array,
@@ -97,7 +98,9 @@ def project(
     n_bins: Optional[int] = ...,
     projector: str = ...,
     sinogram_order: bool = ...,
-) -> _F32: ...
+    backend: str = ...,
+    devices: _Devices = ...,
+) -> Any: ...
 def backproject(
     tomo: _Array,
     theta: _Array,
@@ -106,7 +109,9 @@ def backproject(
     shape: Optional[Tuple[int, int]] = ...,
     projector: str = ...,
     sinogram_order: bool = ...,
-) -> _F32: ...
+    backend: str = ...,
+    devices: _Devices = ...,
+) -> Any: ...
 def project_cone(
     volume: _Array,
     theta: _Array,
@@ -118,7 +123,9 @@ def project_cone(
     voxel_size: Optional[float] = ...,
     principal_point: Optional[Tuple[float, float]] = ...,
     projector: str = ...,
-) -> _F32: ...
+    backend: str = ...,
+    devices: _Devices = ...,
+) -> Any: ...
 
 class DeviceArray:
     """float32 C-contiguous GPU memory owned by tomors (results of calls on GPU arrays)."""
@@ -135,6 +142,15 @@ class DeviceArray:
     def nbytes(self) -> int: ...
     def get(self) -> np.ndarray: ...
     def __len__(self) -> int: ...
+    def __dlpack__(
+        self,
+        stream: Any = ...,
+        *,
+        max_version: Any = ...,
+        dl_device: Optional[Tuple[int, int]] = ...,
+        copy: Optional[bool] = ...,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
 
 class Projector:
     def __init__(
@@ -229,7 +245,14 @@ def normalize(
     dark_positions: Optional[Sequence[float]] = ...,
 ) -> _F32: ...
 def minus_log(x: _Array, epsilon: float = ...) -> _F32: ...
-def remove_stripes(tomo: _Array, size: int = ...) -> _F32: ...
+def remove_stripes(
+    tomo: _Array,
+    size: int = ...,
+    method: str = ...,
+    *,
+    order: int = ...,
+    sigma: float = ...,
+) -> _F32: ...
 def remove_zingers(tomo: _Array, threshold: float) -> _F32: ...
 def find_center(
     tomo: _Array,
@@ -238,7 +261,16 @@ def find_center(
     *,
     smin: float = ...,
     smax: float = ...,
+    range: Optional[Tuple[float, float]] = ...,
+    half_acquisition: bool = ...,
     return_quality: bool = ...,
+) -> Any: ...
+def stitch_half(
+    tomo: _Array,
+    theta: _Array,
+    center: float,
+    *,
+    return_info: bool = ...,
 ) -> Any: ...
 def write(
     path: _Path,

@@ -3,8 +3,8 @@
 NumPy arrays that are C-contiguous float32 are handed to the library as they
 are (read in place, no copy); any other dtype or memory order is converted
 once to a C-contiguous float32 copy. GPU arrays are read in place by the
-functions that support them (``recon`` with FBP, see :mod:`tomors._gpu`) and
-refused with a clear message by the others (see ``docs/python.md``).
+functions with a GPU backend (see :mod:`tomors._gpu`) and refused with a
+clear message by the others (see ``docs/python.md``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ def reject_gpu_array(a: Any, func: str) -> None:
     where the function reads host arrays only."""
     if is_gpu_array(a):
         raise TypeError(
-            f"tomors.{func}: GPU arrays (CuPy, __cuda_array_interface__, DLPack on a GPU) are "
-            "accepted by tomors.recon(algorithm='fbp') only; pass a NumPy array here, e.g. "
-            "cupy.asnumpy(x), and convert the result back with cupy.asarray "
-            "(docs/python.md, 'GPU arrays')"
+            f"tomors.{func}: runs on the CPU and takes NumPy arrays, got a GPU array (CuPy, "
+            "__cuda_array_interface__, DLPack on a GPU); pass cupy.asnumpy(x). The functions "
+            "with a GPU backend (recon, fdk, recon_cone, project, backproject, project_cone, "
+            "Projector) take GPU arrays (docs/python.md, 'GPU arrays')"
         )
 
 

@@ -215,23 +215,53 @@ def _per_sinogram(fn: Any, tomo: Any, func: str, *args: Any) -> np.ndarray:
     return fn(arr, *args)
 
 
-def remove_stripes(tomo: Any, size: int = 21) -> np.ndarray:
-    """Ring/stripe removal by sorting (Vo, Atwood & Drakopoulos 2018,
-    algorithm 3) on every sinogram, as ``tomors recon --stripe SIZE``.
+def remove_stripes(
+    tomo: Any,
+    size: int = 21,
+    method: str = "sorting",
+    *,
+    order: int = 2,
+    sigma: float = 10.0,
+) -> np.ndarray:
+    """Ring/stripe removal on every sinogram (Vo, Atwood & Drakopoulos 2018),
+    as ``tomors recon --stripe METHOD``.
 
     Parameters
     ----------
     tomo : ndarray
         -log'ed projections ``[angle][row][col]`` or one sinogram ``[angle][bin]``.
     size : int
-        Median window across bins (odd; Vo suggests 11-31).
+        Median window across bins of the sorting method (odd; Vo suggests
+        11-31): ``--stripe SIZE``.
+    method : str
+        ``'sorting'`` (algorithm 3, the default; TomoPy's
+        ``remove_stripe_based_sorting``), ``'fitting'`` (algorithm 1,
+        algotom's ``remove_stripe_based_fitting``: a polynomial of ``order``
+        fitted along the angles of every bin, its fit smoothed across bins by
+        a Gaussian window of ``sigma`` frequency samples; good for wide, low
+        frequency stripes): ``--stripe fitting:ORDER,SIGMA``; or any CLI
+        ``--stripe`` specification with its parameters after ``':'``
+        (``'filtering:3,21'``, ``'large:3,51'``, ``'dead:3,51'``,
+        ``'all:3,51,21'``, ``'fw:4,2'``), given as is.
+    order : int
+        Polynomial order of ``'fitting'`` (1 to 8; 2 typical).
+    sigma : float
+        Gaussian window of ``'fitting'`` in frequency samples across bins (10
+        typical; smaller removes more).
 
     Returns
     -------
     ndarray
         A new float32 array of the same shape.
     """
-    return _per_sinogram(_native.remove_stripes, tomo, "remove_stripes", int(size))
+    name = str(method).strip().lower()
+    if name in ("sorting", "sort"):
+        spec = f"sorting:{int(size)}"
+    elif name in ("fitting", "fit"):
+        spec = f"fitting:{int(order)},{float(sigma)!r}"
+    else:
+        spec = name
+    return _per_sinogram(_native.remove_stripes, tomo, "remove_stripes", spec)
 
 
 def remove_zingers(tomo: Any, threshold: float) -> np.ndarray:
@@ -251,22 +281,37 @@ def find_center(
     *,
     smin: float = -50.0,
     smax: float = 50.0,
+    range: Optional[Tuple[float, float]] = None,
+    half_acquisition: bool = False,
     return_quality: bool = False,
 ) -> Any:
     """Find the rotation centre with the Fourier metric of Vo, Atwood &
-    Drakopoulos 2014 (TomoPy's ``find_center_vo``), as ``tomors center``.
+    Drakopoulos 2014 (TomoPy's ``find_center_vo``), as ``tomors recon
+    --center auto``; or, with ``half_acquisition=True``, the offset axis of a
+    360° half-acquisition scan (as ``--half-acquisition``).
 
     Parameters
     ----------
     tomo : ndarray
         -log'ed projections ``[angle][row][col]`` or one sinogram ``[angle][bin]``.
     theta : array_like
-        Angles in radians (scans over more than 180° use their first 180°).
+        Angles in radians (scans over more than 180° use their first 180°;
+        ``half_acquisition`` needs a whole turn).
     rows : int or list of int, optional
         Detector rows to search (default: up to 3 spread over the detector;
         the median of their centres is returned).
     smin, smax : float
         Search range relative to the detector centre, pixels.
+    range : (float, float), optional
+        Search the centre between detector columns ``a`` and ``b`` instead
+        (``--center-range a:b``; ``(0, n-1)``: the whole detector). With
+        ``half_acquisition`` it limits the axis search (default: the whole
+        detector, both sides).
+    half_acquisition : bool
+        A 360° scan whose axis sits near one edge (extended field of view):
+        the axis is found by matching each projection with its mirrored
+        opposite (Vo et al. 2021, algotom's ``find_center_360``; as the CLI).
+        Pass it to :func:`stitch_half` or ``recon(..., half_acquisition=True)``.
     return_quality : bool
         Also return the quality (``1 - min/median`` of the metric; near 0: no
         clear minimum) and the per-row results ``[(row, centre, quality)]``.
@@ -282,8 +327,69 @@ def find_center(
         arr = arr[:, None, :]
     if rows is not None:
         rows = [int(rows)] if isinstance(rows, (int, np.integer)) else [int(r) for r in rows]
-    c, q, per_row = _native.find_center(arr, A.angles(theta, func), rows, float(smin), float(smax))
+    rng = None
+    if range is not None:
+        if (smin, smax) != (-50.0, 50.0):
+            raise ValueError(f"tomors.{func}: give either range or smin/smax, not both")
+        try:
+            a, b = range
+            rng = (float(a), float(b))
+        except (TypeError, ValueError):
+            raise ValueError(f"tomors.{func}: range must be (a, b), got {range!r}") from None
+    c, q, per_row = _native.find_center(
+        arr, A.angles(theta, func), rows, float(smin), float(smax), rng, bool(half_acquisition)
+    )
     return (c, q, per_row) if return_quality else c
+
+
+def stitch_half(tomo: Any, theta: Any, center: float, *, return_info: bool = False) -> Any:
+    """Stitch a 360° half-acquisition scan (rotation axis near one edge of
+    the detector) into a 180° scan of about twice the width, as ``tomors
+    recon --half-acquisition --center C`` does before reconstructing.
+
+    Each projection at θ in the first half turn is paired with the one at
+    θ + π (interpolated between the nearest angles when none sits exactly
+    there), mirrored about the axis, and the two are blended with linear
+    weights over their overlap.
+
+    Parameters
+    ----------
+    tomo : ndarray
+        -log'ed projections ``[angle][row][col]`` over a whole turn (or one
+        sinogram ``[angle][bin]``), preprocessed (stripes removed on the 360°
+        data first, as the CLI does).
+    theta : array_like
+        Angles in radians, covering 360°.
+    center : float
+        The rotation axis in detector pixels (:func:`find_center` with
+        ``half_acquisition=True`` finds it).
+    return_info : bool
+        Also return ``{'overlap': pixels, 'axis': center}``.
+
+    Returns
+    -------
+    (ndarray, ndarray, float)
+        The stitched projections ``[angle][row][width]`` (``[angle][width]``
+        for a sinogram), their angles (the first half turn's) and the axis
+        in the stitched columns: ``recon(p, th, center=c)`` reconstructs the
+        wide slice. With ``return_info``, a dict is appended.
+    """
+    func = "stitch_half"
+    arr = A.f32(tomo, "tomo", func, (2, 3))
+    flat = arr.ndim == 2
+    if flat:
+        arr = arr[:, None, :]
+    if center is None:
+        raise ValueError(
+            f"tomors.{func}: center (the axis) is required; find it with "
+            "tomors.find_center(tomo, theta, half_acquisition=True)"
+        )
+    out, th, c, overlap = _native.stitch_half(arr, A.angles(theta, func), float(center))
+    if flat:
+        out = out[:, 0, :]
+    if return_info:
+        return out, th, c, {"overlap": overlap, "axis": float(center)}
+    return out, th, c
 
 
 def write(

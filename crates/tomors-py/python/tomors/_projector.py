@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -26,10 +26,13 @@ class Projector:
     GPU operator (Joseph's pair in parallel beam; the Joseph or voxel pair in
     cone beam) on one GPU, with the same calls and shapes. A GPU operator
     takes NumPy arrays (uploaded, result downloaded) or GPU arrays
-    (``__cuda_array_interface__``: CuPy, Numba, PyTorch; C-contiguous float32
-    on the operator's device), which it reads and answers on the device with
-    no host round trip: a CuPy array for CuPy input, else a
-    :class:`tomors.DeviceArray`.
+    (``__cuda_array_interface__`` or DLPack: CuPy, Numba, PyTorch;
+    C-contiguous float32 on the operator's device), which it reads and
+    answers on the device with no host round trip: a CuPy array for CuPy
+    input, else a :class:`tomors.DeviceArray`. A CPU operator given a GPU
+    array builds the same operator once on that array's GPU (the models the
+    GPU has: ``'joseph'``; in cone beam ``'joseph'`` and ``'voxel'``) and
+    answers there; ``'line'`` raises TypeError.
 
     Parallel beam (``Projector(theta, n_bins, ...)``):
 
@@ -83,8 +86,9 @@ class Projector:
         device: Optional[int] = None,
         _native_op: Any = None,
     ) -> None:
+        self._twins: Dict[int, Any] = {}
         if _native_op is not None:
-            self._op = _native_op
+            self._op, self._make = _native_op
             self._flat = False
             return
         func = "Projector"
@@ -96,10 +100,13 @@ class Projector:
             ny, nx = (int(v) for v in shape)
         c, cs = A.center(center, func)
         self._flat = slices is None
+        th = A.angles(theta, func)
+        args = (th, int(n_bins), 1 if slices is None else int(slices), ny, nx, c, cs,
+                str(projector))
         self._op = _native.Operator.parallel(
-            A.angles(theta, func), int(n_bins), 1 if slices is None else int(slices),
-            ny, nx, c, cs, str(projector), str(backend), None if device is None else int(device),
+            *args, str(backend), None if device is None else int(device),
         )
+        self._make = lambda dev: _native.Operator.parallel(*args, "cuda", dev)
 
     @classmethod
     def cone(
@@ -125,12 +132,13 @@ class Projector:
         pp = None if principal_point is None else A.pair(principal_point, "principal_point", func)
         rows, cols = (int(v) for v in detector)
         sh = None if shape is None else tuple(int(v) for v in shape)
-        op = _native.Operator.cone(
+        args = (
             A.angles(theta, func), float(sod), float(odd), A.pair(pixel_size, "pixel_size", func),
             (rows, cols), pp, sh, None if voxel_size is None else float(voxel_size),
-            str(projector), str(backend), None if device is None else int(device),
+            str(projector),
         )
-        return cls(None, 0, _native_op=op)
+        op = _native.Operator.cone(*args, str(backend), None if device is None else int(device))
+        return cls(None, 0, _native_op=(op, lambda dev: _native.Operator.cone(*args, "cuda", dev)))
 
     @property
     def vol_shape(self) -> Tuple[int, ...]:
@@ -183,21 +191,37 @@ class Projector:
         arr = arr.reshape(shape)
         return arr[None] if self._flat else arr
 
+    def _device_op(self, ptr: int, what: str, func: str) -> Any:
+        """The native operator that runs on the GPU holding ``ptr``: this
+        one for a GPU operator, else (a CPU operator given a GPU array) the
+        same operator built on that GPU, once (TypeError for the models the
+        GPU lacks)."""
+        if self._op.device is not None:
+            return self._op
+        dev = int(_native.device_of(ptr))
+        twin = self._twins.get(dev)
+        if twin is None:
+            try:
+                twin = self._make(dev)
+            except ValueError as e:
+                raise TypeError(
+                    f"tomors.{func}: {what} is a GPU array, but this CPU operator's model has "
+                    f"no GPU version ({e}); pass a NumPy array (cupy.asnumpy(x))"
+                ) from None
+            self._twins[dev] = twin
+        return twin
+
     def _on_device(self, a: Any, shape: Tuple[int, ...], what: str, forward: bool) -> Any:
         """``forward``/``backward`` of a GPU array, on its device."""
         func = "Projector.forward" if forward else "Projector.backward"
-        if self._op.device is None:
-            raise TypeError(
-                f"tomors.{func}: {what} is a GPU array but this operator runs on the CPU; "
-                "build it with backend='cuda', or pass a NumPy array (cupy.asnumpy(x))"
-            )
         g = _gpu.cuda_array(a, what, func, (1, 2, 3))
         if int(np.prod(g.shape, dtype=np.int64)) != int(np.prod(shape)):
             raise ValueError(
                 f"tomors.{func}: {what} has shape {g.shape}, expected {shape}"
             )
+        op = self._device_op(g.ptr, what, func)
         out_shape = list(self.proj_shape if forward else self.vol_shape)
-        run = self._op.forward_device if forward else self._op.backward_device
+        run = op.forward_device if forward else op.backward_device
         return _gpu.wrap_result(run(g.ptr, g.stream, out_shape), a)
 
     def forward(self, x: Any) -> Any:

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -12,6 +15,10 @@ from . import _arrays as A
 from . import _gpu
 from . import _native
 from ._progress import reporter
+
+# TOMORS_TIMING=1: phase times of recon's FBP on stderr (the native half
+# prints its own; docs/python.md, "Measured here").
+_TIMING = os.environ.get("TOMORS_TIMING", "") not in ("", "0")
 
 ITERATIVE = ("sirt", "landweber", "cimmino", "sart", "block-it", "block-parallel", "art")
 # The iterative methods the GPU runs (with the joseph projector), as the CLI.
@@ -45,6 +52,7 @@ def recon(
     progress: Optional[Callable[[int, int], object]] = None,
     verbose: bool = False,
     return_info: bool = False,
+    half_acquisition: bool = False,
 ) -> Any:
     """Reconstruct parallel-beam projections (FBP or an iterative method).
 
@@ -61,7 +69,7 @@ def recon(
         Line integrals: flat/dark corrected and -log'ed (see :func:`normalize`,
         :func:`minus_log`). C-contiguous float32 is read in place; other dtypes
         and orders are converted once. A GPU array (CuPy, Numba, PyTorch:
-        ``__cuda_array_interface__``, C-contiguous float32) is reconstructed on
+        ``__cuda_array_interface__`` or DLPack, C-contiguous float32) is reconstructed on
         its GPU with no host round trip (FBP and the GPU's iterative methods)
         and the result stays there: a CuPy array for CuPy input, else a
         :class:`DeviceArray`.
@@ -125,6 +133,13 @@ def recon(
         Also return a dict: the device that computed (``'cpu'`` or the GPUs'
         names) and, for iterative methods, iterations, relaxation, residuals
         and the stop reason.
+    half_acquisition : bool
+        ``tomo`` is a 360° scan with the rotation axis near one edge of the
+        detector (``--half-acquisition``): it is stitched into a 180° scan
+        of about twice the width (:func:`stitch_half`) and the wider slices
+        are reconstructed. ``center`` is then the axis on the detector, or
+        None to find it (:func:`find_center` with ``half_acquisition=True``).
+        NumPy input only (the stitching runs on the CPU).
 
     Returns
     -------
@@ -154,6 +169,17 @@ def recon(
     >>> rec = tomors.recon(proj, theta, algorithm='sirt', iterations=50, min=0)
     """
     func = "recon"
+    t_enter = time.perf_counter()
+    if half_acquisition:
+        return _recon_half(
+            tomo, theta, center, sinogram_order, return_info,
+            dict(algorithm=algorithm, filter=filter, cutoff=cutoff, padding=padding,
+                 interp=interp, iterations=iterations, relaxation=relaxation,
+                 projector=projector, min=min, max=max, block_size=block_size,
+                 tolerance=tolerance, random_order=random_order, init=init, backend=backend,
+                 devices=devices, kernel=kernel, slab=slab, progress=progress,
+                 verbose=verbose),
+        )
     if _gpu.is_gpu_array(tomo):
         return _recon_gpu_array(
             tomo, theta, center, algorithm, filter=filter, cutoff=cutoff, padding=padding,
@@ -175,11 +201,19 @@ def recon(
     if alg == "fbp":
         n_slices = arr.shape[0] if sinogram_order else arr.shape[1]
         with reporter(progress, verbose, "FBP", "slices") as cb:
+            t_native = time.perf_counter()
             out, device = _native.fbp(
                 arr, th, c, cs, bool(sinogram_order), A.filter_name(filter), float(cutoff),
                 str(padding), str(interp), str(backend), devs, kernel, int(slab), cb,
             )
+            t_back = time.perf_counter()
         info = {"slices": n_slices, "device": device}
+        if _TIMING:
+            print(
+                f"tomors timing recon (python): before the native call {t_native - t_enter:.4f} s,"
+                f" native call {t_back - t_native:.4f} s, after {time.perf_counter() - t_back:.4f} s",
+                file=sys.stderr,
+            )
     else:
         x0 = None
         if init is not None:
@@ -200,6 +234,42 @@ def recon(
     return (out, info) if return_info else out
 
 
+def _recon_half(
+    tomo: Any, theta: Any, center: Any, sinogram_order: bool, return_info: bool,
+    kwargs: Dict[str, Any],
+) -> Any:
+    """:func:`recon` of a 360° half-acquisition scan: the axis found (when
+    ``center`` is None) and the scan stitched as the CLI's
+    ``--half-acquisition`` does, then the stitched scan reconstructed."""
+    from ._io import find_center, stitch_half  # noqa: PLC0415 - no import cycle at load
+
+    func = "recon"
+    if _gpu.is_gpu_array(tomo):
+        raise TypeError(
+            f"tomors.{func}: half_acquisition stitches on the CPU; pass a NumPy array "
+            "(cupy.asnumpy(x)), or stitch with tomors.stitch_half first"
+        )
+    arr = A.f32(tomo, "tomo", func, (2, 3))
+    if sinogram_order and arr.ndim == 3:
+        arr = np.ascontiguousarray(arr.transpose(1, 0, 2))
+    found = center is None
+    if found:
+        center = find_center(arr, theta, half_acquisition=True)
+    elif not isinstance(center, (int, float, np.integer, np.floating)):
+        raise ValueError(
+            f"tomors.{func}: with half_acquisition, center is the axis on the detector "
+            f"(one number) or None to find it, got {center!r}"
+        )
+    st, th, c, hinfo = stitch_half(arr, theta, float(center), return_info=True)
+    out = recon(st, th, c, return_info=return_info, **kwargs)
+    if not return_info:
+        return out
+    vol, info = out
+    info = dict(info)
+    info["half_acquisition"] = dict(hinfo, center=c, found=found, width=st.shape[-1])
+    return vol, info
+
+
 def _recon_gpu_array(
     tomo: Any, theta: Any, center: Any, algorithm: str, *, filter: str, cutoff: float,
     padding: str, interp: str, sinogram_order: bool, backend: str, devices: Any,
@@ -218,11 +288,7 @@ def _recon_gpu_array(
             f"algorithm='fbp', {', '.join(repr(a) for a in GPU_ITERATIVE)}; for "
             f"'{alg}' pass a NumPy array (cupy.asnumpy(x)) (docs/python.md, 'GPU arrays')"
         )
-    if str(backend).lower() not in ("auto", "cuda", "gpu"):
-        raise ValueError(
-            f"tomors.{func}: a GPU array needs backend='cuda' or 'auto', got '{backend}'; "
-            "pass a NumPy array (cupy.asnumpy(x)) to reconstruct on the CPU"
-        )
+    _gpu.refuse_backend(backend, func)
     shape = g.shape
     flat = len(shape) == 2
     if flat:
@@ -270,6 +336,20 @@ def _recon_gpu_array(
     return (out, info) if return_info else out
 
 
+# The cone-beam iterative methods the GPU runs (joseph; the SIRT family
+# with voxel too), as the CLI.
+CONE_GPU_ITERATIVE = ("sirt", "landweber", "cimmino", "sart", "block-it")
+
+
+def _gpu_model(projector: str, func: str) -> None:
+    """TypeError for the projection models the GPU lacks (``'line'``)."""
+    if str(projector).lower() not in ("joseph", "voxel", "voxel-driven"):
+        raise TypeError(
+            f"tomors.{func}: GPU arrays are projected on their GPU, which has the 'joseph' and "
+            f"'voxel' models; for '{projector}' pass a NumPy array (cupy.asnumpy(x))"
+        )
+
+
 def _cone_args(pixel_size: Any, principal_point: Any, func: str):
     pp = None if principal_point is None else A.pair(principal_point, "principal_point", func)
     return A.pair(pixel_size, "pixel_size", func), pp
@@ -311,7 +391,11 @@ def fdk(
     Parameters
     ----------
     proj : ndarray
-        Projections ``[angle][row][col]``, line integrals in world units.
+        Projections ``[angle][row][col]``, line integrals in world units. A
+        GPU array (CuPy, PyTorch, ``__cuda_array_interface__`` or DLPack;
+        C-contiguous float32) is reconstructed on its GPU with no host round
+        trip; the volume stays there (CuPy for CuPy input, else a
+        :class:`DeviceArray`).
     theta : array_like
         Source angles in radians, one per projection.
     sod, odd : float
@@ -343,9 +427,20 @@ def fdk(
         float32 volume ``[z][y][x]``, attenuation per world unit.
     """
     func = "fdk"
-    arr = A.f32(proj, "proj", func, (3,))
     th = A.angles(theta, func)
     px, pp = _cone_args(pixel_size, principal_point, func)
+    if _gpu.is_gpu_array(proj):
+        _gpu.refuse_backend(backend, func)
+        g = _gpu.cuda_array(proj, "proj", func, (3,))
+        out, voxel = _native.fdk_device(
+            (g.ptr, g.shape, g.stream), th, float(sod), float(odd), px, pp,
+            None if voxel_size is None else float(voxel_size), _shape3(shape, func),
+            None if short_scan is None else bool(short_scan), A.filter_name(filter),
+            float(cutoff), str(padding), A.devices(devices),
+        )
+        out = _gpu.wrap_result(out, proj)
+        return (out, {"voxel_size": voxel}) if return_info else out
+    arr = A.f32(proj, "proj", func, (3,))
     out, voxel = _native.fdk(
         arr, th, float(sod), float(odd), px, pp,
         None if voxel_size is None else float(voxel_size), _shape3(shape, func),
@@ -386,7 +481,9 @@ def recon_cone(
     ``algorithm`` and its options are those of :func:`recon`; the geometry
     parameters those of :func:`fdk`. The GPU (``backend='auto'`` or
     ``'cuda'``) runs sirt/landweber/cimmino with the joseph or voxel
-    projector on one device; everything else runs on the CPU.
+    projector, sart/block-it with joseph's, on one device; everything else
+    runs on the CPU. A GPU array ``proj`` (and ``init``) is reconstructed on
+    its GPU, the iterate resident there, and the volume stays there.
 
     Returns
     -------
@@ -395,11 +492,42 @@ def recon_cone(
         (iterations, relaxation, residuals, stop reason, device, voxel_size).
     """
     func = "recon_cone"
-    arr = A.f32(proj, "proj", func, (3,))
     th = A.angles(theta, func)
     px, pp = _cone_args(pixel_size, principal_point, func)
-    x0 = None if init is None else A.f32(init, "init", func, (3,))
     alg = str(algorithm).lower().replace("_", "-")
+    if _gpu.is_gpu_array(proj):
+        _gpu.refuse_backend(backend, func)
+        if alg not in CONE_GPU_ITERATIVE:
+            raise TypeError(
+                f"tomors.{func}: GPU arrays are reconstructed on their GPU, which runs "
+                f"{', '.join(repr(a) for a in CONE_GPU_ITERATIVE)}; for '{alg}' pass a NumPy "
+                "array (cupy.asnumpy(x)) (docs/python.md, 'GPU arrays')"
+            )
+        if random_order:
+            raise ValueError(f"tomors.{func}: random_order is for art")
+        g = _gpu.cuda_array(proj, "proj", func, (3,))
+        x0 = None
+        if init is not None:
+            if not _gpu.is_gpu_array(init):
+                raise TypeError(
+                    f"tomors.{func}: init must be a GPU array like proj (cupy.asarray(init))"
+                )
+            gi = _gpu.cuda_array(init, "init", func, (3,))
+            x0 = (gi.ptr, gi.shape, gi.stream)
+        with reporter(progress, verbose, alg, "iterations") as cb:
+            out, info = _native.recon_cone_device(
+                (g.ptr, g.shape, g.stream), th, float(sod), float(odd), px, pp,
+                None if voxel_size is None else float(voxel_size), _shape3(shape, func), alg,
+                int(iterations), None if relaxation is None else float(relaxation),
+                str(projector), None if min is None else float(min),
+                None if max is None else float(max),
+                None if block_size is None else int(block_size),
+                None if tolerance is None else float(tolerance), x0, A.devices(devices), cb,
+            )
+        out = _gpu.wrap_result(out, proj)
+        return (out, info) if return_info else out
+    arr = A.f32(proj, "proj", func, (3,))
+    x0 = None if init is None else A.f32(init, "init", func, (3,))
     with reporter(progress, verbose, alg, "iterations") as cb:
         out, info = _native.recon_cone(
             arr, th, float(sod), float(odd), px, pp,
@@ -421,7 +549,9 @@ def project(
     n_bins: Optional[int] = None,
     projector: str = "joseph",
     sinogram_order: bool = False,
-) -> np.ndarray:
+    backend: str = "auto",
+    devices: Union[None, int, str, Sequence[int]] = None,
+) -> Any:
     """Parallel-beam forward projection (line integrals) of a volume.
 
     Parameters
@@ -439,13 +569,31 @@ def project(
     sinogram_order : bool
         Return sinograms ``[z][angle][bin]`` instead of ``[angle][z][bin]``
         (saves a transposition).
+    backend, devices
+        For GPU arrays only (NumPy input is projected on the CPU): ``'auto'``
+        or ``'cuda'``; a GPU array is projected on its own device (Joseph's
+        projector, also for ``'voxel'``), which ``devices`` must include.
 
     Returns
     -------
     ndarray
-        float32 projections ``[angle][row][bin]`` (``[angle][bin]`` for a 2D slice).
+        float32 projections ``[angle][row][bin]`` (``[angle][bin]`` for a 2D
+        slice); for a GPU array, a GPU array on its device (CuPy for CuPy
+        input, else a :class:`DeviceArray`).
     """
     func = "project"
+    if _gpu.is_gpu_array(volume):
+        _gpu.refuse_backend(backend, func)
+        _gpu_model(projector, func)
+        g = _gpu.cuda_array(volume, "volume", func, (2, 3))
+        flat = len(g.shape) == 2
+        c, cs = A.center(center, func)
+        out = _native.project_device(
+            (g.ptr, (1,) + g.shape if flat else g.shape, g.stream), A.angles(theta, func), c,
+            cs, None if n_bins is None else int(n_bins), str(projector), bool(sinogram_order),
+            flat, A.devices(devices),
+        )
+        return _gpu.wrap_result(out, volume)
     vol = A.f32(volume, "volume", func, (2, 3))
     flat = vol.ndim == 2
     if flat:
@@ -466,7 +614,9 @@ def backproject(
     shape: Optional[Tuple[int, int]] = None,
     projector: str = "joseph",
     sinogram_order: bool = False,
-) -> np.ndarray:
+    backend: str = "auto",
+    devices: Union[None, int, str, Sequence[int]] = None,
+) -> Any:
     """Parallel-beam back projection (no filter): the transpose of
     :func:`project` for the matched ``'joseph'`` and ``'line'`` models, the
     voxel-driven back projection of FBP for ``'voxel'``.
@@ -482,13 +632,30 @@ def backproject(
         Slice size in pixels (default ``n_bins × n_bins``).
     projector : str
         ``'joseph'``, ``'line'`` or ``'voxel'``.
+    backend, devices
+        For GPU arrays only: ``'auto'`` or ``'cuda'``; a GPU array is back
+        projected on its own device (``'joseph'``: the exact transpose of
+        :func:`project`'s; ``'voxel'``: FBP's back projection kernels).
 
     Returns
     -------
     ndarray
-        float32 volume ``[z][y][x]`` (``[y][x]`` for one sinogram).
+        float32 volume ``[z][y][x]`` (``[y][x]`` for one sinogram); for a GPU
+        array, a GPU array on its device.
     """
     func = "backproject"
+    if _gpu.is_gpu_array(tomo):
+        _gpu.refuse_backend(backend, func)
+        _gpu_model(projector, func)
+        g = _gpu.cuda_array(tomo, "tomo", func, (2, 3))
+        flat = len(g.shape) == 2
+        c, cs = A.center(center, func)
+        sh = None if shape is None else tuple(int(v) for v in shape)
+        out = _native.backproject_device(
+            (g.ptr, (1,) + g.shape if flat else g.shape, g.stream), A.angles(theta, func), c,
+            cs, bool(sinogram_order) or flat, sh, str(projector), flat, A.devices(devices),
+        )
+        return _gpu.wrap_result(out, tomo)
     arr = A.f32(tomo, "tomo", func, (2, 3))
     flat = arr.ndim == 2
     if flat:
@@ -515,7 +682,9 @@ def project_cone(
     voxel_size: Optional[float] = None,
     principal_point: Optional[Tuple[float, float]] = None,
     projector: str = "joseph",
-) -> np.ndarray:
+    backend: str = "auto",
+    devices: Union[None, int, str, Sequence[int]] = None,
+) -> Any:
     """Cone-beam forward projection of a volume ``[z][y][x]``.
 
     Parameters
@@ -530,16 +699,30 @@ def project_cone(
         Voxel side in world units (default: the largest the detector covers).
     projector : str
         ``'joseph'``, ``'line'`` or ``'voxel'``.
+    backend, devices
+        For GPU arrays only: ``'auto'`` or ``'cuda'``; a GPU array is projected
+        on its own device (Joseph's projector, also for ``'voxel'``).
 
     Returns
     -------
     ndarray
-        float32 projections ``[angle][row][col]``, line integrals in world units.
+        float32 projections ``[angle][row][col]``, line integrals in world
+        units; for a GPU array, a GPU array on its device.
     """
     func = "project_cone"
-    vol = A.f32(volume, "volume", func, (3,))
     px, pp = _cone_args(pixel_size, principal_point, func)
     rows, cols = (int(v) for v in detector)
+    if _gpu.is_gpu_array(volume):
+        _gpu.refuse_backend(backend, func)
+        _gpu_model(projector, func)
+        g = _gpu.cuda_array(volume, "volume", func, (3,))
+        out = _native.project_cone_device(
+            (g.ptr, g.shape, g.stream), A.angles(theta, func), float(sod), float(odd), px,
+            (rows, cols), pp, None if voxel_size is None else float(voxel_size),
+            str(projector), A.devices(devices),
+        )
+        return _gpu.wrap_result(out, volume)
+    vol = A.f32(volume, "volume", func, (3,))
     return _native.project_cone(
         vol, A.angles(theta, func), float(sod), float(odd), px, (rows, cols), pp,
         None if voxel_size is None else float(voxel_size), str(projector),

@@ -1,0 +1,380 @@
+//! Forward and back projection, FDK and the cone-beam iterative methods on
+//! GPU arrays (`tomors.project`, `backproject`, `project_cone`, `fdk`,
+//! `recon_cone` given a CuPy, Numba or PyTorch array or any DLPack
+//! producer): the array is read in place on its device, the result is
+//! written to new device memory on the same device ([`DeviceArray`]), and
+//! neither passes through host memory (only angle tables, weights and
+//! reductions' partial sums, a few KiB, do).
+//!
+//! Each runs on the GPU backend opened once per process for the array's
+//! device ([`gpu_backend`]): Joseph's pair ([`CudaJoseph`],
+//! [`CudaConeJoseph`]), the FBP engine's unfiltered back projection (the
+//! `voxel` back projection) and [`CudaBackend::fdk_foreign`](tomors_cuda::CudaBackend::fdk_foreign).
+
+use numpy::PyReadonlyArray1;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tomors_core::cone::{FdkOptions, ScanMode};
+use tomors_core::iterative::{all_angles, solve, Algorithm, ProjectorKind};
+use tomors_core::linalg::{LinearOperator, Vector};
+use tomors_core::{FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
+use tomors_cuda::{ConeBackProjector, CudaConeJoseph, CudaJoseph, DeviceOrder, DeviceVec, OnQueue};
+
+use crate::boundary::{check_size, compute, value, Progress, Result};
+use crate::cone::{cone_geometry, cone_volume};
+use crate::device::{borrow, check_device, DeviceArray, GpuIn};
+use crate::gpu::gpu_backend;
+use crate::parallel::{iterative_options, parallel_geometry, parse_name};
+
+/// Checks that a vector read from device memory is finite (the host
+/// paths check their input too).
+fn check_finite_vec<V: Vector>(v: &V, what: &str) -> Result<()> {
+    if !v.all_finite()? {
+        return Err(value(format!("{what} has a non-finite value")));
+    }
+    Ok(())
+}
+
+/// The parallel-beam projection model a GPU array can use: Joseph's
+/// (the `voxel` model's forward projection is Joseph's too).
+fn gpu_projector(name: &str, back: bool) -> Result<ProjectorKind> {
+    let kind = parse_name::<ProjectorKind>(name)?;
+    match kind {
+        ProjectorKind::Joseph | ProjectorKind::Voxel => Ok(kind),
+        _ => Err(value(format!(
+            "the GPU {} the joseph and voxel models; the {name} projector runs on the CPU: \
+             pass a NumPy array (cupy.asnumpy(x))",
+            if back {
+                "back-projects with"
+            } else {
+                "projects with"
+            }
+        ))),
+    }
+}
+
+/// `tomors.project` of a GPU array `volume` (`[z][y][x]`): projections
+/// `[angle][row][bin]`, or sinograms `[row][angle][bin]` with
+/// `sinogram_order`, in new device memory.
+#[pyfunction]
+#[pyo3(signature = (volume, theta, center, centers, n_bins, projector_name, sinogram_order, squeeze, devices))]
+#[allow(clippy::too_many_arguments)]
+pub fn project_device(
+    py: Python<'_>,
+    volume: GpuIn,
+    theta: PyReadonlyArray1<'_, f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    n_bins: Option<usize>,
+    projector_name: &str,
+    sinogram_order: bool,
+    squeeze: bool,
+    devices: Option<String>,
+) -> PyResult<DeviceArray> {
+    let theta = theta.as_array().to_vec();
+    compute(py, || {
+        gpu_projector(projector_name, false)?;
+        let (nz, ny, nx) = volume.1;
+        let nb = n_bins.unwrap_or(nx);
+        let na = theta.len();
+        let geometry = parallel_geometry(theta, na, nb, center, centers)?;
+        let grid = SliceGrid::new(nx, ny)?;
+        check_size("the projections", &[nz, na, nb])?;
+        let input = borrow(volume, nz * ny * nx)?;
+        check_device(input.ordinal(), devices.as_deref())?;
+        let (gpus, _) = gpu_backend(input.ordinal())?;
+        let p = CudaJoseph::new(&gpus.devices()[0], &geometry, &grid, 8)?;
+        let op = p.operator(nz)?;
+        let x = p.stack_from_device(&input, (nz, ny, nx), DeviceOrder::Sinograms)?;
+        check_finite_vec(&x, "the volume")?;
+        let all = all_angles(na);
+        let mut y = op.range_zeros(&all)?;
+        op.forward(&x, &all, &mut y)?;
+        drop(x);
+        let (order, dims) = if squeeze && nz == 1 {
+            (DeviceOrder::Sinograms, vec![na, nb])
+        } else if sinogram_order {
+            (DeviceOrder::Sinograms, vec![nz, na, nb])
+        } else {
+            (DeviceOrder::Projections, vec![na, nz, nb])
+        };
+        let out = p.stack_to_device(&y, order)?;
+        Ok(DeviceArray::new(out, dims, input.ordinal()))
+    })
+}
+
+/// `tomors.backproject` of a GPU array `tomo` (projections
+/// `[angle][row][bin]`, or sinograms with `sinogram_order`): Joseph's
+/// transpose, or the FBP engine's unfiltered voxel-driven back projection
+/// (`voxel`), into new device memory `[row][y][x]`.
+#[pyfunction]
+#[pyo3(signature = (tomo, theta, center, centers, sinogram_order, shape, projector_name, squeeze, devices))]
+#[allow(clippy::too_many_arguments)]
+pub fn backproject_device(
+    py: Python<'_>,
+    tomo: GpuIn,
+    theta: PyReadonlyArray1<'_, f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    sinogram_order: bool,
+    shape: Option<(usize, usize)>,
+    projector_name: &str,
+    squeeze: bool,
+    devices: Option<String>,
+) -> PyResult<DeviceArray> {
+    let theta = theta.as_array().to_vec();
+    compute(py, || {
+        let kind = gpu_projector(projector_name, true)?;
+        let (na, nr, nb) = if sinogram_order {
+            (tomo.1 .1, tomo.1 .0, tomo.1 .2)
+        } else {
+            tomo.1
+        };
+        let geometry = parallel_geometry(theta, na, nb, center, centers)?;
+        let (ny, nx) = shape.unwrap_or((nb, nb));
+        let grid = SliceGrid::new(nx, ny)?;
+        check_size("the volume", &[nr, ny, nx])?;
+        let input = borrow(tomo, nr * na * nb)?;
+        check_device(input.ordinal(), devices.as_deref())?;
+        let (gpus, _) = gpu_backend(input.ordinal())?;
+        let order = if sinogram_order {
+            DeviceOrder::Sinograms
+        } else {
+            DeviceOrder::Projections
+        };
+        let dims = if squeeze && nr == 1 {
+            vec![ny, nx]
+        } else {
+            vec![nr, ny, nx]
+        };
+        if kind == ProjectorKind::Voxel {
+            // The voxel-driven back projection is FBP's without the filter
+            // (scale 1 with unit pixels and bins, as the CPU's).
+            let out = gpus.devices()[0].fbp_device(
+                &input,
+                order,
+                nr,
+                &geometry,
+                &grid,
+                None,
+                Interpolation::Linear,
+            )?;
+            return Ok(DeviceArray::new(out, dims, input.ordinal()));
+        }
+        let p = CudaJoseph::new(&gpus.devices()[0], &geometry, &grid, 8)?;
+        let op = p.operator(nr)?;
+        let y = p.stack_from_device(&input, (nr, na, nb), order)?;
+        check_finite_vec(&y, "the projections")?;
+        let mut x = op.domain_zeros()?;
+        op.backward(&y, &all_angles(na), &mut x)?;
+        drop(y);
+        let out = p.stack_to_device(&x, DeviceOrder::Sinograms)?;
+        Ok(DeviceArray::new(out, dims, input.ordinal()))
+    })
+}
+
+/// `tomors.project_cone` of a GPU array `volume` (`[z][y][x]`): cone-beam
+/// projections `[angle][row][col]` in new device memory (Joseph's
+/// projector; the voxel model projects with it too).
+#[pyfunction]
+#[pyo3(signature = (volume, theta, sod, odd, pixel_size, detector, principal_point, voxel_size, projector_name, devices))]
+#[allow(clippy::too_many_arguments)]
+pub fn project_cone_device(
+    py: Python<'_>,
+    volume: GpuIn,
+    theta: PyReadonlyArray1<'_, f32>,
+    sod: f64,
+    odd: f64,
+    pixel_size: (f64, f64),
+    detector: (usize, usize),
+    principal_point: Option<(f64, f64)>,
+    voxel_size: Option<f32>,
+    projector_name: &str,
+    devices: Option<String>,
+) -> PyResult<DeviceArray> {
+    let theta = theta.as_array().to_vec();
+    compute(py, || {
+        gpu_projector(projector_name, false)?;
+        let (nz, ny, nx) = volume.1;
+        let na = theta.len();
+        let (nr, nc) = detector;
+        check_size("the projections", &[na, nr, nc])?;
+        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
+        let vol = cone_volume(&g, Some((nz, ny, nx)), voxel_size)?;
+        let input = borrow(volume, nz * ny * nx)?;
+        check_device(input.ordinal(), devices.as_deref())?;
+        let (gpus, _) = gpu_backend(input.ordinal())?;
+        let p = CudaConeJoseph::new(&gpus.devices()[0], &g, &vol)?;
+        let op = p.operator();
+        let x = DeviceVec::flat_from_device(p.queue(), &input, (nz, ny, nx), "the volume")?;
+        check_finite_vec(&x, "the volume")?;
+        let all = all_angles(na);
+        let mut y = op.range_zeros(&all)?;
+        op.forward(&x, &all, &mut y)?;
+        Ok(DeviceArray::new(
+            y.into_flat_buffer()?,
+            vec![na, nr, nc],
+            input.ordinal(),
+        ))
+    })
+}
+
+fn scan_mode(short_scan: Option<bool>) -> ScanMode {
+    match short_scan {
+        None => ScanMode::Auto,
+        Some(true) => ScanMode::Short,
+        Some(false) => ScanMode::Full,
+    }
+}
+
+/// `tomors.fdk` of a GPU array `proj` (`[angle][row][col]`): the volume
+/// `[z][y][x]` in new device memory, and the voxel size.
+#[pyfunction]
+#[pyo3(signature = (proj, theta, sod, odd, pixel_size, principal_point, voxel_size, shape, short_scan, filter, cutoff, padding, devices))]
+#[allow(clippy::too_many_arguments)]
+pub fn fdk_device(
+    py: Python<'_>,
+    proj: GpuIn,
+    theta: PyReadonlyArray1<'_, f32>,
+    sod: f64,
+    odd: f64,
+    pixel_size: (f64, f64),
+    principal_point: Option<(f64, f64)>,
+    voxel_size: Option<f32>,
+    shape: Option<(usize, usize, usize)>,
+    short_scan: Option<bool>,
+    filter: &str,
+    cutoff: f32,
+    padding: &str,
+    devices: Option<String>,
+) -> PyResult<(DeviceArray, f32)> {
+    let theta = theta.as_array().to_vec();
+    compute(py, || {
+        let filter = FilterSpec {
+            kind: parse_name::<FilterKind>(filter)?,
+            cutoff,
+            padding: parse_name::<Padding>(padding)?,
+        };
+        filter.validate()?;
+        let (na, nr, nc) = proj.1;
+        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
+        let vol = cone_volume(&g, shape, voxel_size)?;
+        let input = borrow(proj, na * nr * nc)?;
+        check_device(input.ordinal(), devices.as_deref())?;
+        let (gpus, _) = gpu_backend(input.ordinal())?;
+        let options = FdkOptions {
+            filter,
+            scan: scan_mode(short_scan),
+            slab: 0,
+        };
+        let out = gpus.devices()[0].fdk_foreign(&input, &g, &vol, &options)?;
+        Ok((
+            DeviceArray::new(out, vec![vol.nz, vol.ny, vol.nx], input.ordinal()),
+            vol.voxel_size,
+        ))
+    })
+}
+
+/// `tomors.recon_cone` of a GPU array `proj` (`[angle][row][col]`), with
+/// an optional GPU array `init` (`[z][y][x]`): tomors-core's [`solve`] on
+/// the GPU's cone-beam operator of the array's device (the SIRT family
+/// with the joseph or voxel pair, sart and block-it with joseph's), the
+/// iterate resident there; the volume in new device memory.
+#[pyfunction]
+#[pyo3(signature = (proj, theta, sod, odd, pixel_size, principal_point, voxel_size, shape, algorithm, iterations, relaxation, projector_name, min, max, block_size, tolerance, init, devices, progress))]
+#[allow(clippy::too_many_arguments)]
+pub fn recon_cone_device<'py>(
+    py: Python<'py>,
+    proj: GpuIn,
+    theta: PyReadonlyArray1<'py, f32>,
+    sod: f64,
+    odd: f64,
+    pixel_size: (f64, f64),
+    principal_point: Option<(f64, f64)>,
+    voxel_size: Option<f32>,
+    shape: Option<(usize, usize, usize)>,
+    algorithm: &str,
+    iterations: usize,
+    relaxation: Option<f64>,
+    projector_name: &str,
+    min: Option<f64>,
+    max: Option<f64>,
+    block_size: Option<usize>,
+    tolerance: Option<f64>,
+    init: Option<GpuIn>,
+    devices: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(DeviceArray, Bound<'py, PyDict>)> {
+    let theta = theta.as_array().to_vec();
+    let progress = Progress::new(progress);
+    let (out, report, name, voxel) = compute(py, || {
+        let options = iterative_options(
+            algorithm, iterations, relaxation, min, max, block_size, tolerance, false,
+        )?;
+        let kind = parse_name::<ProjectorKind>(projector_name)?;
+        let capable = match options.algorithm {
+            Algorithm::Sirt(_) => matches!(kind, ProjectorKind::Joseph | ProjectorKind::Voxel),
+            Algorithm::BlockSequential { .. } => kind == ProjectorKind::Joseph,
+            _ => false,
+        };
+        if !capable {
+            return Err(value(format!(
+                "a GPU array is reconstructed on its GPU, which runs cone-beam sirt, landweber \
+                 and cimmino with the joseph or voxel projector, sart and block-it with the \
+                 joseph projector; {algorithm} with the {projector_name} projector runs on the \
+                 CPU: pass a NumPy array (cupy.asnumpy(x))"
+            )));
+        }
+        let (na, nr, nc) = proj.1;
+        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
+        let vol = cone_volume(&g, shape, voxel_size)?;
+        let dims = (vol.nz, vol.ny, vol.nx);
+        let input = borrow(proj, na * nr * nc)?;
+        check_device(input.ordinal(), devices.as_deref())?;
+        let (gpus, name) = gpu_backend(input.ordinal())?;
+        let back = match kind {
+            ProjectorKind::Voxel => ConeBackProjector::Voxel,
+            _ => ConeBackProjector::Joseph,
+        };
+        let p = CudaConeJoseph::with_back(&gpus.devices()[0], &g, &vol, back)?;
+        let op = p.operator();
+        let b = DeviceVec::flat_from_device(p.queue(), &input, (na, nr, nc), "the projections")?;
+        let mut x = match init {
+            None => op.domain_zeros()?,
+            Some(i) => {
+                if i.1 != dims {
+                    return Err(value(format!(
+                        "init has shape {:?}, the volume is {dims:?}",
+                        i.1
+                    )));
+                }
+                let x0 = borrow(i, dims.0 * dims.1 * dims.2)?;
+                DeviceVec::flat_from_device(p.queue(), &x0, dims, "init")?
+            }
+        };
+        let report = solve(&op, &b, &mut x, &options, &mut |state| {
+            progress.report(state.iteration, options.iterations)
+        })
+        .map_err(Into::into);
+        let report = progress.finish(report)?;
+        drop(b);
+        Ok((
+            DeviceArray::new(
+                x.into_flat_buffer()?,
+                vec![dims.0, dims.1, dims.2],
+                input.ordinal(),
+            ),
+            report,
+            name,
+            vol.voxel_size,
+        ))
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("iterations", report.iterations)?;
+    d.set_item("relaxation", report.relaxation)?;
+    d.set_item("residuals", report.residuals.clone())?;
+    d.set_item("stop", format!("{:?}", report.stop).to_ascii_lowercase())?;
+    d.set_item("device", name)?;
+    d.set_item("voxel_size", voxel)?;
+    Ok((out, d))
+}
