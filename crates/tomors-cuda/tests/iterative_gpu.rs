@@ -98,8 +98,10 @@ fn cpu_back(p: &JosephProjector, y: &Array3<f32>) -> Array3<f32> {
 
 /// GPU forward and back projection equal the f64 CPU projector to f32
 /// rounding (relative L2 ≤ 1e-5) on fresh random zero-mean data (the
-/// hardest case for relative errors), 11 slices (a padded last group), both
-/// slice groups, three geometries.
+/// hardest case for relative errors), 11 slices (a padded last group), the
+/// slice groups (16 in the forward too) and the 2×2-pixel back projection
+/// (used where the hats span one bin: the first and third geometries),
+/// three geometries.
 #[test]
 fn forward_and_back_match_the_cpu_joseph() {
     let Some(be) = gpu_or_skip("forward_and_back_match_the_cpu_joseph") else {
@@ -116,11 +118,14 @@ fn forward_and_back_match_the_cpu_joseph() {
         let y = Array3::from_shape_vec((ns, na, nb), random(ns * na * nb, seed ^ 3)).unwrap();
         let want_f = cpu_forward(&cpu, &x);
         let want_b = cpu_back(&cpu, &y);
-        for (sg, bsg, ap, paired) in [
-            (4, 4, 4, false),
-            (8, 8, 4, false),
-            (8, 16, 3, true),
-            (4, 16, 1, true),
+        for (sg, bsg, ap, paired, quad) in [
+            (4, 4, 4, false, false),
+            (8, 8, 4, false, false),
+            (8, 16, 3, true, false),
+            (4, 16, 1, true, false),
+            (16, 8, 4, true, true),
+            (16, 16, 2, true, true),
+            (8, 4, 4, true, true),
         ] {
             let gpu = CudaJoseph::tuned(
                 &be,
@@ -131,6 +136,7 @@ fn forward_and_back_match_the_cpu_joseph() {
                     back_slice_group: bsg,
                     rays_per_thread: ap,
                     paired,
+                    back_quad: quad,
                 },
             )
             .unwrap();
@@ -141,8 +147,8 @@ fn forward_and_back_match_the_cpu_joseph() {
             gpu.back(y.view(), got_b.view_mut()).unwrap();
             let eb = rel_l2(&flat(&got_b), &flat(&want_b));
             eprintln!(
-                "{name}, slice groups {sg}/{bsg}, {ap} rays per thread, paired {paired}: forward rel L2 \
-                 {ef:.2e}, back {eb:.2e}"
+                "{name}, slice groups {sg}/{bsg}, {ap} rays per thread, paired {paired}, 2×2 back \
+                 {quad}: forward rel L2 {ef:.2e}, back {eb:.2e}"
             );
             assert!(ef <= 1e-5, "{name} sg {sg}: forward rel L2 {ef:.3e}");
             assert!(eb <= 1e-5, "{name} sg {sg}: back rel L2 {eb:.3e}");
@@ -332,6 +338,30 @@ fn slabs_initial_volume_and_stopping() {
     let e2 = rel_l2(&flat(&slabs4.x), &flat(&whole.x));
     eprintln!("slabs vs whole {e1:.2e}, group 4 vs 8 {e2:.2e}");
     assert!(e1 <= 1e-6 && e2 <= 1e-6);
+    // Two streams per device: slabs of 8 on two lanes at once, transfers
+    // in turns; the same volume and residuals as one slab.
+    let (two, st2) = sirt_cuda(
+        &be,
+        &geom,
+        &grid,
+        sino.view(),
+        None,
+        &options,
+        &GpuSirtOptions {
+            streams: 2,
+            slab: 8,
+            ..GpuSirtOptions::default()
+        },
+        &no_progress(),
+    )
+    .unwrap();
+    assert_eq!(st2.slabs, 3);
+    let e_two = rel_l2(&flat(&two.x), &flat(&whole.x));
+    eprintln!("two streams vs whole {e_two:.2e}");
+    assert!(e_two <= 1e-6, "two streams: {e_two:.3e}");
+    for (a, b) in two.residuals.iter().zip(&whole.residuals) {
+        assert!((a - b).abs() <= 1e-6 * b);
+    }
     for ap in [1, 2, 3] {
         let (r, _) = run_ap(0, 8, ap, None, &options);
         let e = rel_l2(&flat(&r.x), &flat(&whole.x));

@@ -51,6 +51,7 @@ pub mod parallel;
 mod report;
 mod run;
 mod staging;
+mod trace;
 
 pub(crate) use checks::{check_dim, check_finite, check_options};
 pub use cone::{ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph};
@@ -62,3 +63,4 @@ pub use parallel::{
 };
 pub use report::{GpuIteration, SirtStats};
 pub(crate) use staging::{download_staged, upload_staged};
+pub(crate) use trace::Phases;

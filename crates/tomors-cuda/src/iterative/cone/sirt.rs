@@ -8,7 +8,7 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
-use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
+use crate::iterative::{check_finite, check_options, GpuIteration, Phases, SirtStats};
 
 /// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and
 /// `volume`: three volumes (iterate, gradient, column weights) and three
@@ -215,12 +215,15 @@ pub fn cone_sirt_cuda_opts(
     gpu: &ConeGpuOptions,
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
+    let mut ph = Phases::start("cone sirt");
     check_cone_sirt_inputs(geometry, volume, &projections, initial.as_ref(), options)?;
+    ph.mark("input checks (host scan)");
     let t0 = Instant::now();
     let mut op = CudaConeJoseph::with_back(backend, geometry, volume, gpu.back)?;
     if gpu.deterministic {
         op.set_deterministic(true)?;
     }
+    ph.mark("projector (module load, textures)");
     fits_on(op.context(), geometry, volume)?;
     let mut stats = SirtStats {
         slabs: 1,
@@ -228,8 +231,13 @@ pub fn cone_sirt_cuda_opts(
     };
     let lin = op.operator();
     let (options, _) = with_relaxation(&lin, options)?;
+    ph.mark("relaxation");
     let prepared = Prepared::new(&lin, &options.algorithm)?;
+    op.stream().synchronize()?;
+    ph.mark("weights");
     let b = op.upload_projections(projections)?;
+    op.stream().synchronize()?;
+    ph.mark("upload");
     let x = match initial {
         Some(x0) => op.upload_volume(x0)?,
         None => {
@@ -255,10 +263,12 @@ pub fn cone_sirt_cuda_opts(
         t0,
         |x| op.download(&x),
     )?;
+    ph.mark("iterations and download");
     let t_free = Instant::now();
     drop(prepared);
     drop(op);
     stats.free_s = t_free.elapsed().as_secs_f64();
+    ph.mark("free");
     stats.total_s = t0.elapsed().as_secs_f64();
     Ok((
         IterativeResult {

@@ -10,7 +10,7 @@ use tomors_core::linalg::Vector;
 use super::*;
 use crate::fbp::MultiCudaBackend;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
-use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
+use crate::iterative::{check_finite, check_options, GpuIteration, Phases, SirtStats};
 
 /// Device options of [`sirt_cuda`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -18,7 +18,8 @@ pub struct GpuSirtOptions {
     /// Slices per slab (0: as many as fit in device memory, shared evenly
     /// between the devices).
     pub slab: usize,
-    /// Slices per thread: 4 or 8 (0: 8 for stacks of 8 slices or more, else 4).
+    /// Slices per forward-projection thread: 4, 8 or 16 (0: 8 for stacks of
+    /// 8 slices or more, else 4).
     pub slice_group: usize,
     /// Projections per forward-projection thread, 1 to 4 (0: the default, 4).
     pub rays_per_thread: usize,
@@ -29,6 +30,13 @@ pub struct GpuSirtOptions {
     /// The line-length projector ([`CudaJoseph::set_line_model`]) instead
     /// of Joseph's (SIRT, SART and BLOCK-IT only).
     pub line: bool,
+    /// The back projection with 2×2 pixels per thread
+    /// ([`JosephTuning::back_quad`]; `None`: the default).
+    pub back_quad: Option<bool>,
+    /// Streams per device (0: 1): slabs of slices run on this many streams
+    /// of each device at once, their transfers one at a time, so one
+    /// slab's upload or download overlaps another's iterations.
+    pub streams: usize,
 }
 
 /// Checks the inputs of [`sirt_cuda`] (no GPU needed): the algorithm is
@@ -91,8 +99,10 @@ pub(super) fn solve_slab(
     options: &IterativeOptions,
     progress: &Progress<'_>,
     stats: &mut SirtStats,
+    transfers: &Mutex<()>,
 ) -> Result<SlabOut> {
     let t_setup = Instant::now();
+    let mut ph = Phases::start("sirt slab");
     let ns = b_host.len_of(Axis(0));
     let b_sq: f64 = {
         use rayon::prelude::*;
@@ -102,11 +112,20 @@ pub(super) fn solve_slab(
             .map(|s| s.iter().map(|&v| v as f64 * v as f64).sum::<f64>())
             .sum()
     };
+    ph.mark("host sum of squares");
     let lin = op.operator(ns)?;
     let prepared = Prepared::new(&lin, &options.algorithm)?;
+    op.queue().stream().synchronize()?;
+    ph.mark("weights");
     let mut b = op.alloc_sinograms(ns)?;
     let mut x = op.alloc_volume(ns)?;
+    ph.mark("allocation");
     {
+        // One slab's transfers at a time on a device (the others iterate).
+        let _turn = transfers
+            .lock()
+            .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
+        ph.mark("wait for the transfer turn");
         // The sinograms' staging buffer, then the volume's (the gradient's
         // buffer later).
         let staging = op.alloc_sinograms(ns)?;
@@ -119,6 +138,8 @@ pub(super) fn solve_slab(
             }
             None => x.fill(0.0)?,
         }
+        op.queue().stream().synchronize()?;
+        ph.mark("upload");
     }
     let slab = Progress {
         slab: (index, progress.slab.1),
@@ -133,11 +154,19 @@ pub(super) fn solve_slab(
         &slab,
         stats,
         t_setup,
-        |x| op.download_from(&x, &op.alloc_volume(ns)?, out),
+        |x| {
+            let staging = op.alloc_volume(ns)?;
+            let _turn = transfers
+                .lock()
+                .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
+            op.download_from(&x, &staging, out)
+        },
     )?;
+    ph.mark("iterations and download");
     let t_free = Instant::now();
     drop(prepared);
     stats.free_s += t_free.elapsed().as_secs_f64();
+    ph.mark("free");
     stats.slabs += 1;
     let b_norm = b_sq.sqrt();
     let sq = report
@@ -236,7 +265,9 @@ pub(super) fn sirt_on(
     gpu: &GpuSirtOptions,
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
+    let mut ph = Phases::start("sirt");
     check_sirt_inputs(geometry, grid, &sinograms, initial.as_ref(), options)?;
+    ph.mark("input checks (host scan)");
     if gpu.line
         && matches!(
             options.algorithm,
@@ -268,10 +299,16 @@ pub(super) fn sirt_on(
         s => s,
     };
     let t0 = Instant::now();
-    // One projector per device (in parallel).
+    let streams = gpu.streams.max(1);
+    // Each device `streams` times (one projector, so one stream, each).
+    let lanes: Vec<(usize, &CudaBackend)> = (0..streams)
+        .flat_map(|_| devices.iter().copied().enumerate())
+        .collect();
+    // One projector per lane (in parallel).
     let runs: Vec<Result<CudaJoseph>> = std::thread::scope(|s| {
-        let hs: Vec<_> = devices
+        let hs: Vec<_> = lanes
             .iter()
+            .map(|&(_, d)| d)
             .map(|d| {
                 s.spawn(move || -> Result<CudaJoseph> {
                     let ap = if gpu.rays_per_thread == 0 {
@@ -292,6 +329,7 @@ pub(super) fn sirt_on(
                             back_slice_group: bsg,
                             rays_per_thread: ap,
                             paired: gpu.paired.unwrap_or(DEFAULT_PAIR),
+                            back_quad: gpu.back_quad.unwrap_or(DEFAULT_QUAD),
                         },
                     )?;
                     if gpu.line {
@@ -310,9 +348,11 @@ pub(super) fn sirt_on(
             .collect()
     });
     let runs: Vec<CudaJoseph> = runs.into_iter().collect::<Result<_>>()?;
+    ph.mark("projectors (module load)");
     // The relaxation from one slice on the first device (every slice has
     // the same operator).
     let (options, lambda) = with_relaxation(&runs[0].operator(1)?, options)?;
+    ph.mark("relaxation");
     // Slab size: what fits beside 512 MiB spare on the smallest device,
     // shared evenly between the devices.
     let unit = runs.iter().map(|r| r.pad).max().unwrap_or(sg);
@@ -322,13 +362,19 @@ pub(super) fn sirt_on(
         let (free, _) = r.context().mem_info()?;
         fit = fit.min(free.saturating_sub(512 << 20) / per_group.max(1));
     }
+    // The lanes of a device share its memory.
+    fit /= streams;
     if fit == 0 {
         return Err(CudaError::OutOfMemory {
             what: format!("holding {unit} slices of the SIRT state"),
             bytes: per_group,
         });
     }
-    let even = ns.div_ceil(devices.len()).div_ceil(unit) * unit;
+    // With several streams, two slabs per lane, so transfers overlap.
+    let even = ns
+        .div_ceil(runs.len() * if streams > 1 { 2 } else { 1 })
+        .div_ceil(unit)
+        * unit;
     let mut slab = (fit * unit).min(even).min(MAX_SLAB_SLICES).max(unit);
     if gpu.slab > 0 {
         slab = slab.min(gpu.slab.div_ceil(unit) * unit).max(unit);
@@ -349,7 +395,7 @@ pub(super) fn sirt_on(
         Option<ArrayView3<'v, f32>>,
         ArrayViewMut3<'v, f32>,
     );
-    let mut per_dev: Vec<Vec<Job<'_>>> = (0..devices.len()).map(|_| Vec::new()).collect();
+    let mut per_dev: Vec<Vec<Job<'_>>> = (0..runs.len()).map(|_| Vec::new()).collect();
     let x0_chunks: Vec<Option<ArrayView3<'_, f32>>> = match &initial {
         Some(x0) => x0.axis_chunks_iter(Axis(0), slab).map(Some).collect(),
         None => vec![None; n_slabs],
@@ -360,20 +406,25 @@ pub(super) fn sirt_on(
         .zip(x.axis_chunks_iter_mut(Axis(0), slab))
         .enumerate()
     {
-        per_dev[i % devices.len()].push((i, b, x0, o));
+        per_dev[i % runs.len()].push((i, b, x0, o));
     }
+    // One transfer turn per device.
+    let turns: Vec<Mutex<()>> = devices.iter().map(|_| Mutex::new(())).collect();
+    ph.mark("slab plan");
     let outs: Mutex<Vec<(usize, SlabOut)>> = Mutex::new(Vec::new());
     let total = Mutex::new(SirtStats::default());
     let results: Vec<Result<()>> = std::thread::scope(|s| {
         let hs: Vec<_> = runs
             .iter()
             .zip(per_dev)
-            .map(|(run, jobs)| {
+            .zip(&lanes)
+            .map(|((run, jobs), &(dev, _))| {
                 let (sh, outs, total, options) = (&sh, &outs, &total, &options);
+                let turn = &turns[dev];
                 s.spawn(move || -> Result<()> {
                     let mut st = SirtStats::default();
                     for (i, b, x0, o) in jobs {
-                        let r = solve_slab(run, i, b, x0, o, options, sh, &mut st);
+                        let r = solve_slab(run, i, b, x0, o, options, sh, &mut st, turn);
                         match r {
                             Ok(out) => outs
                                 .lock()
@@ -410,9 +461,11 @@ pub(super) fn sirt_on(
         .into_inner()
         .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
     stats.setup_s += setup_s;
+    ph.mark("slabs");
     let t_free = Instant::now();
     drop(runs);
     stats.free_s += t_free.elapsed().as_secs_f64();
+    ph.mark("free projectors");
     stats.total_s = t0.elapsed().as_secs_f64();
     let done = outs.iter().map(|o| o.1.sq.len()).max().unwrap_or(0);
     let b_sq: f64 = outs.iter().map(|o| o.1.b_sq).sum();

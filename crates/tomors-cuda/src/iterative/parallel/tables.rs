@@ -31,6 +31,10 @@ pub(super) const DEFAULT_BACK_GROUP: usize = 16;
 /// Whether `jp_forward` uses two threads per ray by default.
 pub(super) const DEFAULT_PAIR: bool = true;
 
+/// Whether `jp_back_quad` (2×2 pixels per thread) is used where possible
+/// by default.
+pub(super) const DEFAULT_QUAD: bool = false;
+
 /// Projections per unrolled step of `jp_back` (`BPU` in the kernel).
 pub(super) const DEFAULT_BPU: usize = 2;
 
