@@ -168,7 +168,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<usize>().ok());
     let gpu = GpuSirtOptions {
-        streams: env("TOMORS_SIRT_STREAMS").unwrap_or(0),
         slab: env("TOMORS_SIRT_SLAB").unwrap_or(0),
         slice_group: env("TOMORS_SIRT_SG").unwrap_or(0),
         back_slice_group: env("TOMORS_SIRT_BSG").unwrap_or(0),
@@ -177,9 +176,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ..GpuSirtOptions::default()
     };
     println!(
-        "sirt options: {} stream(s) per device, slab {} (0: automatic), slice groups {}/{} \
-         (0: default), rays per thread {}, 2×2 back {:?} (None: default)",
-        gpu.streams.max(1),
+        "sirt options: slab {} (0: automatic), slice groups {}/{} (0: default), rays per \
+         thread {} (0: default), 2×2 back {:?} (None: default)",
         gpu.slab,
         gpu.slice_group,
         gpu.back_slice_group,

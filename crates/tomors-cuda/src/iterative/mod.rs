@@ -62,5 +62,5 @@ pub use parallel::{
     JosephStackOp, JosephTuning, JOSEPH_CU,
 };
 pub use report::{GpuIteration, SirtStats};
-pub(crate) use staging::{download_staged, upload_staged};
+pub(crate) use staging::{download_staged, prefault, upload_staged};
 pub(crate) use trace::Phases;

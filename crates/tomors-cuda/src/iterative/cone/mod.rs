@@ -78,6 +78,7 @@ use crate::runtime::{
 
 mod art;
 mod det;
+mod layered;
 mod operator;
 mod ops;
 mod sirt;
@@ -85,6 +86,7 @@ mod slab;
 
 pub use art::{cone_art_stride, CONE_ART_CU};
 pub use det::CONE_DET_CU;
+pub use layered::CONE_LAYERED_CU;
 pub use operator::ConeOp;
 
 use crate::iterative::check_dim;
@@ -170,6 +172,9 @@ pub enum ConeBackProjector {
 /// layout of all angles and the per-pixel weights. Fields drop in order:
 /// the textures before their buffer.
 struct VoxelBack {
+    /// The volume as 2D layered textures for the forward projection
+    /// (`None`: the 3D texture alone).
+    layered: Option<layered::Layered>,
     /// The volume as a 3D texture for the texture forward projection
     /// (`None`: Joseph's loads).
     vol_tex: Option<(Texture, Array3d)>,
@@ -208,7 +213,9 @@ fn voxel_weights(geometry: &ConeGeometry, volume: &ConeVolume) -> Vec<f32> {
 /// 3D texture copy.
 fn voxel_bytes(geometry: &ConeGeometry, volume: &ConeVolume) -> usize {
     let (na, nr, nc) = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
-    na * (nr + 1) * (nc * 4).div_ceil(512) * 512 + nr * nc * 4 + volume.len() * 4
+    na * (nr + 1) * (nc * 4).div_ceil(512) * 512
+        + nr * nc * 4
+        + volume.len() * 4 * if layered::layered_default() { 4 } else { 1 }
 }
 
 /// Whether the voxel pair projects forward through a 3D texture of the
@@ -251,8 +258,15 @@ impl VoxelBack {
         } else {
             None
         };
+        let layered = match &vol_tex {
+            Some((t, _)) if layered::layered_default() => {
+                layered::Layered::new(ctx, (volume.nx, volume.ny, volume.nz), t)?
+            }
+            _ => None,
+        };
         stream.synchronize()?;
         Ok(Self {
+            layered,
             vol_tex,
             textures,
             module,
@@ -429,7 +443,41 @@ impl CudaConeJoseph {
             vb.vol_tex = Some((t, arr));
         } else if !on {
             self.queue.stream().synchronize()?;
+            vb.layered = None;
             vb.vol_tex = None;
+        }
+        Ok(())
+    }
+
+    /// Whether the texture forward projection reads x- and y-dominant
+    /// rays from 2D layered copies of the volume (bilinear fetches; see
+    /// `kernels/cone_layered.cu`) rather than from the 3D texture.
+    pub fn layered_forward(&self) -> bool {
+        self.voxel.as_ref().is_some_and(|v| v.layered.is_some())
+    }
+
+    /// Turns the layered texture forward projection on or off
+    /// ([`CudaConeJoseph::layered_forward`]; on also turns the texture
+    /// forward projection on). Volumes more than 2048 voxels wide keep the
+    /// 3D texture (`layered_forward` stays `false`).
+    ///
+    /// Errors: the Joseph pair (`on`), compilation and driver errors.
+    pub fn set_layered_forward(&mut self, on: bool) -> Result<()> {
+        if on {
+            self.set_texture_forward(true)?;
+        }
+        let v = self.volume;
+        let ctx = self.queue.context().clone();
+        let Some(vb) = self.voxel.as_mut() else {
+            return Ok(());
+        };
+        if on && vb.layered.is_none() {
+            if let Some((t, _)) = &vb.vol_tex {
+                vb.layered = layered::Layered::new(&ctx, (v.nx, v.ny, v.nz), t)?;
+            }
+        } else if !on && vb.layered.is_some() {
+            self.queue.stream().synchronize()?;
+            vb.layered = None;
         }
         Ok(())
     }

@@ -116,10 +116,26 @@ impl CudaConeJoseph {
             if squared {
                 return self.project(&self.f.forward_sq, "cj_forward_sq", (vol, out), block);
             }
-            if let Some((t, arr)) = self.voxel.as_ref().and_then(|v| v.vol_tex.as_ref()) {
-                self.queue.context().bind()?;
-                arr.copy_from_device(vol, self.queue.stream())?;
-                return self.project(&self.f.forward_tex, "cj_forward_tex", (t.raw, out), block);
+            if let Some(vb) = self.voxel.as_ref() {
+                if let Some((t, arr)) = vb.vol_tex.as_ref() {
+                    self.queue.context().bind()?;
+                    arr.copy_from_device(vol, self.queue.stream())?;
+                    if let Some(l) = &vb.layered {
+                        l.load(&self.queue, vol)?;
+                        return self.project(
+                            &l.forward,
+                            "cj_forward_lay",
+                            (l.handles.ptr(), out),
+                            block,
+                        );
+                    }
+                    return self.project(
+                        &self.f.forward_tex,
+                        "cj_forward_tex",
+                        (t.raw, out),
+                        block,
+                    );
+                }
             }
             self.project(&self.f.forward, "cj_forward", (vol, out), block)
         })

@@ -8,7 +8,7 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
-use crate::iterative::{check_finite, check_options, GpuIteration, Phases, SirtStats};
+use crate::iterative::{check_finite, check_options, prefault, GpuIteration, Phases, SirtStats};
 
 /// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and
 /// `volume`: three volumes (iterate, gradient, column weights) and three
@@ -252,17 +252,32 @@ pub fn cone_sirt_cuda_opts(
         callback: progress,
         stop: &stop,
     };
-    let (report, xh) = run_resident(
-        &prepared,
-        op.queue(),
-        b,
-        x,
-        &options,
-        &progress,
-        &mut stats,
-        t0,
-        |x| op.download(&x),
-    )?;
+    let host = Array3::<f32>::zeros((volume.nz, volume.ny, volume.nx));
+    let (report, xh) = std::thread::scope(|sc| {
+        // The output's pages are mapped while the device iterates.
+        let touched = sc.spawn(move || {
+            let mut host = host;
+            prefault(host.view_mut());
+            host
+        });
+        run_resident(
+            &prepared,
+            op.queue(),
+            b,
+            x,
+            &options,
+            &progress,
+            &mut stats,
+            t0,
+            |x| {
+                let mut host = touched
+                    .join()
+                    .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
+                x.download_flat_into(&mut host)?;
+                Ok(host)
+            },
+        )
+    })?;
     ph.mark("iterations and download");
     let t_free = Instant::now();
     drop(prepared);

@@ -63,7 +63,7 @@ pub use operator::JosephStackOp;
 pub use sirt::{check_sirt_inputs, sirt_cuda, sirt_cuda_multi, GpuSirtOptions};
 use tables::{
     angle_tables, BlockTables, BpAngle, FpAngle, AP, DEFAULT_BACK_GROUP, DEFAULT_BPU, DEFAULT_PAIR,
-    DEFAULT_QUAD,
+    DEFAULT_QUAD, DEFAULT_QUAD_BACK_GROUP,
 };
 
 /// Source of the Joseph projector and SIRT kernels.

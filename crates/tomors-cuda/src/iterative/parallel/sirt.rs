@@ -10,7 +10,7 @@ use tomors_core::linalg::Vector;
 use super::*;
 use crate::fbp::MultiCudaBackend;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
-use crate::iterative::{check_finite, check_options, GpuIteration, Phases, SirtStats};
+use crate::iterative::{check_finite, check_options, prefault, GpuIteration, Phases, SirtStats};
 
 /// Device options of [`sirt_cuda`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -33,10 +33,6 @@ pub struct GpuSirtOptions {
     /// The back projection with 2×2 pixels per thread
     /// ([`JosephTuning::back_quad`]; `None`: the default).
     pub back_quad: Option<bool>,
-    /// Streams per device (0: 1): slabs of slices run on this many streams
-    /// of each device at once, their transfers one at a time, so one
-    /// slab's upload or download overlaps another's iterations.
-    pub streams: usize,
 }
 
 /// Checks the inputs of [`sirt_cuda`] (no GPU needed): the algorithm is
@@ -85,6 +81,8 @@ pub(super) struct SlabOut {
     sq: Vec<f64>,
     b_sq: f64,
     stop: StopReason,
+    /// Iterations done.
+    iterations: usize,
 }
 
 /// Runs the solver on one slab (host views of its sinograms, initial
@@ -95,24 +93,14 @@ pub(super) fn solve_slab(
     index: usize,
     b_host: ArrayView3<'_, f32>,
     x0: Option<ArrayView3<'_, f32>>,
-    out: ArrayViewMut3<'_, f32>,
+    mut out: ArrayViewMut3<'_, f32>,
     options: &IterativeOptions,
     progress: &Progress<'_>,
     stats: &mut SirtStats,
-    transfers: &Mutex<()>,
 ) -> Result<SlabOut> {
     let t_setup = Instant::now();
     let mut ph = Phases::start("sirt slab");
     let ns = b_host.len_of(Axis(0));
-    let b_sq: f64 = {
-        use rayon::prelude::*;
-        b_host
-            .outer_iter()
-            .into_par_iter()
-            .map(|s| s.iter().map(|&v| v as f64 * v as f64).sum::<f64>())
-            .sum()
-    };
-    ph.mark("host sum of squares");
     let lin = op.operator(ns)?;
     let prepared = Prepared::new(&lin, &options.algorithm)?;
     op.queue().stream().synchronize()?;
@@ -121,11 +109,6 @@ pub(super) fn solve_slab(
     let mut x = op.alloc_volume(ns)?;
     ph.mark("allocation");
     {
-        // One slab's transfers at a time on a device (the others iterate).
-        let _turn = transfers
-            .lock()
-            .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
-        ph.mark("wait for the transfer turn");
         // The sinograms' staging buffer, then the volume's (the gradient's
         // buffer later).
         let staging = op.alloc_sinograms(ns)?;
@@ -141,27 +124,37 @@ pub(super) fn solve_slab(
         op.queue().stream().synchronize()?;
         ph.mark("upload");
     }
+    // ‖b‖² of the slab (the padding slices are zero), for the residuals
+    // of the whole stack.
+    let b_sq = b.norm_sq()?;
+    ph.mark("sum of squares");
     let slab = Progress {
         slab: (index, progress.slab.1),
         ..*progress
     };
-    let (report, ()) = run_resident(
-        &prepared,
-        op.queue(),
-        b,
-        x,
-        options,
-        &slab,
-        stats,
-        t_setup,
-        |x| {
-            let staging = op.alloc_volume(ns)?;
-            let _turn = transfers
-                .lock()
-                .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
-            op.download_from(&x, &staging, out)
-        },
-    )?;
+    let (report, ()) = std::thread::scope(|sc| {
+        // The output's pages are mapped while the device iterates.
+        let touched = sc.spawn(move || {
+            prefault(out.view_mut());
+            out
+        });
+        run_resident(
+            &prepared,
+            op.queue(),
+            b,
+            x,
+            options,
+            &slab,
+            stats,
+            t_setup,
+            |x| {
+                let out = touched
+                    .join()
+                    .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
+                op.download_from(&x, &op.alloc_volume(ns)?, out)
+            },
+        )
+    })?;
     ph.mark("iterations and download");
     let t_free = Instant::now();
     drop(prepared);
@@ -184,6 +177,7 @@ pub(super) fn solve_slab(
         sq,
         b_sq,
         stop: report.stop,
+        iterations: report.iterations,
     })
 }
 
@@ -299,16 +293,10 @@ pub(super) fn sirt_on(
         s => s,
     };
     let t0 = Instant::now();
-    let streams = gpu.streams.max(1);
-    // Each device `streams` times (one projector, so one stream, each).
-    let lanes: Vec<(usize, &CudaBackend)> = (0..streams)
-        .flat_map(|_| devices.iter().copied().enumerate())
-        .collect();
-    // One projector per lane (in parallel).
+    // One projector per device (in parallel).
     let runs: Vec<Result<CudaJoseph>> = std::thread::scope(|s| {
-        let hs: Vec<_> = lanes
+        let hs: Vec<_> = devices
             .iter()
-            .map(|&(_, d)| d)
             .map(|d| {
                 s.spawn(move || -> Result<CudaJoseph> {
                     let ap = if gpu.rays_per_thread == 0 {
@@ -316,7 +304,9 @@ pub(super) fn sirt_on(
                     } else {
                         gpu.rays_per_thread
                     };
+                    let quad = gpu.back_quad.unwrap_or(DEFAULT_QUAD);
                     let bsg = match gpu.back_slice_group {
+                        0 if quad => DEFAULT_QUAD_BACK_GROUP.min(if ns >= 8 { 8 } else { sg }),
                         0 => DEFAULT_BACK_GROUP.min(if ns >= 16 { 16 } else { sg }),
                         b => b,
                     };
@@ -329,7 +319,7 @@ pub(super) fn sirt_on(
                             back_slice_group: bsg,
                             rays_per_thread: ap,
                             paired: gpu.paired.unwrap_or(DEFAULT_PAIR),
-                            back_quad: gpu.back_quad.unwrap_or(DEFAULT_QUAD),
+                            back_quad: quad,
                         },
                     )?;
                     if gpu.line {
@@ -362,19 +352,13 @@ pub(super) fn sirt_on(
         let (free, _) = r.context().mem_info()?;
         fit = fit.min(free.saturating_sub(512 << 20) / per_group.max(1));
     }
-    // The lanes of a device share its memory.
-    fit /= streams;
     if fit == 0 {
         return Err(CudaError::OutOfMemory {
             what: format!("holding {unit} slices of the SIRT state"),
             bytes: per_group,
         });
     }
-    // With several streams, two slabs per lane, so transfers overlap.
-    let even = ns
-        .div_ceil(runs.len() * if streams > 1 { 2 } else { 1 })
-        .div_ceil(unit)
-        * unit;
+    let even = ns.div_ceil(devices.len()).div_ceil(unit) * unit;
     let mut slab = (fit * unit).min(even).min(MAX_SLAB_SLICES).max(unit);
     if gpu.slab > 0 {
         slab = slab.min(gpu.slab.div_ceil(unit) * unit).max(unit);
@@ -408,8 +392,6 @@ pub(super) fn sirt_on(
     {
         per_dev[i % runs.len()].push((i, b, x0, o));
     }
-    // One transfer turn per device.
-    let turns: Vec<Mutex<()>> = devices.iter().map(|_| Mutex::new(())).collect();
     ph.mark("slab plan");
     let outs: Mutex<Vec<(usize, SlabOut)>> = Mutex::new(Vec::new());
     let total = Mutex::new(SirtStats::default());
@@ -417,14 +399,12 @@ pub(super) fn sirt_on(
         let hs: Vec<_> = runs
             .iter()
             .zip(per_dev)
-            .zip(&lanes)
-            .map(|((run, jobs), &(dev, _))| {
+            .map(|(run, jobs)| {
                 let (sh, outs, total, options) = (&sh, &outs, &total, &options);
-                let turn = &turns[dev];
                 s.spawn(move || -> Result<()> {
                     let mut st = SirtStats::default();
                     for (i, b, x0, o) in jobs {
-                        let r = solve_slab(run, i, b, x0, o, options, sh, &mut st, turn);
+                        let r = solve_slab(run, i, b, x0, o, options, sh, &mut st);
                         match r {
                             Ok(out) => outs
                                 .lock()
@@ -467,10 +447,12 @@ pub(super) fn sirt_on(
     stats.free_s += t_free.elapsed().as_secs_f64();
     ph.mark("free projectors");
     stats.total_s = t0.elapsed().as_secs_f64();
-    let done = outs.iter().map(|o| o.1.sq.len()).max().unwrap_or(0);
+    // Iterations done (residuals are recorded only when tracked).
+    let done = outs.iter().map(|o| o.1.iterations).max().unwrap_or(0);
+    let tracked = outs.iter().map(|o| o.1.sq.len()).max().unwrap_or(0);
     let b_sq: f64 = outs.iter().map(|o| o.1.b_sq).sum();
     let b_norm = b_sq.sqrt();
-    let residuals: Vec<f64> = (0..done)
+    let residuals: Vec<f64> = (0..tracked)
         .map(|it| {
             let r2: f64 = outs
                 .iter()
