@@ -306,7 +306,8 @@ fn smooth_projections(g: &ConeGeometry) -> Array3<f32> {
 /// projections); its texture forward projection equals the CPU's Joseph
 /// forward within the same weights (≤ 2e-3 on the phantom, ≤ 1e-2 on
 /// random volumes), as does the layered-texture forward (and it equals the
-/// 3D texture's to 1e-6), and with Joseph's loads it is Joseph's forward.
+/// 3D texture's to 1e-6), and with Joseph's loads it is Joseph's forward;
+/// the row sums of both pairs (by arithmetic) are the CPU's to 1e-5.
 #[test]
 fn cone_voxel_back_matches_the_cpu() {
     let Some(be) = gpu_or_skip("cone_voxel_back_matches_the_cpu") else {
@@ -337,6 +338,20 @@ fn cone_voxel_back_matches_the_cpu() {
             let e = rel_l2(&flat(&got), &flat(&want));
             eprintln!("{name}, {what}: texture forward vs CPU Joseph f32 rel L2 {e:.2e}");
             assert!(e <= bound, "{name}, {what}: texture forward rel L2 {e:.3e}");
+        }
+        // Row sums A·1 by arithmetic (`cj_forward_ones`), for the voxel pair
+        // (whose forward is Joseph's) and the Joseph pair: the CPU f64
+        // Joseph forward of ones to f32 rounding.
+        let ones = Array3::<f32>::ones((v.nz, v.ny, v.nx));
+        let want_rs = cpu_forward::<f64>(&jcpu, &g, &ones);
+        let jos_pair = CudaConeJoseph::new(&be, &g, &v).unwrap();
+        for (pair, got) in [
+            ("voxel", gpu.row_sums(false).unwrap()),
+            ("joseph", jos_pair.row_sums(false).unwrap()),
+        ] {
+            let e = rel_l2(&flat(&got), &flat(&want_rs));
+            eprintln!("{name}: {pair} pair row sums vs CPU f64 rel L2 {e:.2e}");
+            assert!(e <= 1e-5, "{name}: {pair} pair row sums rel L2 {e:.3e}");
         }
         // The layered textures (bilinear fetches at the same sample points
         // and weights): the 3D texture's result to f32 rounding, and the

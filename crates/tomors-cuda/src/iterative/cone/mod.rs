@@ -146,6 +146,8 @@ impl ConeBlock {
 struct Fns {
     forward: Function,
     forward_sq: Function,
+    /// Row sums `A·1` by arithmetic (`cj_forward_ones`).
+    forward_ones: Function,
     back: Function,
     back_merged: Function,
     weight_pack: Function,

@@ -141,6 +141,15 @@ impl CudaConeJoseph {
         })
     }
 
+    /// Queues the row sums `A·1` of the projections of `block` into `out`
+    /// (Joseph's weights summed along each ray, no volume read; the
+    /// voxel pair's forward projection is Joseph's too).
+    pub(super) fn row_sums_block(&self, out: u64, block: &ConeBlock) -> Result<()> {
+        self.queue.timed(KernelKind::Forward, || {
+            self.project(&self.f.forward_ones, "cj_forward_ones", (0, out), block)
+        })
+    }
+
     /// Queues the back projection of the projections of `block` at `proj`
     /// into the volume at `out` (overwritten).
     ///

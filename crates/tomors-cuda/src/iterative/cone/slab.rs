@@ -126,6 +126,7 @@ impl CudaConeJoseph {
         let f = Fns {
             forward: module.function("cj_forward")?,
             forward_sq: module.function("cj_forward_sq")?,
+            forward_ones: module.function("cj_forward_ones")?,
             back: module.function("cj_back")?,
             back_merged: module.function("cj_back_merged")?,
             weight_pack: module.function("cj_weight_pack")?,
