@@ -382,6 +382,9 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
 #if KM != 0
 #error "jp_back_quad needs KM == 0"
 #endif
+#ifndef BQZ
+#define BQZ 0
+#endif
 #define BQ_TILE 32
 
 extern "C" __global__ void __launch_bounds__(256) jp_back_quad(const float* __restrict__ sino,
@@ -391,8 +394,16 @@ extern "C" __global__ void __launch_bounds__(256) jp_back_quad(const float* __re
     __shared__ BpShared sh[BP_CHUNK];
     const int tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
+#if BQZ
+    // Each quarter warp (8 lanes, one 128-byte load phase) a compact 4x2
+    // threads = 8x4 pixels, the four quarters 2x2.
+    const int tx = ((warp & 1) * 8 + ((lane >> 3) & 1) * 4 + (lane & 3)) * 2;
+    const int ty = ((warp >> 1) * 4 + (lane >> 4) * 2 + ((lane >> 2) & 1)) * 2;
+#else
+    // Each quarter warp a row of 8 threads = 16x2 pixels.
     const int tx = ((warp & 1) * 8 + (lane & 7)) * 2;
     const int ty = ((warp >> 1) * 4 + (lane >> 3)) * 2;
+#endif
     const int bx = blockIdx.x * BQ_TILE, by = blockIdx.y * BQ_TILE;
     const int g = blockIdx.z;
     const float dx0 = (float)tx, dx1 = (float)(tx + 1);

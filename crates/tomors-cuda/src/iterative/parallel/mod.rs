@@ -170,6 +170,15 @@ fn bpu() -> usize {
     }
 }
 
+/// The lane layout of `jp_back_quad`: `TOMORS_BQ_LAYOUT=1` (quarter warps of
+/// 4×2 threads; for benchmarks), else 0 (quarter warps of 8×1 threads).
+fn bqz() -> usize {
+    match std::env::var("TOMORS_BQ_LAYOUT").ok().as_deref() {
+        Some("1") => 1,
+        _ => 0,
+    }
+}
+
 /// Checks that sizes fit the kernels' 32-bit indices and grid limits.
 fn check_sizes(geometry: &ParallelGeometry, grid: &SliceGrid) -> Result<()> {
     let lim = 1usize << 19;
@@ -281,6 +290,7 @@ impl CudaJoseph {
         ];
         if quad {
             defines.push(("BPQ".to_string(), "1".to_string()));
+            defines.push(("BQZ".to_string(), bqz().to_string()));
         }
         let (cubin, _) =
             cubin_cached("joseph", JOSEPH_CU, &defines, &ctx.name, ctx.cc, ctx.driver)?;
