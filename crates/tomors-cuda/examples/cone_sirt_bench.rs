@@ -23,8 +23,7 @@
 //!   back: unmatched, as ASTRA's SIRT3D_CUDA): seconds per iteration of the
 //!   device-resident loop, the kernel split, and host to host (the whole
 //!   call / iterations). `TOMORS_SIRT_PAIRS=voxel` (or `joseph`) runs one
-//!   pair only. `TOMORS_CONE_FORWARD=layered` reads the volume through 2D
-//!   layered textures in the voxel pair's forward (`loads`: Joseph's loads).
+//!   pair only.
 
 use ndarray::Array3;
 use tomors_core::cone::ConeGeometry;
@@ -157,9 +156,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
     let tf = time(&vop, &mut |op| op.forward_dev(&xd, &mut pd))?;
     println!(
-        "forward (voxel pair, texture {}, layered {}): {tf:.4} s, {:.1} GU/s (n {n}, angles {na})",
+        "forward (voxel pair, texture {}): {tf:.4} s, {:.1} GU/s (n {n}, angles {na})",
         vop.texture_forward(),
-        vop.layered_forward(),
         gu / tf
     );
     drop((xd, bd, pd, vd, vop));

@@ -305,8 +305,7 @@ fn smooth_projections(g: &ConeGeometry) -> Array3<f32> {
 /// (relative L2 ≤ 2e-3 on smooth projections and on the phantom's
 /// projections); its texture forward projection equals the CPU's Joseph
 /// forward within the same weights (≤ 2e-3 on the phantom, ≤ 1e-2 on
-/// random volumes), as does the layered-texture forward (and it equals the
-/// 3D texture's to 1e-6), and with Joseph's loads it is Joseph's forward;
+/// random volumes), and with Joseph's loads it is Joseph's forward;
 /// the row sums of both pairs (by arithmetic) are the CPU's to 1e-5.
 #[test]
 fn cone_voxel_back_matches_the_cpu() {
@@ -353,25 +352,6 @@ fn cone_voxel_back_matches_the_cpu() {
             eprintln!("{name}: {pair} pair row sums vs CPU f64 rel L2 {e:.2e}");
             assert!(e <= 1e-5, "{name}: {pair} pair row sums rel L2 {e:.3e}");
         }
-        // The layered textures (bilinear fetches at the same sample points
-        // and weights): the 3D texture's result to f32 rounding, and the
-        // same bound against the CPU.
-        let tex3d = gpu.forward(x.view()).unwrap();
-        gpu.set_layered_forward(true).unwrap();
-        assert!(gpu.layered_forward());
-        for (what, x, bound) in [("phantom", &xp, 2e-3), ("random", &x, 1e-2)] {
-            let got = gpu.forward(x.view()).unwrap();
-            let want = cpu_forward::<f32>(&jcpu, &g, x);
-            let e = rel_l2(&flat(&got), &flat(&want));
-            eprintln!("{name}, {what}: layered forward vs CPU Joseph f32 rel L2 {e:.2e}");
-            assert!(e <= bound, "{name}, {what}: layered forward rel L2 {e:.3e}");
-        }
-        let lay = gpu.forward(x.view()).unwrap();
-        let e = rel_l2(&flat(&lay), &flat(&tex3d));
-        eprintln!("{name}: layered vs 3D texture forward rel L2 {e:.2e}");
-        assert!(e <= 1e-6, "{name}: layered vs 3D texture rel L2 {e:.3e}");
-        gpu.set_layered_forward(false).unwrap();
-        assert!(!gpu.layered_forward() && gpu.texture_forward());
         gpu.set_texture_forward(false).unwrap();
         assert!(!gpu.texture_forward());
         let jos = CudaConeJoseph::new(&be, &g, &v).unwrap();
@@ -561,7 +541,8 @@ fn cone_gpu_bad_input_is_an_error() {
     let mut nan = b.clone();
     nan[[1, 3, 4]] = f32::NAN;
     let e = run(&nan, &ok).unwrap_err();
-    assert!(e.contains("non-finite"), "{e}");
+    // Found on the device after the upload; the host scan names the element.
+    assert!(e.contains("non-finite") && e.contains("(1, 3, 4)"), "{e}");
     let e = run(
         &Array3::zeros((g.n_angles(), g.n_rows() + 1, g.n_cols())),
         &ok,

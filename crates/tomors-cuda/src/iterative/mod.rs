@@ -53,7 +53,7 @@ mod run;
 mod staging;
 mod trace;
 
-pub(crate) use checks::{check_dim, check_finite, check_options};
+pub(crate) use checks::{check_dim, check_finite, check_finite_on_device, check_options};
 pub use cone::{ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph};
 pub use device::{DeviceVec, Layout, OnQueue, Queue};
 pub use multi::{cone_sirt_cuda_multi, CudaConeSlabs, Exchange, ReplicaVec, SlabsVec};

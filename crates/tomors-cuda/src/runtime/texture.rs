@@ -305,41 +305,6 @@ impl Array3d {
         })
     }
 
-    /// Allocates a layered 2D array of `layers` layers of `width × height`
-    /// `float`s (filtering within a layer only; `depth` is the layer
-    /// count). Copies and textures as for [`Array3d::new`]; kernels fetch
-    /// with `tex2DLayered`.
-    pub fn layered(
-        ctx: &Arc<Context>,
-        width: usize,
-        height: usize,
-        layers: usize,
-    ) -> Result<Self> {
-        ctx.bind()?;
-        let desc = sys::CUDA_ARRAY3D_DESCRIPTOR {
-            Width: width,
-            Height: height,
-            Depth: layers,
-            Format: sys::CUarray_format::CU_AD_FORMAT_FLOAT,
-            NumChannels: 1,
-            // CUDA_ARRAY3D_LAYERED
-            Flags: 0x01,
-        };
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: fully initialised descriptor, out-parameter.
-        check(
-            unsafe { sys::cuArray3DCreate_v2(&mut raw, &desc) },
-            &format!("cuArray3DCreate ({layers} layers of {width}×{height} floats)"),
-        )?;
-        Ok(Self {
-            raw,
-            width,
-            height,
-            depth: layers,
-            ctx: ctx.clone(),
-        })
-    }
-
     /// Copies a dense `[depth][height][width]` float array at `src` into
     /// the array on `stream`.
     pub fn copy_from_device(&self, src: sys::CUdeviceptr, stream: &Stream) -> Result<()> {

@@ -78,7 +78,6 @@ use crate::runtime::{
 
 mod art;
 mod det;
-mod layered;
 mod operator;
 mod ops;
 mod sirt;
@@ -86,7 +85,6 @@ mod slab;
 
 pub use art::{cone_art_stride, CONE_ART_CU};
 pub use det::CONE_DET_CU;
-pub use layered::CONE_LAYERED_CU;
 pub use operator::ConeOp;
 
 use crate::iterative::check_dim;
@@ -148,6 +146,8 @@ struct Fns {
     forward_sq: Function,
     /// Row sums `A·1` by arithmetic (`cj_forward_ones`).
     forward_ones: Function,
+    /// The forward kernels' grid has the projection in x (`AM`).
+    angle_major: bool,
     back: Function,
     back_merged: Function,
     weight_pack: Function,
@@ -174,9 +174,6 @@ pub enum ConeBackProjector {
 /// layout of all angles and the per-pixel weights. Fields drop in order:
 /// the textures before their buffer.
 struct VoxelBack {
-    /// The volume as 2D layered textures for the forward projection
-    /// (`None`: the 3D texture alone).
-    layered: Option<layered::Layered>,
     /// The volume as a 3D texture for the texture forward projection
     /// (`None`: Joseph's loads).
     vol_tex: Option<(Texture, Array3d)>,
@@ -215,9 +212,7 @@ fn voxel_weights(geometry: &ConeGeometry, volume: &ConeVolume) -> Vec<f32> {
 /// 3D texture copy.
 fn voxel_bytes(geometry: &ConeGeometry, volume: &ConeVolume) -> usize {
     let (na, nr, nc) = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
-    na * (nr + 1) * (nc * 4).div_ceil(512) * 512
-        + nr * nc * 4
-        + volume.len() * 4 * if layered::layered_default() { 4 } else { 1 }
+    na * (nr + 1) * (nc * 4).div_ceil(512) * 512 + nr * nc * 4 + volume.len() * 4
 }
 
 /// Whether the voxel pair projects forward through a 3D texture of the
@@ -260,15 +255,8 @@ impl VoxelBack {
         } else {
             None
         };
-        let layered = match &vol_tex {
-            Some((t, _)) if layered::layered_default() => {
-                layered::Layered::new(ctx, (volume.nx, volume.ny, volume.nz), t)?
-            }
-            _ => None,
-        };
         stream.synchronize()?;
         Ok(Self {
-            layered,
             vol_tex,
             textures,
             module,
@@ -323,6 +311,13 @@ fn warp_cols() -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|v| [4, 8, 16, 32].contains(v))
         .unwrap_or(8)
+}
+
+/// Whether the forward projections run projection-major (`AM` in
+/// `kernels/cone_joseph.cu`; the default): `TOMORS_CONE_GRID=tile` (for
+/// benchmarks) puts the projection last, as before.
+fn angle_major() -> bool {
+    std::env::var("TOMORS_CONE_GRID").map_or(true, |v| v != "tile")
 }
 
 /// Checks that the sizes fit the kernels' 32-bit indices and grid limits.
@@ -445,41 +440,7 @@ impl CudaConeJoseph {
             vb.vol_tex = Some((t, arr));
         } else if !on {
             self.queue.stream().synchronize()?;
-            vb.layered = None;
             vb.vol_tex = None;
-        }
-        Ok(())
-    }
-
-    /// Whether the texture forward projection reads x- and y-dominant
-    /// rays from 2D layered copies of the volume (bilinear fetches; see
-    /// `kernels/cone_layered.cu`) rather than from the 3D texture.
-    pub fn layered_forward(&self) -> bool {
-        self.voxel.as_ref().is_some_and(|v| v.layered.is_some())
-    }
-
-    /// Turns the layered texture forward projection on or off
-    /// ([`CudaConeJoseph::layered_forward`]; on also turns the texture
-    /// forward projection on). Volumes more than 2048 voxels wide keep the
-    /// 3D texture (`layered_forward` stays `false`).
-    ///
-    /// Errors: the Joseph pair (`on`), compilation and driver errors.
-    pub fn set_layered_forward(&mut self, on: bool) -> Result<()> {
-        if on {
-            self.set_texture_forward(true)?;
-        }
-        let v = self.volume;
-        let ctx = self.queue.context().clone();
-        let Some(vb) = self.voxel.as_mut() else {
-            return Ok(());
-        };
-        if on && vb.layered.is_none() {
-            if let Some((t, _)) = &vb.vol_tex {
-                vb.layered = layered::Layered::new(&ctx, (v.nx, v.ny, v.nz), t)?;
-            }
-        } else if !on && vb.layered.is_some() {
-            self.queue.stream().synchronize()?;
-            vb.layered = None;
         }
         Ok(())
     }

@@ -84,22 +84,29 @@ impl CudaConeJoseph {
             (self.nr as i32).into(),
             (self.nc as i32).into(),
         ];
+        let (gc, gr, ga) = (
+            self.nc.div_ceil(tile.0 as usize) as u32,
+            self.nr.div_ceil(tile.1 as usize) as u32,
+            block.len as u32,
+        );
+        // The forward kernels take the projection from blockIdx.x when
+        // compiled projection-major (`forward_index`).
+        let forward = matches!(
+            name,
+            "cj_forward" | "cj_forward_sq" | "cj_forward_ones" | "cj_forward_tex"
+        );
+        let grid = if forward && self.f.angle_major {
+            (ga, gc, gr)
+        } else {
+            (gc, gr, ga)
+        };
         // SAFETY: the parameters of the projector kernels in
         // `kernels/cone_joseph.cu`; `src` and `dst` hold a volume and the
         // block's projections (checked by the callers), the frames one per
-        // projection of the block.
+        // projection of the block; the grid order matches the module's `AM`.
         unsafe {
-            self.queue.launch_raw(
-                f,
-                name,
-                (
-                    self.nc.div_ceil(tile.0 as usize) as u32,
-                    self.nr.div_ceil(tile.1 as usize) as u32,
-                    block.len as u32,
-                ),
-                threads,
-                &args,
-            )
+            self.queue
+                .launch_raw(f, name, grid, threads, &args)
         }
     }
 
@@ -116,26 +123,10 @@ impl CudaConeJoseph {
             if squared {
                 return self.project(&self.f.forward_sq, "cj_forward_sq", (vol, out), block);
             }
-            if let Some(vb) = self.voxel.as_ref() {
-                if let Some((t, arr)) = vb.vol_tex.as_ref() {
-                    self.queue.context().bind()?;
-                    arr.copy_from_device(vol, self.queue.stream())?;
-                    if let Some(l) = &vb.layered {
-                        l.load(&self.queue, vol)?;
-                        return self.project(
-                            &l.forward,
-                            "cj_forward_lay",
-                            (l.handles.ptr(), out),
-                            block,
-                        );
-                    }
-                    return self.project(
-                        &self.f.forward_tex,
-                        "cj_forward_tex",
-                        (t.raw, out),
-                        block,
-                    );
-                }
+            if let Some((t, arr)) = self.voxel.as_ref().and_then(|v| v.vol_tex.as_ref()) {
+                self.queue.context().bind()?;
+                arr.copy_from_device(vol, self.queue.stream())?;
+                return self.project(&self.f.forward_tex, "cj_forward_tex", (t.raw, out), block);
             }
             self.project(&self.f.forward, "cj_forward", (vol, out), block)
         })

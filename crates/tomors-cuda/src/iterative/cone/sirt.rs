@@ -8,7 +8,10 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
-use crate::iterative::{check_finite, check_options, prefault, GpuIteration, Phases, SirtStats};
+use crate::iterative::{
+    check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases,
+    SirtStats,
+};
 
 /// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and
 /// `volume`: three volumes (iterate, gradient, column weights) and three
@@ -88,6 +91,20 @@ pub fn check_cone_sirt_inputs(
     initial: Option<&ArrayView3<'_, f32>>,
     options: &IterativeOptions,
 ) -> Result<Weighting> {
+    let weighting = check_cone_sirt_shapes(geometry, volume, projections, initial, options)?;
+    check_finite(projections, "the projection data", initial)?;
+    Ok(weighting)
+}
+
+/// [`check_cone_sirt_inputs`] without the scan for non-finite values (the
+/// run checks its uploads on the device: [`check_finite_on_device`]).
+fn check_cone_sirt_shapes(
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    projections: &ArrayView3<'_, f32>,
+    initial: Option<&ArrayView3<'_, f32>>,
+    options: &IterativeOptions,
+) -> Result<Weighting> {
     let weighting = check_options(options)?;
     check_dim(
         "the projections",
@@ -102,7 +119,6 @@ pub fn check_cone_sirt_inputs(
         )?;
     }
     check_sizes(geometry, volume)?;
-    check_finite(projections, "the projection data", initial)?;
     Ok(weighting)
 }
 
@@ -216,8 +232,9 @@ pub fn cone_sirt_cuda_opts(
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
     let mut ph = Phases::start("cone sirt");
-    check_cone_sirt_inputs(geometry, volume, &projections, initial.as_ref(), options)?;
-    ph.mark("input checks (host scan)");
+    // Non-finite values are found on the device after the uploads.
+    check_cone_sirt_shapes(geometry, volume, &projections, initial.as_ref(), options)?;
+    ph.mark("input checks");
     let t0 = Instant::now();
     let mut op = CudaConeJoseph::with_back(backend, geometry, volume, gpu.back)?;
     if gpu.deterministic {
@@ -236,10 +253,14 @@ pub fn cone_sirt_cuda_opts(
     op.stream().synchronize()?;
     ph.mark("weights");
     let b = op.upload_projections(projections)?;
-    op.stream().synchronize()?;
+    check_finite_on_device(&b, &projections, "the projection data")?;
     ph.mark("upload");
     let x = match initial {
-        Some(x0) => op.upload_volume(x0)?,
+        Some(x0) => {
+            let x = op.upload_volume(x0)?;
+            check_finite_on_device(&x, &x0, "the initial volume")?;
+            x
+        }
         None => {
             let mut x = op.alloc_volume()?;
             x.fill(0.0)?;

@@ -10,7 +10,10 @@ use tomors_core::linalg::Vector;
 use super::*;
 use crate::fbp::MultiCudaBackend;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
-use crate::iterative::{check_finite, check_options, prefault, GpuIteration, Phases, SirtStats};
+use crate::iterative::{
+    check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases,
+    SirtStats,
+};
 
 /// Device options of [`sirt_cuda`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -47,6 +50,20 @@ pub fn check_sirt_inputs(
     initial: Option<&ArrayView3<'_, f32>>,
     options: &IterativeOptions,
 ) -> Result<Weighting> {
+    let weighting = check_sirt_shapes(geometry, grid, sinograms, initial, options)?;
+    check_finite(sinograms, "the sinogram data", initial)?;
+    Ok(weighting)
+}
+
+/// [`check_sirt_inputs`] without the scan for non-finite values (the runs
+/// check their uploads on the device: [`check_finite_on_device`]).
+fn check_sirt_shapes(
+    geometry: &ParallelGeometry,
+    grid: &SliceGrid,
+    sinograms: &ArrayView3<'_, f32>,
+    initial: Option<&ArrayView3<'_, f32>>,
+    options: &IterativeOptions,
+) -> Result<Weighting> {
     let weighting = check_options(options)?;
     let (ns, na, nb) = sinograms.dim();
     if na != geometry.n_angles() || nb != geometry.n_bins() {
@@ -71,7 +88,6 @@ pub fn check_sirt_inputs(
         }
     }
     check_sizes(geometry, grid)?;
-    check_finite(sinograms, "the sinogram data", initial)?;
     Ok(weighting)
 }
 
@@ -114,10 +130,12 @@ pub(super) fn solve_slab(
         let staging = op.alloc_sinograms(ns)?;
         op.upload_into(b_host, &mut b, &staging)?;
         drop(staging);
+        check_finite_on_device(&b, &b_host, "the sinogram data")?;
         match x0 {
             Some(x0) => {
                 let staging = op.alloc_volume(ns)?;
                 op.upload_into(x0, &mut x, &staging)?;
+                check_finite_on_device(&x, &x0, "the initial volume")?;
             }
             None => x.fill(0.0)?,
         }
@@ -260,8 +278,9 @@ pub(super) fn sirt_on(
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
     let mut ph = Phases::start("sirt");
-    check_sirt_inputs(geometry, grid, &sinograms, initial.as_ref(), options)?;
-    ph.mark("input checks (host scan)");
+    // Non-finite values are found on the device after each upload.
+    check_sirt_shapes(geometry, grid, &sinograms, initial.as_ref(), options)?;
+    ph.mark("input checks");
     if gpu.line
         && matches!(
             options.algorithm,
