@@ -178,11 +178,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "sirt options: slab {} (0: automatic), slice groups {}/{} (0: default), rays per \
          thread {} (0: default), 2×2 back {:?} (None: default)",
-        gpu.slab,
-        gpu.slice_group,
-        gpu.back_slice_group,
-        gpu.rays_per_thread,
-        gpu.back_quad
+        gpu.slab, gpu.slice_group, gpu.back_slice_group, gpu.rays_per_thread, gpu.back_quad
     );
     sirt_cuda(&be, &geom, &grid, sino.view(), None, &warm, &gpu, &|_| true)?;
     for rep in 0..2 {

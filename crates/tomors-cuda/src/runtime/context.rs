@@ -61,10 +61,9 @@ impl StagingChunk {
         ctx.bind()?;
         let bytes = (len * 4).max(4);
         // SAFETY: a plain allocation, freed by the owning context's drop.
-        let p = unsafe {
-            cudarc::driver::result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_PORTABLE)
-        }
-        .map_err(driver_error(&format!("cuMemHostAlloc ({bytes} bytes)")))?;
+        let p =
+            unsafe { cudarc::driver::result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_PORTABLE) }
+                .map_err(driver_error(&format!("cuMemHostAlloc ({bytes} bytes)")))?;
         Ok(Self {
             ptr: p as *mut f32,
             len,

@@ -29,8 +29,8 @@ mod module;
 mod texture;
 pub mod transfer;
 
-pub use context::{Context, Event, Stream};
 pub(crate) use context::StagingChunk;
+pub use context::{Context, Event, Stream};
 pub use foreign::{keep_current_context, wait_foreign_stream, CurrentContext, ForeignDevicePtr};
 pub(crate) use memory::{ensure, ensure_pinned};
 pub use memory::{DeviceBuffer, PinnedBuffer};

@@ -104,10 +104,7 @@ impl CudaConeJoseph {
         // `kernels/cone_joseph.cu`; `src` and `dst` hold a volume and the
         // block's projections (checked by the callers), the frames one per
         // projection of the block; the grid order matches the module's `AM`.
-        unsafe {
-            self.queue
-                .launch_raw(f, name, grid, threads, &args)
-        }
+        unsafe { self.queue.launch_raw(f, name, grid, threads, &args) }
     }
 
     /// Queues the forward projection of the volume at `vol` into the

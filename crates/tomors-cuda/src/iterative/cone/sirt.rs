@@ -9,8 +9,7 @@ use tomors_core::linalg::Vector;
 use super::*;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
-    check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases,
-    SirtStats,
+    check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases, SirtStats,
 };
 
 /// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and

@@ -11,8 +11,7 @@ use super::*;
 use crate::fbp::MultiCudaBackend;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
-    check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases,
-    SirtStats,
+    check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases, SirtStats,
 };
 
 /// Device options of [`sirt_cuda`].
