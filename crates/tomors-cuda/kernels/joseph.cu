@@ -383,7 +383,7 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
 #error "jp_back_quad needs KM == 0"
 #endif
 #ifndef BQZ
-#define BQZ 0
+#define BQZ 1
 #endif
 #define BQ_TILE 32
 

@@ -170,12 +170,15 @@ fn bpu() -> usize {
     }
 }
 
-/// The lane layout of `jp_back_quad`: `TOMORS_BQ_LAYOUT=1` (quarter warps of
-/// 4×2 threads; for benchmarks), else 0 (quarter warps of 8×1 threads).
+/// The lane layout of `jp_back_quad`: 1 (the default: each quarter warp,
+/// one 128-byte load phase, 4×2 threads = 8×4 pixels; 22.8 ms against
+/// 23.4 ms at 512³ from 512 angles on an H200,
+/// `docs/runs/2026-11-27-h200-sirtfast-run3.txt`), or 0 with
+/// `TOMORS_BQ_LAYOUT=0` (quarter warps of 8×1 threads; for benchmarks).
 fn bqz() -> usize {
     match std::env::var("TOMORS_BQ_LAYOUT").ok().as_deref() {
-        Some("1") => 1,
-        _ => 0,
+        Some("0") => 0,
+        _ => 1,
     }
 }
 
