@@ -13,6 +13,11 @@
 //!   iteration of the device-resident loop and host to host (sinogram upload,
 //!   weights, iterations, volume download: the whole call / iterations), with
 //!   the per-kernel split from CUDA events.
+//!
+//! Environment: `TOMORS_BENCH_SKIP_KERNELS=1` / `TOMORS_BENCH_SKIP_SIRT=1`
+//! skip a part; `TOMORS_SIRT_SLAB`, `TOMORS_SIRT_SG`, `TOMORS_SIRT_BSG`,
+//! `TOMORS_SIRT_AP`, `TOMORS_SIRT_QUAD` (0/1) set the SIRT's
+//! `GpuSirtOptions`; `TOMORS_TRACE=1` prints the phases of each call.
 
 use std::time::Instant;
 
