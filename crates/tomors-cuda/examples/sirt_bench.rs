@@ -13,6 +13,11 @@
 //!   iteration of the device-resident loop and host to host (sinogram upload,
 //!   weights, iterations, volume download: the whole call / iterations), with
 //!   the per-kernel split from CUDA events.
+//!
+//! Environment: `TOMORS_BENCH_SKIP_KERNELS=1` / `TOMORS_BENCH_SKIP_SIRT=1`
+//! skip a part; `TOMORS_SIRT_SLAB`, `TOMORS_SIRT_SG`, `TOMORS_SIRT_BSG`,
+//! `TOMORS_SIRT_AP`, `TOMORS_SIRT_QUAD` (0/1) set the SIRT's
+//! `GpuSirtOptions`; `TOMORS_TRACE=1` prints the phases of each call.
 
 use std::time::Instant;
 
@@ -70,8 +75,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let gu = (n * n * n) as f64 * na as f64 * 1e-9;
     println!("sirt_bench: {n}³ volume, {na} projections of {n} bins over π, {iters} iterations");
 
-    // Kernels alone, device resident, for each slice group and rays per thread.
-    {
+    // Kernels alone, device resident, for each slice group and rays per
+    // thread (`TOMORS_BENCH_SKIP_KERNELS=1`: SIRT only).
+    if !std::env::var("TOMORS_BENCH_SKIP_KERNELS").is_ok_and(|v| v == "1") {
         let op = CudaJoseph::new(&be, &geom, &grid, 8)?;
         println!("device: {}", op.context().name);
         let vol = Array3::from_shape_vec((n, n, n), random01(n * n * n, 1))?;
@@ -93,7 +99,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             Ok(median(ts))
         };
-        for (sg, bsg, ap, pair) in [(8, 8, 4, true), (8, 16, 4, false), (4, 4, 4, true)] {
+        for (sg, bsg, ap, pair, quad) in [
+            (8, 8, 4, true, false),
+            (8, 16, 4, false, false),
+            (4, 4, 4, true, false),
+            (16, 8, 4, true, true),
+            (16, 16, 2, true, true),
+            (16, 4, 3, true, true),
+        ] {
             let op = CudaJoseph::tuned(
                 &be,
                 &geom,
@@ -103,6 +116,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     back_slice_group: bsg,
                     rays_per_thread: ap,
                     paired: pair,
+                    back_quad: quad,
                 },
             )?;
             // Device vectors belong to the projector (queue) that made them:
@@ -120,10 +134,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             );
             if pair || bsg == 16 {
                 let bp = time(&op, &mut || op.back_dev(&s, &mut out_v))?;
+                let kind = if quad {
+                    "jp_back_quad, 2×2 pixels per thread".to_string()
+                } else {
+                    format!(
+                        "jp_back, {} projections unrolled",
+                        std::env::var("TOMORS_BP_UNROLL").unwrap_or_else(|_| "2".into())
+                    )
+                };
                 println!(
-                    "bench back projection (jp_back, exact transpose, gather, {bsg} slices per \
-                     thread, {} projections unrolled): {bp:.4} s, {:.1} GU/s",
-                    std::env::var("TOMORS_BP_UNROLL").unwrap_or_else(|_| "2".into()),
+                    "bench back projection ({kind}, exact transpose, gather, {bsg} slices per \
+                     thread): {bp:.4} s, {:.1} GU/s",
                     gu / bp
                 );
             }
@@ -150,7 +171,20 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         iterations: 2,
         ..options
     };
-    let gpu = GpuSirtOptions::default();
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<usize>().ok());
+    let gpu = GpuSirtOptions {
+        slab: env("TOMORS_SIRT_SLAB").unwrap_or(0),
+        slice_group: env("TOMORS_SIRT_SG").unwrap_or(0),
+        back_slice_group: env("TOMORS_SIRT_BSG").unwrap_or(0),
+        rays_per_thread: env("TOMORS_SIRT_AP").unwrap_or(0),
+        back_quad: env("TOMORS_SIRT_QUAD").map(|v| v == 1),
+        ..GpuSirtOptions::default()
+    };
+    println!(
+        "sirt options: slab {} (0: automatic), slice groups {}/{} (0: default), rays per \
+         thread {} (0: default), 2×2 back {:?} (None: default)",
+        gpu.slab, gpu.slice_group, gpu.back_slice_group, gpu.rays_per_thread, gpu.back_quad
+    );
     sirt_cuda(&be, &geom, &grid, sino.view(), None, &warm, &gpu, &|_| true)?;
     for rep in 0..2 {
         let t = Instant::now();
@@ -171,7 +205,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
              host ({total:.3} s for {} iterations: setup+upload {:.3} s, loop {:.3} s, download {:.3} s, \
              free {:.3} s, in the call {:.3} s); \
              per iteration: forward {:.4} s ({:.1} GU/s), back {:.4} s ({:.1} GU/s), update+residual \
-             {:.4} s; final relative residual {:.4e}",
+             {:.4} s; final relative residual {:.4e}; {} slab(s)",
             st.loop_s / it,
             total / it,
             res.iterations,
@@ -185,7 +219,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             st.back_s / it,
             gu * it / st.back_s,
             st.elementwise_s / it,
-            res.residuals.last().copied().unwrap_or(f64::NAN)
+            res.residuals.last().copied().unwrap_or(f64::NAN),
+            st.slabs
         );
     }
     Ok(())

@@ -152,26 +152,48 @@ __device__ __forceinline__ void visit_step(const Ray& r, int i, V&& visit) {
     if (t.in11) visit(t.e + r.sb + r.sc, t.w11);
 }
 
+// Grid order of the forward projections: with AM (the default) the
+// projection is blockIdx.x, so the blocks running together are neighbouring
+// projections of one detector tile, whose rays cross nearly the same voxels
+// (shared in the L2 cache); without, the projection is blockIdx.z (every
+// projection sweeps the whole volume before the next).
+#ifndef AM
+#define AM 1
+#endif
+__device__ __forceinline__ void forward_index(int& col, int& row, int& a) {
+#if AM
+    a = blockIdx.x;
+    col = blockIdx.y * blockDim.x + threadIdx.x;
+    row = blockIdx.z * blockDim.y + threadIdx.y;
+#else
+    col = blockIdx.x * blockDim.x + threadIdx.x;
+    row = blockIdx.y * blockDim.y + threadIdx.y;
+    a = blockIdx.z;
+#endif
+}
+
 // Forward projection: out[a][row][col] = sum of w · vol over the ray; with
-// SQUARED, the squared row norm sum of w² (vol unused).
-template <bool SQUARED>
+// MODE 1 the squared row norm sum of w², with MODE 2 the row sum sum of w
+// (the forward projection of ones without reading it); vol unused in both.
+template <int MODE>
 __device__ __forceinline__ void forward_impl(const float* __restrict__ vol, float* __restrict__ out,
                                              const ConeFrame* __restrict__ frames, int nx, int ny,
                                              int nz, double h, int nr, int nc) {
-    const int col = blockIdx.x * blockDim.x + threadIdx.x;
-    const int row = blockIdx.y * blockDim.y + threadIdx.y;
-    const int a = blockIdx.z;
+    int col, row, a;
+    forward_index(col, row, a);
     if (col >= nc || row >= nr) return;
     Ray r;
     float acc = 0.0f;
     if (setup_ray(frames + a, row, col, nx, ny, nz, h, r)) {
         for (int i = r.first; i < r.end; ++i) {
-            if (SQUARED)
+            if (MODE == 1)
                 visit_step(r, i, [&](int, float w) { acc += w * w; });
+            else if (MODE == 2)
+                visit_step(r, i, [&](int, float w) { acc += w; });
             else
                 visit_step(r, i, [&](int e, float w) { acc += w * __ldg(vol + e); });
         }
-        acc *= SQUARED ? r.len * r.len : r.len;
+        acc *= MODE == 1 ? r.len * r.len : r.len;
     }
     out[((size_t)a * nr + row) * nc + col] = acc;
 }
@@ -180,14 +202,22 @@ extern "C" __global__ void __launch_bounds__(256)
     cj_forward(const float* __restrict__ vol, float* __restrict__ out,
                const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
                int nc) {
-    forward_impl<false>(vol, out, frames, nx, ny, nz, h, nr, nc);
+    forward_impl<0>(vol, out, frames, nx, ny, nz, h, nr, nc);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
     cj_forward_sq(const float* __restrict__ vol, float* __restrict__ out,
                   const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
                   int nc) {
-    forward_impl<true>(vol, out, frames, nx, ny, nz, h, nr, nc);
+    forward_impl<1>(vol, out, frames, nx, ny, nz, h, nr, nc);
+}
+
+// Row sums A·1 (vol unused): the forward projection of ones, by arithmetic.
+extern "C" __global__ void __launch_bounds__(256)
+    cj_forward_ones(const float* __restrict__ vol, float* __restrict__ out,
+                    const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h,
+                    int nr, int nc) {
+    forward_impl<2>(vol, out, frames, nx, ny, nz, h, nr, nc);
 }
 
 // Forward projection through a 3D texture of the volume (width nx, height
@@ -214,9 +244,8 @@ extern "C" __global__ void __launch_bounds__(256)
     cj_forward_tex(unsigned long long tex, float* __restrict__ out,
                    const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
                    int nc) {
-    const int col = blockIdx.x * blockDim.x + threadIdx.x;
-    const int row = blockIdx.y * blockDim.y + threadIdx.y;
-    const int a = blockIdx.z;
+    int col, row, a;
+    forward_index(col, row, a);
     if (col >= nc || row >= nr) return;
     Ray r;
     float acc = 0.0f;

@@ -371,6 +371,132 @@ extern "C" __global__ void __launch_bounds__(256) jp_back(const float* __restric
         st(out + (size_t)g * (SGB / 4) * vplane + ((size_t)iy * nx + ix) * 4, vplane, acc);
 }
 
+#ifdef BPQ
+// Back projection with 2x2 pixels per thread (BPQ defined; only for KM == 0,
+// i.e. every hat spans at most one bin). The u of the four pixels lie within
+// |cx| + |cy| <= 2 bins of each other, so their taps fall in the four bins
+// kmin .. kmin + 3 (kmin the smallest of their floors): the thread loads those
+// once and each pixel weighs all four with jp_back's hat weights (zero
+// outside its own two taps), halving the loads per voxel update. A block is
+// a 32x32 tile; each warp covers 16x8 pixels (8x4 threads).
+#if KM != 0
+#error "jp_back_quad needs KM == 0"
+#endif
+#ifndef BQZ
+#define BQZ 1
+#endif
+#define BQ_TILE 32
+
+extern "C" __global__ void __launch_bounds__(256) jp_back_quad(const float* __restrict__ sino,
+                                                               float* __restrict__ out,
+                                                               const BpAngle* __restrict__ angs,
+                                                               int nx, int ny, int na, int nb) {
+    __shared__ BpShared sh[BP_CHUNK];
+    const int tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+#if BQZ
+    // Each quarter warp (8 lanes, one 128-byte load phase) a compact 4x2
+    // threads = 8x4 pixels, the four quarters 2x2.
+    const int tx = ((warp & 1) * 8 + ((lane >> 3) & 1) * 4 + (lane & 3)) * 2;
+    const int ty = ((warp >> 1) * 4 + (lane >> 4) * 2 + ((lane >> 2) & 1)) * 2;
+#else
+    // Each quarter warp a row of 8 threads = 16x2 pixels.
+    const int tx = ((warp & 1) * 8 + (lane & 7)) * 2;
+    const int ty = ((warp >> 1) * 4 + (lane >> 3)) * 2;
+#endif
+    const int bx = blockIdx.x * BQ_TILE, by = blockIdx.y * BQ_TILE;
+    const int g = blockIdx.z;
+    const float dx0 = (float)tx, dx1 = (float)(tx + 1);
+    const float dy0 = (float)ty, dy1 = (float)(ty + 1);
+    const size_t splane = (size_t)na * nb * 4;
+    const float* sg = sino + (size_t)g * (SGB / 4) * splane;
+    float acc[4][SGB];
+#pragma unroll
+    for (int p = 0; p < 4; ++p)
+#pragma unroll
+        for (int j = 0; j < SGB; ++j) acc[p][j] = 0.0f;
+    for (int a0 = 0; a0 < na; a0 += BP_CHUNK) {
+        const int n = min(BP_CHUNK, na - a0);
+        __syncthreads();
+        for (int i = tid; i < n; i += 256) {
+            const BpAngle p = angs[a0 + i];
+            const double u = p.c0 + (double)bx * p.cx + (double)by * p.cy;
+            const double f = floor(u);
+            BpShared s;
+            s.kb = (int)f;
+            s.fb = (float)(u - f);
+            s.cx = (float)p.cx;
+            s.cy = (float)p.cy;
+            s.sl = p.sigma * p.len;
+            s.len = p.len;
+            const double span = (BQ_TILE - 1) * (fabs(p.cx) + fabs(p.cy));
+            const double kmin = floor(u - span) - 2, kmax = floor(u + span) + 4;
+            s.interior = (kmin >= 0.0 && kmax <= (double)(nb - 1)) ? 1 : 0;
+            s.pad = 0;
+            sh[i] = s;
+        }
+        __syncthreads();
+        const float* rows = sg + (size_t)a0 * nb * 4;
+        for (int i = 0; i < n; ++i) {
+            const BpShared s = sh[i];
+            float fr[4], jj[4];
+            {
+                const float u0 = fmaf(dy0, s.cy, fmaf(dx0, s.cx, s.fb));
+                const float u1 = fmaf(dy0, s.cy, fmaf(dx1, s.cx, s.fb));
+                const float u2 = fmaf(dy1, s.cy, fmaf(dx0, s.cx, s.fb));
+                const float u3 = fmaf(dy1, s.cy, fmaf(dx1, s.cx, s.fb));
+                const float f0 = floorf(u0), f1 = floorf(u1), f2 = floorf(u2), f3 = floorf(u3);
+                const float fm = fminf(fminf(f0, f1), fminf(f2, f3));
+                fr[0] = u0 - f0;
+                fr[1] = u1 - f1;
+                fr[2] = u2 - f2;
+                fr[3] = u3 - f3;
+                jj[0] = f0 - fm;
+                jj[1] = f1 - fm;
+                jj[2] = f2 - fm;
+                jj[3] = f3 - fm;
+                const int k = s.kb + (int)fm;
+                const float* base = rows + ((size_t)i * nb + k) * 4;
+                float v[4][SGB];
+                if (s.interior) {
+#pragma unroll
+                    for (int m = 0; m < 4; ++m) ld(v[m], base + m * 4, splane);
+                } else {
+#pragma unroll
+                    for (int m = 0; m < 4; ++m) {
+                        const int kk = k + m;
+                        if (kk >= 0 && kk < nb) {
+                            ld(v[m], base + m * 4, splane);
+                        } else {
+#pragma unroll
+                            for (int j = 0; j < SGB; ++j) v[m][j] = 0.0f;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int p = 0; p < 4; ++p) {
+#pragma unroll
+                    for (int m = 0; m < 4; ++m) {
+                        // jp_back's weight of tap m - jj (bit for bit); 0 off its two taps.
+                        const float w =
+                            fmaxf(0.0f, fmaf(-s.sl, fabsf(fr[p] - ((float)m - jj[p])), s.len));
+#pragma unroll
+                        for (int j = 0; j < SGB; ++j) acc[p][j] = fmaf(w, v[m][j], acc[p][j]);
+                    }
+                }
+            }
+        }
+    }
+    const size_t vplane = (size_t)nx * ny * 4;
+    float* o = out + (size_t)g * (SGB / 4) * vplane;
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+        const int ix = bx + tx + (p & 1), iy = by + ty + (p >> 1);
+        if (ix < nx && iy < ny) st(o + ((size_t)iy * nx + ix) * 4, vplane, acc[p]);
+    }
+}
+#endif
+
 // [slice][plane] (host order) -> [group][plane][4]; slices past ns are zero.
 extern "C" __global__ void jp_interleave(const float* __restrict__ src, float* __restrict__ dst,
                                          int ns, long long plane, int groups) {

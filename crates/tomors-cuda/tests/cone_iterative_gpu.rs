@@ -305,7 +305,8 @@ fn smooth_projections(g: &ConeGeometry) -> Array3<f32> {
 /// (relative L2 ≤ 2e-3 on smooth projections and on the phantom's
 /// projections); its texture forward projection equals the CPU's Joseph
 /// forward within the same weights (≤ 2e-3 on the phantom, ≤ 1e-2 on
-/// random volumes), and with Joseph's loads it is Joseph's forward.
+/// random volumes), and with Joseph's loads it is Joseph's forward;
+/// the row sums of both pairs (by arithmetic) are the CPU's to 1e-5.
 #[test]
 fn cone_voxel_back_matches_the_cpu() {
     let Some(be) = gpu_or_skip("cone_voxel_back_matches_the_cpu") else {
@@ -336,6 +337,20 @@ fn cone_voxel_back_matches_the_cpu() {
             let e = rel_l2(&flat(&got), &flat(&want));
             eprintln!("{name}, {what}: texture forward vs CPU Joseph f32 rel L2 {e:.2e}");
             assert!(e <= bound, "{name}, {what}: texture forward rel L2 {e:.3e}");
+        }
+        // Row sums A·1 by arithmetic (`cj_forward_ones`), for the voxel pair
+        // (whose forward is Joseph's) and the Joseph pair: the CPU f64
+        // Joseph forward of ones to f32 rounding.
+        let ones = Array3::<f32>::ones((v.nz, v.ny, v.nx));
+        let want_rs = cpu_forward::<f64>(&jcpu, &g, &ones);
+        let jos_pair = CudaConeJoseph::new(&be, &g, &v).unwrap();
+        for (pair, got) in [
+            ("voxel", gpu.row_sums(false).unwrap()),
+            ("joseph", jos_pair.row_sums(false).unwrap()),
+        ] {
+            let e = rel_l2(&flat(&got), &flat(&want_rs));
+            eprintln!("{name}: {pair} pair row sums vs CPU f64 rel L2 {e:.2e}");
+            assert!(e <= 1e-5, "{name}: {pair} pair row sums rel L2 {e:.3e}");
         }
         gpu.set_texture_forward(false).unwrap();
         assert!(!gpu.texture_forward());
@@ -526,7 +541,8 @@ fn cone_gpu_bad_input_is_an_error() {
     let mut nan = b.clone();
     nan[[1, 3, 4]] = f32::NAN;
     let e = run(&nan, &ok).unwrap_err();
-    assert!(e.contains("non-finite"), "{e}");
+    // Found on the device after the upload; the host scan names the element.
+    assert!(e.contains("non-finite") && e.contains("(1, 3, 4)"), "{e}");
     let e = run(
         &Array3::zeros((g.n_angles(), g.n_rows() + 1, g.n_cols())),
         &ok,

@@ -402,7 +402,13 @@ impl<O: LinearOperator + ?Sized> Run<'_, '_, O> {
         let m = m_weights(op, weighting, all)?;
         let t = t_weights(op, weighting, all)?;
         let mut g = op.domain_zeros()?;
-        op.forward(x, all, &mut self.ax)?;
+        // A zero iterate (the usual start) projects to zero: the forward
+        // projection is skipped (one pass over `x` instead).
+        if x.norm_sq()? == 0.0 {
+            self.ax.fill(0.0)?;
+        } else {
+            op.forward(x, all, &mut self.ax)?;
+        }
         // ax ← M (b − A x) throughout.
         let r2 = self.ax.residual_weighted_norm_sq(self.b, m.as_ref())?;
         self.driver.seed(self.relative(r2));

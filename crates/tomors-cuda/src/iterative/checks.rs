@@ -40,6 +40,24 @@ pub(crate) fn check_dim(
     Ok(())
 }
 
+/// Checks on the device that `dev`, the upload of `host` (`what`), is
+/// finite (one reduction instead of a host pass before the upload); where
+/// it is not, the host scan names the first bad element.
+///
+/// Errors: [`CoreError::Data`] naming the element, device errors.
+pub(crate) fn check_finite_on_device(
+    dev: &crate::iterative::DeviceVec,
+    host: &ArrayView3<'_, f32>,
+    what: &str,
+) -> Result<()> {
+    use tomors_core::linalg::Vector;
+    if dev.all_finite()? {
+        return Ok(());
+    }
+    find_non_finite(host, what)?;
+    Err(CoreError::Data(format!("{what} has a non-finite value")).into())
+}
+
 /// Checks that the data (`what`) and the initial volume, if any, are
 /// finite, naming the first bad element.
 pub(crate) fn check_finite(

@@ -51,8 +51,9 @@ pub mod parallel;
 mod report;
 mod run;
 mod staging;
+mod trace;
 
-pub(crate) use checks::{check_dim, check_finite, check_options};
+pub(crate) use checks::{check_dim, check_finite, check_finite_on_device, check_options};
 pub use cone::{ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph};
 pub use device::{DeviceVec, Layout, OnQueue, Queue};
 pub use multi::{cone_sirt_cuda_multi, CudaConeSlabs, Exchange, ReplicaVec, SlabsVec};
@@ -61,4 +62,5 @@ pub use parallel::{
     JosephStackOp, JosephTuning, JOSEPH_CU,
 };
 pub use report::{GpuIteration, SirtStats};
-pub(crate) use staging::{download_staged, upload_staged};
+pub(crate) use staging::{download_staged, prefault, upload_staged};
+pub(crate) use trace::Phases;

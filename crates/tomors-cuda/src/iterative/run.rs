@@ -189,11 +189,15 @@ where
 {
     queue.stream().synchronize()?;
     stats.setup_s += t_setup.elapsed().as_secs_f64();
+    let mut ph = crate::iterative::Phases::start("resident run");
     let report = solve_on_device(op, queue, &b, &mut x, options, progress, stats)?;
+    ph.mark("solve");
     drop(b);
+    ph.mark("free the data");
     let t_down = Instant::now();
     let out = download(x)?;
     stats.download_s += t_down.elapsed().as_secs_f64();
+    ph.mark("download");
     Ok((report, out))
 }
 

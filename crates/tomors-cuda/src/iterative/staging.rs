@@ -1,23 +1,25 @@
-//! Large host↔device transfers through pinned chunks.
+//! Large host↔device transfers through pinned chunks (the context's
+//! staging pool: allocated on the first large transfer, reused by later
+//! runs on the same context, one transfer at a time).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::error::{CudaError, Result};
-use crate::runtime::{Context, DeviceBuffer, Event, PinnedBuffer, Stream};
+use crate::runtime::{Context, DeviceBuffer, Event, StagingChunk, Stream};
 
 /// Floats per pinned staging chunk of large transfers (32 MiB).
 const PIN_CHUNK: usize = 8 << 20;
 
-/// Two pinned staging buffers of [`PIN_CHUNK`] floats (allocated once).
-fn pinned<'p>(
-    ctx: &Arc<Context>,
-    pins: &'p Mutex<Vec<PinnedBuffer>>,
-) -> Result<std::sync::MutexGuard<'p, Vec<PinnedBuffer>>> {
-    let mut p = pins
+/// The context's two pinned staging chunks of [`PIN_CHUNK`] floats
+/// (allocated once per context), held for the caller's transfer.
+fn pinned(ctx: &Context) -> Result<std::sync::MutexGuard<'_, Vec<StagingChunk>>> {
+    let mut p = ctx
+        .staging
         .lock()
         .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
     while p.len() < 2 {
-        p.push(PinnedBuffer::new(ctx, PIN_CHUNK)?);
+        let c = StagingChunk::new(ctx, PIN_CHUNK)?;
+        p.push(c);
     }
     Ok(p)
 }
@@ -27,7 +29,6 @@ fn pinned<'p>(
 pub(crate) fn upload_staged(
     ctx: &Arc<Context>,
     stream: &Stream,
-    pins: &Mutex<Vec<PinnedBuffer>>,
     buf: &DeviceBuffer,
     data: &[f32],
 ) -> Result<()> {
@@ -44,7 +45,7 @@ pub(crate) fn upload_staged(
         }
         return stream.synchronize();
     }
-    let mut pins = pinned(ctx, pins)?;
+    let mut pins = pinned(ctx)?;
     let ev = [Event::new(ctx)?, Event::new(ctx)?];
     for (i, chunk) in data.chunks(PIN_CHUNK).enumerate() {
         if i >= 2 {
@@ -72,7 +73,6 @@ pub(crate) fn upload_staged(
 pub(crate) fn download_staged(
     ctx: &Arc<Context>,
     stream: &Stream,
-    pins: &Mutex<Vec<PinnedBuffer>>,
     buf: &DeviceBuffer,
     out: &mut [f32],
 ) -> Result<()> {
@@ -89,7 +89,7 @@ pub(crate) fn download_staged(
         }
         return stream.synchronize();
     }
-    let mut pins = pinned(ctx, pins)?;
+    let mut pins = pinned(ctx)?;
     let ev = [Event::new(ctx)?, Event::new(ctx)?];
     let chunks: Vec<&mut [f32]> = out.chunks_mut(PIN_CHUNK).collect();
     let n = chunks.len();
@@ -118,6 +118,16 @@ pub(crate) fn download_staged(
         pending = next;
     }
     Ok(())
+}
+
+/// Writes zeros over `out` on all cores, so that its pages are mapped
+/// (first-touch page faults of a fresh host array otherwise slow the
+/// download into it); run on a helper thread while the device iterates.
+pub(crate) fn prefault(mut out: ndarray::ArrayViewMut3<'_, f32>) {
+    use ndarray::parallel::prelude::*;
+    out.axis_iter_mut(ndarray::Axis(0))
+        .into_par_iter()
+        .for_each(|mut s| s.fill(0.0));
 }
 
 /// `dst.copy_from_slice(src)` on all cores.

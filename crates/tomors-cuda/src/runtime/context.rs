@@ -36,6 +36,70 @@ pub struct Context {
     pub max_tex_width: usize,
     /// Driver version.
     pub driver: i32,
+    /// Page-locked staging chunks of the iterative transfers, kept for
+    /// reuse between runs (allocating them costs tens of milliseconds);
+    /// freed with the context.
+    pub(crate) staging: std::sync::Mutex<Vec<StagingChunk>>,
+}
+
+/// A page-locked host chunk of `f32`s owned by a [`Context`]'s staging
+/// pool (freed by the context's drop).
+pub(crate) struct StagingChunk {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: plain host memory owned by the pool; access goes through the
+// pool's mutex.
+unsafe impl Send for StagingChunk {}
+// SAFETY: as above.
+unsafe impl Sync for StagingChunk {}
+
+impl StagingChunk {
+    /// Allocates `len` page-locked floats on `ctx` (which must free them).
+    pub(crate) fn new(ctx: &Context, len: usize) -> Result<Self> {
+        ctx.bind()?;
+        let bytes = (len * 4).max(4);
+        // SAFETY: a plain allocation, freed by the owning context's drop.
+        let p =
+            unsafe { cudarc::driver::result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_PORTABLE) }
+                .map_err(driver_error(&format!("cuMemHostAlloc ({bytes} bytes)")))?;
+        Ok(Self {
+            ptr: p as *mut f32,
+            len,
+        })
+    }
+
+    /// The contents.
+    pub(crate) fn as_slice(&self) -> &[f32] {
+        // SAFETY: allocated for `len` floats; any bit pattern is an f32.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The contents, mutable.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
+        // SAFETY: as above, exclusive through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        let chunks = match self.staging.get_mut() {
+            Ok(v) => std::mem::take(v),
+            Err(p) => std::mem::take(p.into_inner()),
+        };
+        if !chunks.is_empty() && self.bind().is_ok() {
+            for c in chunks {
+                // SAFETY: allocated by cuMemHostAlloc in `StagingChunk::new`
+                // on this context; no transfer is in flight (the context is
+                // being dropped, so no queue holds it).
+                unsafe {
+                    let _ = cudarc::driver::result::free_host(c.ptr as *mut std::ffi::c_void);
+                }
+            }
+        }
+    }
 }
 
 impl Context {
@@ -69,6 +133,7 @@ impl Context {
             max_tex_height: attr(A::CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT)? as usize,
             max_tex_width: attr(A::CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH)? as usize,
             driver: driver_version()?,
+            staging: std::sync::Mutex::new(Vec::new()),
             inner,
         };
         c.bind()?;

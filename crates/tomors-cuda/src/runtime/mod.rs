@@ -29,6 +29,7 @@ mod module;
 mod texture;
 pub mod transfer;
 
+pub(crate) use context::StagingChunk;
 pub use context::{Context, Event, Stream};
 pub use foreign::{keep_current_context, wait_foreign_stream, CurrentContext, ForeignDevicePtr};
 pub(crate) use memory::{ensure, ensure_pinned};

@@ -144,6 +144,10 @@ impl ConeBlock {
 struct Fns {
     forward: Function,
     forward_sq: Function,
+    /// Row sums `A·1` by arithmetic (`cj_forward_ones`).
+    forward_ones: Function,
+    /// The forward kernels' grid has the projection in x (`AM`).
+    angle_major: bool,
     back: Function,
     back_merged: Function,
     weight_pack: Function,
@@ -307,6 +311,13 @@ fn warp_cols() -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|v| [4, 8, 16, 32].contains(v))
         .unwrap_or(8)
+}
+
+/// Whether the forward projections run projection-major (`AM` in
+/// `kernels/cone_joseph.cu`; the default): `TOMORS_CONE_GRID=tile` (for
+/// benchmarks) puts the projection last, as before.
+fn angle_major() -> bool {
+    std::env::var("TOMORS_CONE_GRID").map_or(true, |v| v != "tile")
 }
 
 /// Checks that the sizes fit the kernels' 32-bit indices and grid limits.

@@ -99,6 +99,14 @@ impl ConeOp<'_> {
         p.back_block(y, x, &block)
     }
 
+    fn row_sums_impl(&self, angles: &[usize]) -> Result<DeviceVec> {
+        let p = self.proj;
+        let block = p.block_tables(angles)?;
+        let out = p.alloc(self.block_dim(block.len), "row sums")?;
+        p.row_sums_block(out.buffer().ptr(), &block)?;
+        Ok(out)
+    }
+
     fn row_norms_impl(&self, angles: &[usize]) -> Result<DeviceVec> {
         let p = self.proj;
         let block = p.block_tables(angles)?;
@@ -161,6 +169,13 @@ impl LinearOperator for ConeOp<'_> {
 
     fn row_norms_sq(&self, angles: &[usize]) -> CoreResult<DeviceVec> {
         Ok(self.row_norms_impl(angles)?)
+    }
+
+    /// `A·1` by arithmetic (`cj_forward_ones`): Joseph's weights, exactly
+    /// the forward projection of ones with Joseph's loads (and, for the
+    /// voxel pair, without the texture's 8-bit weights at the borders).
+    fn row_sums(&self, angles: &[usize]) -> CoreResult<DeviceVec> {
+        Ok(self.row_sums_impl(angles)?)
     }
 
     fn ray_batches(&self) -> Option<&dyn RayBatches<DeviceVec, DeviceVec>> {

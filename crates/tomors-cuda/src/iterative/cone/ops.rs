@@ -84,23 +84,27 @@ impl CudaConeJoseph {
             (self.nr as i32).into(),
             (self.nc as i32).into(),
         ];
+        let (gc, gr, ga) = (
+            self.nc.div_ceil(tile.0 as usize) as u32,
+            self.nr.div_ceil(tile.1 as usize) as u32,
+            block.len as u32,
+        );
+        // The forward kernels take the projection from blockIdx.x when
+        // compiled projection-major (`forward_index`).
+        let forward = matches!(
+            name,
+            "cj_forward" | "cj_forward_sq" | "cj_forward_ones" | "cj_forward_tex"
+        );
+        let grid = if forward && self.f.angle_major {
+            (ga, gc, gr)
+        } else {
+            (gc, gr, ga)
+        };
         // SAFETY: the parameters of the projector kernels in
         // `kernels/cone_joseph.cu`; `src` and `dst` hold a volume and the
         // block's projections (checked by the callers), the frames one per
-        // projection of the block.
-        unsafe {
-            self.queue.launch_raw(
-                f,
-                name,
-                (
-                    self.nc.div_ceil(tile.0 as usize) as u32,
-                    self.nr.div_ceil(tile.1 as usize) as u32,
-                    block.len as u32,
-                ),
-                threads,
-                &args,
-            )
-        }
+        // projection of the block; the grid order matches the module's `AM`.
+        unsafe { self.queue.launch_raw(f, name, grid, threads, &args) }
     }
 
     /// Queues the forward projection of the volume at `vol` into the
@@ -122,6 +126,15 @@ impl CudaConeJoseph {
                 return self.project(&self.f.forward_tex, "cj_forward_tex", (t.raw, out), block);
             }
             self.project(&self.f.forward, "cj_forward", (vol, out), block)
+        })
+    }
+
+    /// Queues the row sums `A·1` of the projections of `block` into `out`
+    /// (Joseph's weights summed along each ray, no volume read; the
+    /// voxel pair's forward projection is Joseph's too).
+    pub(super) fn row_sums_block(&self, out: u64, block: &ConeBlock) -> Result<()> {
+        self.queue.timed(KernelKind::Forward, || {
+            self.project(&self.f.forward_ones, "cj_forward_ones", (0, out), block)
         })
     }
 

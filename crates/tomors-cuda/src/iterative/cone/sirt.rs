@@ -8,7 +8,9 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
-use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
+use crate::iterative::{
+    check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases, SirtStats,
+};
 
 /// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and
 /// `volume`: three volumes (iterate, gradient, column weights) and three
@@ -88,6 +90,20 @@ pub fn check_cone_sirt_inputs(
     initial: Option<&ArrayView3<'_, f32>>,
     options: &IterativeOptions,
 ) -> Result<Weighting> {
+    let weighting = check_cone_sirt_shapes(geometry, volume, projections, initial, options)?;
+    check_finite(projections, "the projection data", initial)?;
+    Ok(weighting)
+}
+
+/// [`check_cone_sirt_inputs`] without the scan for non-finite values (the
+/// run checks its uploads on the device: [`check_finite_on_device`]).
+fn check_cone_sirt_shapes(
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    projections: &ArrayView3<'_, f32>,
+    initial: Option<&ArrayView3<'_, f32>>,
+    options: &IterativeOptions,
+) -> Result<Weighting> {
     let weighting = check_options(options)?;
     check_dim(
         "the projections",
@@ -102,7 +118,6 @@ pub fn check_cone_sirt_inputs(
         )?;
     }
     check_sizes(geometry, volume)?;
-    check_finite(projections, "the projection data", initial)?;
     Ok(weighting)
 }
 
@@ -215,12 +230,16 @@ pub fn cone_sirt_cuda_opts(
     gpu: &ConeGpuOptions,
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
-    check_cone_sirt_inputs(geometry, volume, &projections, initial.as_ref(), options)?;
+    let mut ph = Phases::start("cone sirt");
+    // Non-finite values are found on the device after the uploads.
+    check_cone_sirt_shapes(geometry, volume, &projections, initial.as_ref(), options)?;
+    ph.mark("input checks");
     let t0 = Instant::now();
     let mut op = CudaConeJoseph::with_back(backend, geometry, volume, gpu.back)?;
     if gpu.deterministic {
         op.set_deterministic(true)?;
     }
+    ph.mark("projector (module load, textures)");
     fits_on(op.context(), geometry, volume)?;
     let mut stats = SirtStats {
         slabs: 1,
@@ -228,10 +247,19 @@ pub fn cone_sirt_cuda_opts(
     };
     let lin = op.operator();
     let (options, _) = with_relaxation(&lin, options)?;
+    ph.mark("relaxation");
     let prepared = Prepared::new(&lin, &options.algorithm)?;
+    op.stream().synchronize()?;
+    ph.mark("weights");
     let b = op.upload_projections(projections)?;
+    check_finite_on_device(&b, &projections, "the projection data")?;
+    ph.mark("upload");
     let x = match initial {
-        Some(x0) => op.upload_volume(x0)?,
+        Some(x0) => {
+            let x = op.upload_volume(x0)?;
+            check_finite_on_device(&x, &x0, "the initial volume")?;
+            x
+        }
         None => {
             let mut x = op.alloc_volume()?;
             x.fill(0.0)?;
@@ -244,21 +272,38 @@ pub fn cone_sirt_cuda_opts(
         callback: progress,
         stop: &stop,
     };
-    let (report, xh) = run_resident(
-        &prepared,
-        op.queue(),
-        b,
-        x,
-        &options,
-        &progress,
-        &mut stats,
-        t0,
-        |x| op.download(&x),
-    )?;
+    let host = Array3::<f32>::zeros((volume.nz, volume.ny, volume.nx));
+    let (report, xh) = std::thread::scope(|sc| {
+        // The output's pages are mapped while the device iterates.
+        let touched = sc.spawn(move || {
+            let mut host = host;
+            prefault(host.view_mut());
+            host
+        });
+        run_resident(
+            &prepared,
+            op.queue(),
+            b,
+            x,
+            &options,
+            &progress,
+            &mut stats,
+            t0,
+            |x| {
+                let mut host = touched
+                    .join()
+                    .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
+                x.download_flat_into(&mut host)?;
+                Ok(host)
+            },
+        )
+    })?;
+    ph.mark("iterations and download");
     let t_free = Instant::now();
     drop(prepared);
     drop(op);
     stats.free_s = t_free.elapsed().as_secs_f64();
+    ph.mark("free");
     stats.total_s = t0.elapsed().as_secs_f64();
     Ok((
         IterativeResult {

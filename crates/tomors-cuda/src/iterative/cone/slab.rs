@@ -113,7 +113,11 @@ impl CudaConeJoseph {
         };
         check_sizes(geometry, volume)?;
         ctx.bind()?;
-        let defines = vec![("WC".to_string(), warp_cols().to_string())];
+        let am = angle_major();
+        let defines = vec![
+            ("WC".to_string(), warp_cols().to_string()),
+            ("AM".to_string(), u8::from(am).to_string()),
+        ];
         let (cubin, _) = cubin_cached(
             "cone_joseph",
             CONE_JOSEPH_CU,
@@ -126,6 +130,8 @@ impl CudaConeJoseph {
         let f = Fns {
             forward: module.function("cj_forward")?,
             forward_sq: module.function("cj_forward_sq")?,
+            forward_ones: module.function("cj_forward_ones")?,
+            angle_major: am,
             back: module.function("cj_back")?,
             back_merged: module.function("cj_back_merged")?,
             weight_pack: module.function("cj_weight_pack")?,

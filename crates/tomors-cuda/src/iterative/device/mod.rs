@@ -36,7 +36,7 @@ use tomors_core::CoreError;
 use crate::error::{CudaError, Result};
 use crate::iterative::{download_staged, upload_staged};
 use crate::runtime::compile::cubin_cached;
-use crate::runtime::{launch, Arg, Context, DeviceBuffer, Function, Module, PinnedBuffer, Stream};
+use crate::runtime::{launch, Arg, Context, DeviceBuffer, Function, Module, Stream};
 
 pub(crate) use foreign::check_foreign;
 pub use profile::KernelKind;
@@ -80,7 +80,6 @@ pub struct Queue {
     f: Fns,
     /// Partial sums of the reductions (one f64 per block).
     partial: Mutex<DeviceBuffer>,
-    pins: Mutex<Vec<PinnedBuffer>>,
     profile: Mutex<Option<Profile>>,
 }
 
@@ -117,7 +116,6 @@ impl Queue {
             _module: module,
             f,
             partial: Mutex::new(partial),
-            pins: Mutex::new(Vec::new()),
             profile: Mutex::new(None),
         }))
     }
@@ -231,13 +229,13 @@ impl Queue {
 
     /// Uploads `data` to the start of `buf` through pinned chunks and waits.
     pub(crate) fn upload_f32(&self, buf: &DeviceBuffer, data: &[f32]) -> Result<()> {
-        upload_staged(&self.ctx, &self.stream, &self.pins, buf, data)
+        upload_staged(&self.ctx, &self.stream, buf, data)
     }
 
     /// Downloads the start of `buf` into `out` (after the stream's work)
     /// through pinned chunks and waits.
     pub(crate) fn download_f32(&self, buf: &DeviceBuffer, out: &mut [f32]) -> Result<()> {
-        download_staged(&self.ctx, &self.stream, &self.pins, buf, out)
+        download_staged(&self.ctx, &self.stream, buf, out)
     }
 
     /// A new device buffer of `len` floats, zeroed on the stream.
@@ -454,6 +452,26 @@ impl DeviceVec {
         self.queue
             .download_f32(&self.buf, out.as_slice_mut().expect("standard layout"))?;
         Ok(out)
+    }
+
+    /// Downloads a flat vector (after the stream's work) into `out`, of
+    /// its shape.
+    ///
+    /// Errors: an interleaved stack, another shape, driver errors.
+    pub(crate) fn download_flat_into(&self, out: &mut Array3<f32>) -> Result<()> {
+        if matches!(self.layout, Layout::Stack { .. }) || out.dim() != self.layout.dim() {
+            return Err(CudaError::Parameter(format!(
+                "download of a {:?} device vector into a host array of {:?}",
+                self.layout,
+                out.dim()
+            )));
+        }
+        match out.as_slice_mut() {
+            Some(dst) => self.queue.download_f32(&self.buf, dst),
+            None => Err(CudaError::Parameter(
+                "download into a host array not in standard layout".into(),
+            )),
+        }
     }
 
     /// The layout.

@@ -63,6 +63,7 @@ pub use operator::JosephStackOp;
 pub use sirt::{check_sirt_inputs, sirt_cuda, sirt_cuda_multi, GpuSirtOptions};
 use tables::{
     angle_tables, BlockTables, BpAngle, FpAngle, AP, DEFAULT_BACK_GROUP, DEFAULT_BPU, DEFAULT_PAIR,
+    DEFAULT_QUAD, DEFAULT_QUAD_BACK_GROUP,
 };
 
 /// Source of the Joseph projector and SIRT kernels.
@@ -79,7 +80,7 @@ const MAX_EXTRA_BINS: usize = 8;
 /// on them beyond rounding).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JosephTuning {
-    /// Slices per forward-projection thread (4 or 8).
+    /// Slices per forward-projection thread (4, 8 or 16).
     pub slice_group: usize,
     /// Slices per back-projection thread (4, 8 or 16).
     pub back_slice_group: usize,
@@ -88,6 +89,10 @@ pub struct JosephTuning {
     /// Two threads per forward-projection ray, each reading one of the two
     /// pixels of every step.
     pub paired: bool,
+    /// Back projection with 2×2 pixels per thread sharing their four bins
+    /// (`jp_back_quad`), where every hat spans at most one bin (bins at
+    /// least as wide as the pixels' footprint); else the one-pixel kernel.
+    pub back_quad: bool,
 }
 
 impl Default for JosephTuning {
@@ -97,6 +102,7 @@ impl Default for JosephTuning {
             back_slice_group: DEFAULT_BACK_GROUP,
             rays_per_thread: AP,
             paired: DEFAULT_PAIR,
+            back_quad: DEFAULT_QUAD,
         }
     }
 }
@@ -112,6 +118,8 @@ struct Fns {
     forward: Function,
     forward_sq: Function,
     back: Function,
+    /// `jp_back_quad`, when selected and possible.
+    back_quad: Option<Function>,
     interleave: Function,
     deinterleave: Function,
     transpose: Function,
@@ -159,6 +167,18 @@ fn bpu() -> usize {
     {
         Some(v @ (1 | 2 | 4)) => v,
         _ => DEFAULT_BPU,
+    }
+}
+
+/// The lane layout of `jp_back_quad`: 1 (the default: each quarter warp,
+/// one 128-byte load phase, 4×2 threads = 8×4 pixels; 22.8 ms against
+/// 23.4 ms at 512³ from 512 angles on an H200,
+/// `docs/runs/2026-11-27-h200-sirtfast-run3.txt`), or 0 with
+/// `TOMORS_BQ_LAYOUT=0` (quarter warps of 8×1 threads; for benchmarks).
+fn bqz() -> usize {
+    match std::env::var("TOMORS_BQ_LAYOUT").ok().as_deref() {
+        Some("0") => 0,
+        _ => 1,
     }
 }
 
@@ -232,9 +252,9 @@ impl CudaJoseph {
             tuning.rays_per_thread,
             tuning.paired,
         );
-        if sg != 4 && sg != 8 {
+        if ![4, 8, 16].contains(&sg) {
             return Err(CudaError::Parameter(format!(
-                "slice group {sg}: use 4 or 8"
+                "slice group {sg}: use 4, 8 or 16"
             )));
         }
         if ![4, 8, 16].contains(&bsg) {
@@ -259,7 +279,8 @@ impl CudaJoseph {
             )));
         }
         ctx.bind()?;
-        let defines = vec![
+        let quad = tuning.back_quad && extra == 0;
+        let mut defines = vec![
             ("SG".to_string(), sg.to_string()),
             ("SGB".to_string(), bsg.to_string()),
             ("KM".to_string(), extra.to_string()),
@@ -270,6 +291,10 @@ impl CudaJoseph {
             ),
             ("BPU".to_string(), bpu().to_string()),
         ];
+        if quad {
+            defines.push(("BPQ".to_string(), "1".to_string()));
+            defines.push(("BQZ".to_string(), bqz().to_string()));
+        }
         let (cubin, _) =
             cubin_cached("joseph", JOSEPH_CU, &defines, &ctx.name, ctx.cc, ctx.driver)?;
         let module = Module::load(&ctx, &cubin)?;
@@ -277,6 +302,11 @@ impl CudaJoseph {
             forward: module.function("jp_forward")?,
             forward_sq: module.function("jp_forward_sq")?,
             back: module.function("jp_back")?,
+            back_quad: if quad {
+                Some(module.function("jp_back_quad")?)
+            } else {
+                None
+            },
             interleave: module.function("jp_interleave")?,
             deinterleave: module.function("jp_deinterleave")?,
             transpose: module.function("jp_transpose")?,

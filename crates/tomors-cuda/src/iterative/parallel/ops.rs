@@ -322,6 +322,28 @@ impl CudaJoseph {
         if let Some(k) = &self.line {
             return self.line_back_raw(k, (sino, out), slices, tables);
         }
+        if let Some(q) = &self.f.back_quad {
+            return self.launch(
+                KernelKind::Back,
+                q,
+                "jp_back_quad",
+                (
+                    self.nx.div_ceil(32) as u32,
+                    self.ny.div_ceil(32) as u32,
+                    slices.div_ceil(self.bsg) as u32,
+                ),
+                (256, 1, 1),
+                &[
+                    sino.into(),
+                    out.into(),
+                    tables.bp.ptr().into(),
+                    (self.nx as i32).into(),
+                    (self.ny as i32).into(),
+                    (tables.len as i32).into(),
+                    (self.nb as i32).into(),
+                ],
+            );
+        }
         self.launch(
             KernelKind::Back,
             &self.f.back,

@@ -10,7 +10,9 @@ use tomors_core::linalg::Vector;
 use super::*;
 use crate::fbp::MultiCudaBackend;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
-use crate::iterative::{check_finite, check_options, GpuIteration, SirtStats};
+use crate::iterative::{
+    check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases, SirtStats,
+};
 
 /// Device options of [`sirt_cuda`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -18,7 +20,8 @@ pub struct GpuSirtOptions {
     /// Slices per slab (0: as many as fit in device memory, shared evenly
     /// between the devices).
     pub slab: usize,
-    /// Slices per thread: 4 or 8 (0: 8 for stacks of 8 slices or more, else 4).
+    /// Slices per forward-projection thread: 4, 8 or 16 (0: 8 for stacks of
+    /// 8 slices or more, else 4).
     pub slice_group: usize,
     /// Projections per forward-projection thread, 1 to 4 (0: the default, 4).
     pub rays_per_thread: usize,
@@ -29,6 +32,9 @@ pub struct GpuSirtOptions {
     /// The line-length projector ([`CudaJoseph::set_line_model`]) instead
     /// of Joseph's (SIRT, SART and BLOCK-IT only).
     pub line: bool,
+    /// The back projection with 2×2 pixels per thread
+    /// ([`JosephTuning::back_quad`]; `None`: the default).
+    pub back_quad: Option<bool>,
 }
 
 /// Checks the inputs of [`sirt_cuda`] (no GPU needed): the algorithm is
@@ -37,6 +43,20 @@ pub struct GpuSirtOptions {
 /// fit the geometry, an initial volume that fits the grid, finite data.
 /// Returns the weighting.
 pub fn check_sirt_inputs(
+    geometry: &ParallelGeometry,
+    grid: &SliceGrid,
+    sinograms: &ArrayView3<'_, f32>,
+    initial: Option<&ArrayView3<'_, f32>>,
+    options: &IterativeOptions,
+) -> Result<Weighting> {
+    let weighting = check_sirt_shapes(geometry, grid, sinograms, initial, options)?;
+    check_finite(sinograms, "the sinogram data", initial)?;
+    Ok(weighting)
+}
+
+/// [`check_sirt_inputs`] without the scan for non-finite values (the runs
+/// check their uploads on the device: [`check_finite_on_device`]).
+fn check_sirt_shapes(
     geometry: &ParallelGeometry,
     grid: &SliceGrid,
     sinograms: &ArrayView3<'_, f32>,
@@ -67,7 +87,6 @@ pub fn check_sirt_inputs(
         }
     }
     check_sizes(geometry, grid)?;
-    check_finite(sinograms, "the sinogram data", initial)?;
     Ok(weighting)
 }
 
@@ -77,6 +96,8 @@ pub(super) struct SlabOut {
     sq: Vec<f64>,
     b_sq: f64,
     stop: StopReason,
+    /// Iterations done.
+    iterations: usize,
 }
 
 /// Runs the solver on one slab (host views of its sinograms, initial
@@ -87,57 +108,75 @@ pub(super) fn solve_slab(
     index: usize,
     b_host: ArrayView3<'_, f32>,
     x0: Option<ArrayView3<'_, f32>>,
-    out: ArrayViewMut3<'_, f32>,
+    mut out: ArrayViewMut3<'_, f32>,
     options: &IterativeOptions,
     progress: &Progress<'_>,
     stats: &mut SirtStats,
 ) -> Result<SlabOut> {
     let t_setup = Instant::now();
+    let mut ph = Phases::start("sirt slab");
     let ns = b_host.len_of(Axis(0));
-    let b_sq: f64 = {
-        use rayon::prelude::*;
-        b_host
-            .outer_iter()
-            .into_par_iter()
-            .map(|s| s.iter().map(|&v| v as f64 * v as f64).sum::<f64>())
-            .sum()
-    };
     let lin = op.operator(ns)?;
     let prepared = Prepared::new(&lin, &options.algorithm)?;
+    op.queue().stream().synchronize()?;
+    ph.mark("weights");
     let mut b = op.alloc_sinograms(ns)?;
     let mut x = op.alloc_volume(ns)?;
+    ph.mark("allocation");
     {
         // The sinograms' staging buffer, then the volume's (the gradient's
         // buffer later).
         let staging = op.alloc_sinograms(ns)?;
         op.upload_into(b_host, &mut b, &staging)?;
         drop(staging);
+        check_finite_on_device(&b, &b_host, "the sinogram data")?;
         match x0 {
             Some(x0) => {
                 let staging = op.alloc_volume(ns)?;
                 op.upload_into(x0, &mut x, &staging)?;
+                check_finite_on_device(&x, &x0, "the initial volume")?;
             }
             None => x.fill(0.0)?,
         }
+        op.queue().stream().synchronize()?;
+        ph.mark("upload");
     }
+    // ‖b‖² of the slab (the padding slices are zero), for the residuals
+    // of the whole stack.
+    let b_sq = b.norm_sq()?;
+    ph.mark("sum of squares");
     let slab = Progress {
         slab: (index, progress.slab.1),
         ..*progress
     };
-    let (report, ()) = run_resident(
-        &prepared,
-        op.queue(),
-        b,
-        x,
-        options,
-        &slab,
-        stats,
-        t_setup,
-        |x| op.download_from(&x, &op.alloc_volume(ns)?, out),
-    )?;
+    let (report, ()) = std::thread::scope(|sc| {
+        // The output's pages are mapped while the device iterates.
+        let touched = sc.spawn(move || {
+            prefault(out.view_mut());
+            out
+        });
+        run_resident(
+            &prepared,
+            op.queue(),
+            b,
+            x,
+            options,
+            &slab,
+            stats,
+            t_setup,
+            |x| {
+                let out = touched
+                    .join()
+                    .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
+                op.download_from(&x, &op.alloc_volume(ns)?, out)
+            },
+        )
+    })?;
+    ph.mark("iterations and download");
     let t_free = Instant::now();
     drop(prepared);
     stats.free_s += t_free.elapsed().as_secs_f64();
+    ph.mark("free");
     stats.slabs += 1;
     let b_norm = b_sq.sqrt();
     let sq = report
@@ -155,6 +194,7 @@ pub(super) fn solve_slab(
         sq,
         b_sq,
         stop: report.stop,
+        iterations: report.iterations,
     })
 }
 
@@ -236,7 +276,10 @@ pub(super) fn sirt_on(
     gpu: &GpuSirtOptions,
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
-    check_sirt_inputs(geometry, grid, &sinograms, initial.as_ref(), options)?;
+    let mut ph = Phases::start("sirt");
+    // Non-finite values are found on the device after each upload.
+    check_sirt_shapes(geometry, grid, &sinograms, initial.as_ref(), options)?;
+    ph.mark("input checks");
     if gpu.line
         && matches!(
             options.algorithm,
@@ -279,7 +322,9 @@ pub(super) fn sirt_on(
                     } else {
                         gpu.rays_per_thread
                     };
+                    let quad = gpu.back_quad.unwrap_or(DEFAULT_QUAD);
                     let bsg = match gpu.back_slice_group {
+                        0 if quad => DEFAULT_QUAD_BACK_GROUP.min(if ns >= 8 { 8 } else { sg }),
                         0 => DEFAULT_BACK_GROUP.min(if ns >= 16 { 16 } else { sg }),
                         b => b,
                     };
@@ -292,6 +337,7 @@ pub(super) fn sirt_on(
                             back_slice_group: bsg,
                             rays_per_thread: ap,
                             paired: gpu.paired.unwrap_or(DEFAULT_PAIR),
+                            back_quad: quad,
                         },
                     )?;
                     if gpu.line {
@@ -310,9 +356,11 @@ pub(super) fn sirt_on(
             .collect()
     });
     let runs: Vec<CudaJoseph> = runs.into_iter().collect::<Result<_>>()?;
+    ph.mark("projectors (module load)");
     // The relaxation from one slice on the first device (every slice has
     // the same operator).
     let (options, lambda) = with_relaxation(&runs[0].operator(1)?, options)?;
+    ph.mark("relaxation");
     // Slab size: what fits beside 512 MiB spare on the smallest device,
     // shared evenly between the devices.
     let unit = runs.iter().map(|r| r.pad).max().unwrap_or(sg);
@@ -349,7 +397,7 @@ pub(super) fn sirt_on(
         Option<ArrayView3<'v, f32>>,
         ArrayViewMut3<'v, f32>,
     );
-    let mut per_dev: Vec<Vec<Job<'_>>> = (0..devices.len()).map(|_| Vec::new()).collect();
+    let mut per_dev: Vec<Vec<Job<'_>>> = (0..runs.len()).map(|_| Vec::new()).collect();
     let x0_chunks: Vec<Option<ArrayView3<'_, f32>>> = match &initial {
         Some(x0) => x0.axis_chunks_iter(Axis(0), slab).map(Some).collect(),
         None => vec![None; n_slabs],
@@ -360,8 +408,9 @@ pub(super) fn sirt_on(
         .zip(x.axis_chunks_iter_mut(Axis(0), slab))
         .enumerate()
     {
-        per_dev[i % devices.len()].push((i, b, x0, o));
+        per_dev[i % runs.len()].push((i, b, x0, o));
     }
+    ph.mark("slab plan");
     let outs: Mutex<Vec<(usize, SlabOut)>> = Mutex::new(Vec::new());
     let total = Mutex::new(SirtStats::default());
     let results: Vec<Result<()>> = std::thread::scope(|s| {
@@ -410,14 +459,18 @@ pub(super) fn sirt_on(
         .into_inner()
         .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
     stats.setup_s += setup_s;
+    ph.mark("slabs");
     let t_free = Instant::now();
     drop(runs);
     stats.free_s += t_free.elapsed().as_secs_f64();
+    ph.mark("free projectors");
     stats.total_s = t0.elapsed().as_secs_f64();
-    let done = outs.iter().map(|o| o.1.sq.len()).max().unwrap_or(0);
+    // Iterations done (residuals are recorded only when tracked).
+    let done = outs.iter().map(|o| o.1.iterations).max().unwrap_or(0);
+    let tracked = outs.iter().map(|o| o.1.sq.len()).max().unwrap_or(0);
     let b_sq: f64 = outs.iter().map(|o| o.1.b_sq).sum();
     let b_norm = b_sq.sqrt();
-    let residuals: Vec<f64> = (0..done)
+    let residuals: Vec<f64> = (0..tracked)
         .map(|it| {
             let r2: f64 = outs
                 .iter()

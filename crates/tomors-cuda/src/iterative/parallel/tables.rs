@@ -31,6 +31,15 @@ pub(super) const DEFAULT_BACK_GROUP: usize = 16;
 /// Whether `jp_forward` uses two threads per ray by default.
 pub(super) const DEFAULT_PAIR: bool = true;
 
+/// Whether `jp_back_quad` (2×2 pixels per thread) is used where possible
+/// by default (SIRT: 2940 against 2772 GU/s for `jp_back` with 16 slices,
+/// H200, 512³ from 512 angles, `docs/runs/2026-11-27-h200-sirtfast-run1.txt`).
+pub(super) const DEFAULT_QUAD: bool = true;
+
+/// Slices per `jp_back_quad` thread by default (8: 2940 GU/s, 16: 2785,
+/// 4: 2479 in the same run).
+pub(super) const DEFAULT_QUAD_BACK_GROUP: usize = 8;
+
 /// Projections per unrolled step of `jp_back` (`BPU` in the kernel).
 pub(super) const DEFAULT_BPU: usize = 2;
 
