@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions};
-use tomors_cuda::ConeKernel;
+use tomors_cuda::{ConeKernel, FdkFold, FoldShape};
 
 /// Deterministic values in [-1, 1) from a seed (xorshift).
 fn random(len: usize, seed: u64) -> Vec<f32> {
@@ -50,9 +50,7 @@ fn main() {
     let proj = Array3::from_shape_vec((na, n, n), random(na * n * n, 7)).unwrap();
     let mut out = Array3::<f32>::zeros((n, n, n));
     let gu = (n * n * n * na) as f64 * 1e-9;
-    for (kernel, rep) in [ConeKernel::Loads, ConeKernel::Texture]
-        .into_iter()
-        .flat_map(|k| (0..3).map(move |r| (k, r)))
+    for (kernel, rep) in [(ConeKernel::Loads, 0), (ConeKernel::Texture, 0), (ConeKernel::Texture, 1)]
     {
         be.set_cone_kernel(kernel);
         let st = be
@@ -71,19 +69,73 @@ fn main() {
         );
     }
     // FDK on the device, host to host: 1 warm-up call (compiles or loads
-    // the kernels, plans the FFTs, allocates), then 5 timed calls.
+    // the kernels, plans the FFTs, allocates), then timed calls: the
+    // unfolded pipeline (the texture kernel after all uploads), then the
+    // folded, overlapped one (the default) and its variants.
     be.set_cone_kernel(ConeKernel::Texture);
     let opts = FdkOptions::default();
-    for rep in 0..6 {
-        let t = Instant::now();
-        let st = be
-            .fdk_device(proj.view(), &g, &vol, &opts, out.view_mut())
-            .unwrap();
-        let tt = t.elapsed().as_secs_f64();
-        let label = if rep == 0 { "warm-up" } else { "timed" };
-        println!(
-            "bench fdk_device 512^3 x 720 rep {rep} ({label}): {tt:.4} s host to host, {:.1} GU/s; {st}",
-            gu / tt
-        );
+    let fdk_run = |be: &tomors_cuda::CudaBackend, label: &str, reps: usize, out: &mut Array3<f32>| {
+        let mut times = Vec::new();
+        for rep in 0..=reps {
+            let t = Instant::now();
+            let st = be
+                .fdk_device(proj.view(), &g, &vol, &opts, out.view_mut())
+                .unwrap();
+            let tt = t.elapsed().as_secs_f64();
+            let kind = if rep == 0 { "warm-up" } else { "timed" };
+            println!(
+                "bench fdk_device {label} 512^3 x 720 rep {rep} ({kind}): {tt:.4} s host to host, {:.1} GU/s; {st}",
+                gu / tt
+            );
+            if rep > 0 {
+                times.push(tt);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let med = times[times.len() / 2];
+        println!("bench fdk_device {label} median {med:.4} s ({:.1} GU/s)", gu / med);
+        med
+    };
+    be.set_fdk_fold(FdkFold {
+        enabled: false,
+        ..FdkFold::default()
+    });
+    let mut unfolded = Array3::<f32>::zeros((n, n, n));
+    fdk_run(&be, "unfolded", 5, &mut unfolded);
+    be.set_fdk_fold(FdkFold::default());
+    fdk_run(&be, "folded", 7, &mut out);
+    let diff = rel_l2(&out, &unfolded);
+    println!("bench fdk folded vs unfolded: rel L2 {diff:.3e}");
+    if std::env::args().any(|a| a == "--sweep") {
+        for (zb, bx) in [(8, 16), (8, 32), (16, 32), (32, 16), (16, 64)] {
+            be.set_fdk_fold(FdkFold {
+                shape: FoldShape { zb, bx },
+                ..FdkFold::default()
+            });
+            fdk_run(&be, &format!("folded zb {zb} bx {bx}"), 3, &mut out);
+            println!("bench fdk zb {zb} bx {bx} vs unfolded: rel L2 {:.3e}", rel_l2(&out, &unfolded));
+        }
+        for (group, last, slab) in [(64, 240, 32), (128, 240, 32), (96, 180, 16), (96, 360, 32), (96, 720, 32), (720, 0, 32)] {
+            be.set_fdk_fold(FdkFold {
+                group,
+                last,
+                slab,
+                ..FdkFold::default()
+            });
+            fdk_run(&be, &format!("folded group {group} last {last} slab {slab}"), 3, &mut out);
+        }
+        be.set_fdk_fold(FdkFold::default());
     }
+    let med = fdk_run(&be, "folded (default, again)", 5, &mut out);
+    println!("bench fdk_device summary: folded median {med:.4} s host to host");
+}
+
+/// Relative L2 difference of two volumes.
+fn rel_l2(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b.iter()) {
+        num += ((*x - *y) as f64).powi(2);
+        den += (*y as f64).powi(2);
+    }
+    (num / den.max(1e-300)).sqrt()
 }

@@ -30,6 +30,8 @@ use tomors_core::cone::{
 };
 use tomors_core::CoreError;
 
+use crate::cone::fdk_fold::{run_fold, FdkFold, FoldState};
+use crate::cone::fold::FoldLayout;
 use crate::cone::{check_extents, BpSource, ConeKernel, ConeModule, StackLayout, CONE_MAX_ANGLES};
 use crate::error::{CudaError, Result};
 use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
@@ -38,11 +40,11 @@ use crate::runtime::{ensure, ensure_pinned};
 use crate::runtime::{DeviceBuffer, Event};
 
 /// Floats per upload chunk (about 32 MiB).
-const CHUNK_FLOATS: usize = 8 << 20;
+pub(crate) const CHUNK_FLOATS: usize = 8 << 20;
 /// Floats per downloaded slab (about 64 MiB).
 const SLAB_FLOATS: usize = 16 << 20;
 /// Device memory left free beside the FDK buffers.
-const SPARE_BYTES: usize = 256 << 20;
+pub(crate) const SPARE_BYTES: usize = 256 << 20;
 
 /// The angles per upload chunk set by [`CudaBackend::set_fdk_chunk`]
 /// (kept in the backend's extensions; 0 = automatic).
@@ -54,6 +56,10 @@ struct FdkChunk(usize);
 pub struct FdkStats {
     /// Whether the device pipeline ran (false: the host-steps path).
     pub on_device: bool,
+    /// Whether the folded kernel and the overlapped pipeline ran
+    /// ([`FdkFold`]); the back-projection time then overlaps the uploads
+    /// and downloads.
+    pub folded: bool,
     /// Angle chunks uploaded and filtered.
     pub chunks: usize,
     /// Slabs of z back projected and downloaded.
@@ -81,8 +87,9 @@ impl std::fmt::Display for FdkStats {
         }
         write!(
             f,
-            "total {:.4} s; {} chunks: host in {:.1} ms, upload {:.1} ms, filter {:.1} ms; \
+            "{}total {:.4} s; {} chunks: host in {:.1} ms, upload {:.1} ms, filter {:.1} ms; \
              {} slabs: back projection {:.1} ms, download {:.1} ms, host out {:.1} ms",
+            if self.folded { "folded, overlapped: " } else { "" },
             self.total_s,
             self.chunks,
             self.host_in_s * 1e3,
@@ -101,6 +108,17 @@ impl CudaBackend {
     /// (0: about 32 MiB of projections, the default).
     pub fn set_fdk_chunk(&mut self, angles: usize) {
         self.ext.insert(FdkChunk(angles));
+    }
+
+    /// Sets how [`CudaBackend::fdk_device`] uses the folded kernel and the
+    /// overlapped pipeline (see [`FdkFold`]; enabled by default).
+    pub fn set_fdk_fold(&mut self, fold: FdkFold) {
+        self.ext.insert(fold);
+    }
+
+    /// The folded-pipeline settings in use.
+    pub fn fdk_fold(&self) -> FdkFold {
+        self.ext.get::<FdkFold>().copied().unwrap_or_default()
     }
 
     /// FDK of `projections` (`[angle][row][col]`) into `out` (`[z][y][x]`
@@ -194,22 +212,60 @@ impl CudaBackend {
             .as_standard_layout()
             .into_owned();
         let zs = fdk_slab_slices(volume, options.slab);
+        let fold = self.fdk_fold();
+        let weights = (
+            angular.as_slice().expect("standard layout"),
+            cosine.as_slice().expect("standard layout"),
+        );
         let result = {
             let mut e = self.lock()?;
-            let r = run(
-                &mut e,
-                (self.ext.get::<FdkChunk>().map_or(0, |c| c.0), zs),
-                projections,
-                geometry,
-                (&rows, &z),
-                volume,
-                options,
-                (
-                    angular.as_slice().expect("standard layout"),
-                    cosine.as_slice().expect("standard layout"),
+            let layout = match whole && fold.enabled && fold.shape.is_valid() {
+                true => FoldLayout::new(&e.ctx, geometry, na),
+                false => None,
+            };
+            let folded = match layout {
+                Some(layout) => {
+                    let r = run_fold(
+                        &mut e,
+                        (&fold, self.ext.get::<FdkChunk>().map_or(0, |c| c.0)),
+                        &layout,
+                        projections,
+                        geometry,
+                        volume,
+                        options,
+                        weights,
+                        out.view_mut(),
+                    );
+                    match r {
+                        Err(err) if err.is_out_of_memory() => {
+                            tracing::info!("FDK without the folded pipeline: {err}");
+                            e.ext.remove::<FoldState>();
+                            e.free_buffers();
+                            None
+                        }
+                        r => Some(r),
+                    }
+                }
+                None => {
+                    // Not foldable here: the resident volume is not kept.
+                    e.ext.remove::<FoldState>();
+                    None
+                }
+            };
+            let r = match folded {
+                Some(r) => r,
+                None => run(
+                    &mut e,
+                    (self.ext.get::<FdkChunk>().map_or(0, |c| c.0), zs),
+                    projections,
+                    geometry,
+                    (&rows, &z),
+                    volume,
+                    options,
+                    weights,
+                    out.view_mut(),
                 ),
-                out.view_mut(),
-            );
+            };
             if matches!(&r, Err(err) if err.is_out_of_memory()) {
                 e.free_buffers();
             }
@@ -218,6 +274,7 @@ impl CudaBackend {
         match result {
             Ok(Some(mut stats)) => {
                 stats.total_s = t0.elapsed().as_secs_f64();
+                tracing::debug!("FDK on the device: {stats}");
                 Ok(stats)
             }
             Ok(None) => Err(non_finite(&projections, rows.start)),

@@ -38,10 +38,14 @@ use crate::runtime::{
 
 mod backend;
 pub(crate) mod fdk;
+pub(crate) mod fdk_fold;
+pub(crate) mod fold;
 mod multi;
 
 pub(crate) use backend::check_extents;
 pub use fdk::{fdk_slab_slices, FdkStats};
+pub use fdk_fold::FdkFold;
+pub use fold::FoldShape;
 pub use multi::{slab_parts, SlabPart};
 
 /// Source of the cone-beam back projector (`cone_bp`).

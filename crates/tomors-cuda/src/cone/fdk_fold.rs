@@ -1,0 +1,432 @@
+//! FDK on the device with the folded kernel and the back projection
+//! overlapped with the uploads and the downloads (the whole volume, a
+//! centred detector: see [`crate::cone::fold`]).
+//!
+//! The volume stays on the device. Angle chunks are copied into pinned
+//! staging and uploaded (upload stream), weighted, filtered and packed into
+//! the folded layout (compute stream) as in [`super::fdk`]; as soon as a
+//! group of chunks is packed, its projections are back projected into the
+//! whole volume on a third stream (the first group overwrites, the others
+//! add), while the next chunks are uploaded. The last group of angles is
+//! back projected slab by slab (upper slices and their mirrors), and each
+//! finished slab pair is downloaded and copied out while the next one is
+//! computed. So the uploads hide behind the early groups' back projection
+//! and the downloads behind the last group's.
+
+use std::time::Instant;
+
+use ndarray::{s, ArrayView3, ArrayViewMut3};
+use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions};
+
+use crate::cone::fdk::{FdkStats, CHUNK_FLOATS, SPARE_BYTES};
+use crate::cone::fold::{FoldLayout, FoldModule, FoldShape};
+use crate::error::{CudaError, Result};
+use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
+use crate::runtime::{ensure, ensure_pinned};
+use crate::runtime::{DeviceBuffer, Event, Stream};
+
+/// How [`CudaBackend::fdk_device`](crate::CudaBackend::fdk_device) uses the
+/// folded kernel (set with
+/// [`CudaBackend::set_fdk_fold`](crate::CudaBackend::set_fdk_fold)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FdkFold {
+    /// Use the folded pipeline where it applies (the default); false: the
+    /// unfolded texture kernel after all uploads.
+    pub enabled: bool,
+    /// The kernel's launch shape.
+    pub shape: FoldShape,
+    /// Angles per back-projection launch before the last group (rounded up
+    /// to whole upload chunks; 0: about 96).
+    pub group: usize,
+    /// Angles of the last group, back projected slab by slab (rounded up
+    /// to whole chunks; 0: a third of the angles).
+    pub last: usize,
+    /// Upper slices per slab of the last group (each with its mirror;
+    /// rounded up to whole runs of the kernel's slices per thread; 0: half
+    /// of `FdkOptions::slab`, or 32 when that is 0 too).
+    pub slab: usize,
+}
+
+impl Default for FdkFold {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            shape: FoldShape::default(),
+            group: 0,
+            last: 0,
+            slab: 0,
+        }
+    }
+}
+
+/// The device state the folded pipeline keeps between calls.
+pub(crate) struct FoldState {
+    /// The back-projection stream.
+    bp: Stream,
+    /// The whole volume.
+    vol: Option<DeviceBuffer>,
+}
+
+/// The folded pipeline (see the module documentation); `Ok(None)` when a
+/// projection value is not finite (nothing is written to `out` then).
+/// Errors: out of memory (the caller falls back), driver and launch errors.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_fold(
+    e: &mut Engine,
+    (cfg, chunk): (&FdkFold, usize),
+    layout: &FoldLayout,
+    projections: ArrayView3<'_, f32>,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    options: &FdkOptions,
+    (angular, cosine): (&[f32], &[f32]),
+    mut out: ArrayViewMut3<'_, f32>,
+) -> Result<Option<FdkStats>> {
+    let ctx = e.ctx.clone();
+    ctx.bind()?;
+    let module = FoldModule::of(e, cfg.shape)?;
+    let (na, nr, nc) = projections.dim();
+    let (nx, ny, nz) = (volume.nx, volume.ny, volume.nz);
+    let (plane, plane_out) = (nr * nc, nx * ny);
+
+    // Upload chunks; early groups of chunks; the last group.
+    let ca0 = match chunk {
+        0 => CHUNK_FLOATS / plane,
+        c => c,
+    }
+    .clamp(1, na);
+    let nchunks = na.div_ceil(ca0);
+    let ca = na.div_ceil(nchunks);
+    let nchunks = na.div_ceil(ca);
+    let group_chunks = match cfg.group {
+        0 => 96usize.div_ceil(ca),
+        g => g.div_ceil(ca),
+    }
+    .max(1);
+    let last_chunks = match cfg.last {
+        0 => na.div_ceil(3).div_ceil(ca),
+        l => l.div_ceil(ca),
+    }
+    .clamp(1, nchunks);
+    let early = nchunks - last_chunks;
+    let kmid = nz / 2;
+    let nu = nz - kmid;
+    let zb = cfg.shape.zb;
+    let su = match (cfg.slab, options.slab) {
+        (0, 0) => 32usize,
+        (0, s) => s.div_ceil(2),
+        (s, _) => s,
+    }
+    .div_ceil(zb)
+    .max(1)
+        * zb;
+    let su = su.min(nu);
+    let nslabs = nu.div_ceil(su);
+
+    let (fft_bytes, fft_spec) = Engine::fft_bytes(e.fft_variant, ca * nr, nc);
+    let have_vol = e
+        .ext
+        .get::<FoldState>()
+        .and_then(|s| s.vol.as_ref())
+        .map_or(0, |b| b.bytes());
+    let vol_bytes = nz * plane_out * 4;
+    let need = layout.bytes(na)
+        + 2 * ca * plane * 4
+        + fft_bytes
+        + fft_spec
+        + vol_bytes.saturating_sub(have_vol)
+        + (plane + na * nc) * 4;
+    let (free, _) = ctx.mem_info()?;
+    if need + SPARE_BYTES > free {
+        e.free_buffers();
+        let (free, _) = ctx.mem_info()?;
+        if need + SPARE_BYTES > free {
+            return Err(CudaError::OutOfMemory {
+                what: format!(
+                    "the folded FDK's {na} projections and the whole volume beside {free} free bytes"
+                ),
+                bytes: need,
+            });
+        }
+    }
+    let tex = ensure(
+        &mut e.stack_tex,
+        &ctx,
+        layout.bytes(na),
+        "FDK folded projection textures",
+    )?;
+    let mut raw = [0u64; 2];
+    for (b, ptr) in raw.iter_mut().enumerate() {
+        *ptr = ensure(&mut e.raw[b], &ctx, ca * plane * 4, "FDK projection chunk")?;
+        ensure_pinned(&mut e.pin_in[b], &ctx, ca * plane)?;
+        ensure_pinned(&mut e.pin_out[b], &ctx, 2 * su * plane_out)?;
+    }
+    // The state leaves the engine's map for the call and goes back after.
+    let mut state = match e.ext.remove::<FoldState>() {
+        Some(st) => st,
+        None => FoldState {
+            bp: Stream::new(&ctx)?,
+            vol: None,
+        },
+    };
+    let volp = match ensure(&mut state.vol, &ctx, vol_bytes, "FDK volume") {
+        Ok(p) => p,
+        Err(err) => {
+            e.ext.insert(state);
+            return Err(err);
+        }
+    };
+    let r = pipeline(
+        e,
+        &state,
+        volp,
+        &module,
+        layout,
+        tex,
+        raw,
+        (ca, nchunks, group_chunks, early),
+        (kmid, nu, su, nslabs),
+        projections,
+        geometry,
+        volume,
+        options,
+        (angular, cosine),
+        out.view_mut(),
+    );
+    e.ext.insert(state);
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pipeline(
+    e: &mut Engine,
+    state: &FoldState,
+    volp: u64,
+    module: &FoldModule,
+    layout: &FoldLayout,
+    tex: u64,
+    raw: [u64; 2],
+    (ca, nchunks, group_chunks, early): (usize, usize, usize, usize),
+    (kmid, nu, su, nslabs): (usize, usize, usize, usize),
+    projections: ArrayView3<'_, f32>,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    options: &FdkOptions,
+    (angular, cosine): (&[f32], &[f32]),
+    mut out: ArrayViewMut3<'_, f32>,
+) -> Result<Option<FdkStats>> {
+    let ctx = e.ctx.clone();
+    let (na, nr, nc) = projections.dim();
+    let (nx, ny, nz) = (volume.nx, volume.ny, volume.nz);
+    let (plane, plane_out) = (nr * nc, nx * ny);
+    let bps = &state.bp;
+    let cone = crate::cone::ConeModule::of(e)?;
+
+    let cos_w = DeviceBuffer::new(&ctx, plane * 4, "FDK cosine weights")?;
+    let ang_w = DeviceBuffer::new(&ctx, na * nc * 4, "FDK angular weights")?;
+    cos_w.upload(cosine)?;
+    ang_w.upload(angular)?;
+    let bad = DeviceBuffer::new(&ctx, 8, "FDK finiteness flag")?;
+    bad.fill_bytes(0xFF, &e.comp)?;
+    e.stack_tex
+        .as_ref()
+        .expect("allocated")
+        .fill_bytes(0, &e.comp)?;
+    module.set_geometry(geometry, volume, &e.comp)?;
+    let textures = layout.bind(&ctx, module, tex, na, &e.comp)?;
+    let job = FilterJob {
+        spec: options.filter,
+        bin_width: geometry.pixel_u_at_axis() as f32,
+    };
+    let variant = e.fft_variant;
+    let events = |n: usize| (0..n).map(|_| Event::new(&ctx)).collect::<Result<Vec<_>>>();
+    let (up0, up1, c0, c1) = (
+        events(nchunks)?,
+        events(nchunks)?,
+        events(nchunks)?,
+        events(nchunks)?,
+    );
+    let ngroups = early.div_ceil(group_chunks);
+    let (g0, g1) = (events(ngroups)?, events(ngroups)?);
+    let (bp0, bp1, d0, d1) = (
+        events(nslabs)?,
+        events(nslabs)?,
+        events(nslabs)?,
+        events(nslabs)?,
+    );
+    let mut stats = FdkStats {
+        on_device: true,
+        folded: true,
+        chunks: nchunks,
+        slabs: nslabs,
+        ..FdkStats::default()
+    };
+    let angles_of = |i: usize| (i * ca, ((i + 1) * ca).min(na));
+    let mut groups_done = 0;
+
+    // 1. Upload, weight, filter and pack chunk by chunk; back project each
+    //    finished early group into the whole volume on the bp stream.
+    for i in 0..nchunks {
+        let b = i % 2;
+        let (a0, a1) = angles_of(i);
+        let k = a1 - a0;
+        if i >= 2 {
+            up1[i - 2].synchronize()?;
+        }
+        let th = Instant::now();
+        {
+            let pin = e.pin_in[b].as_mut().expect("allocated");
+            copy_in(
+                &projections.slice(s![a0..a1, .., ..]),
+                &mut pin.as_mut_slice()[..k * plane],
+            );
+        }
+        stats.host_in_s += th.elapsed().as_secs_f64();
+        if i >= 2 {
+            e.up.wait(&c1[i - 2])?;
+        }
+        up0[i].record(&e.up)?;
+        // SAFETY: the pinned buffer is not written again before up1[i]
+        // completes (waited for two chunks later).
+        unsafe {
+            e.raw[b].as_ref().expect("allocated").upload_async(
+                0,
+                e.pin_in[b].as_ref().expect("allocated").as_slice().as_ptr() as *const u8,
+                k * plane * 4,
+                &e.up,
+            )?;
+        }
+        up1[i].record(&e.up)?;
+        e.comp.wait(&up1[i])?;
+        c0[i].record(&e.comp)?;
+        cone.weight(
+            &e.comp,
+            raw[b],
+            cos_w.ptr(),
+            ang_w.ptr(),
+            a0,
+            k,
+            nr,
+            nc,
+            bad.ptr(),
+        )?;
+        let (rows, stride, pair) = e.filter_rows(raw[b], k * nr, nc, &job, variant)?;
+        module.pack(
+            &e.comp,
+            rows,
+            stride as usize,
+            pair == 1,
+            tex,
+            a0,
+            k,
+            nr,
+            layout,
+        )?;
+        c1[i].record(&e.comp)?;
+        // An early group ends with this chunk: back project it.
+        if i < early && ((i + 1) % group_chunks == 0 || i + 1 == early) {
+            let gi = groups_done;
+            let first_chunk = gi * group_chunks;
+            let (p0, _) = angles_of(first_chunk);
+            bps.wait(&c1[i])?;
+            g0[gi].record(bps)?;
+            module.backproject(
+                bps,
+                volp,
+                geometry,
+                volume,
+                layout,
+                (p0, a1 - p0),
+                (kmid, nu),
+                gi > 0,
+            )?;
+            g1[gi].record(bps)?;
+            groups_done += 1;
+        }
+    }
+    // Every value is checked before anything reaches `out`.
+    c1[nchunks - 1].synchronize()?;
+    let mut flag = [0u64; 1];
+    bad.download(&mut flag)?;
+    if flag[0] != u64::MAX {
+        bps.synchronize()?;
+        return Ok(None);
+    }
+
+    // 2. The last group slab by slab; download and copy out each pair of
+    //    slabs (upper slices and their mirrors) while the next is computed.
+    let (pl, _) = angles_of(early);
+    bps.wait(&c1[nchunks - 1])?;
+    let slab_range = |j: usize| {
+        let k0 = kmid + j * su;
+        (k0, (k0 + su).min(nz))
+    };
+    for j in 0..=nslabs {
+        if j < nslabs {
+            let b = j % 2;
+            let (k0, k1) = slab_range(j);
+            let n = k1 - k0;
+            bp0[j].record(bps)?;
+            module.backproject(
+                bps,
+                volp,
+                geometry,
+                volume,
+                layout,
+                (pl, na - pl),
+                (k0, n),
+                early > 0,
+            )?;
+            bp1[j].record(bps)?;
+            e.down.wait(&bp1[j])?;
+            d0[j].record(&e.down)?;
+            let vol = state.vol.as_ref().expect("allocated");
+            let pin = e.pin_out[b].as_mut().expect("allocated").as_mut_slice();
+            let bytes = n * plane_out * 4;
+            // SAFETY: the host reads the pinned buffer only after d1[j]
+            // completes, and refills it only after copying it out.
+            unsafe {
+                vol.download_async(
+                    k0 * plane_out * 4,
+                    pin.as_mut_ptr() as *mut u8,
+                    bytes,
+                    &e.down,
+                )?;
+                vol.download_async(
+                    (nz - k1) * plane_out * 4,
+                    pin[n * plane_out..].as_mut_ptr() as *mut u8,
+                    bytes,
+                    &e.down,
+                )?;
+            }
+            d1[j].record(&e.down)?;
+        }
+        if j >= 1 {
+            let p = j - 1;
+            let (k0, k1) = slab_range(p);
+            let n = k1 - k0;
+            d1[p].synchronize()?;
+            let th = Instant::now();
+            let src = &e.pin_out[p % 2].as_ref().expect("allocated").as_slice()[..2 * n * plane_out];
+            copy_out(&src[..n * plane_out], &mut out.slice_mut(s![k0..k1, .., ..]));
+            copy_out(
+                &src[n * plane_out..],
+                &mut out.slice_mut(s![nz - k1..nz - k0, .., ..]),
+            );
+            stats.host_out_s += th.elapsed().as_secs_f64();
+        }
+    }
+    drop(textures);
+    for i in 0..nchunks {
+        stats.upload_ms += up0[i].elapsed_ms(&up1[i])? as f64;
+        stats.filter_ms += c0[i].elapsed_ms(&c1[i])? as f64;
+    }
+    for gi in 0..ngroups {
+        stats.backproject_ms += g0[gi].elapsed_ms(&g1[gi])? as f64;
+    }
+    for j in 0..nslabs {
+        stats.backproject_ms += bp0[j].elapsed_ms(&bp1[j])? as f64;
+        stats.download_ms += d0[j].elapsed_ms(&d1[j])? as f64;
+    }
+    Ok(Some(stats))
+}
