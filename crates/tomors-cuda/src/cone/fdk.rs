@@ -30,7 +30,7 @@ use tomors_core::cone::{
 };
 use tomors_core::CoreError;
 
-use crate::cone::fdk_fold::{run_fold, FdkFold, FoldState};
+use crate::cone::fdk_fold::{prepare_fold, run_fold, FdkFold, FoldState};
 use crate::cone::fold::FoldLayout;
 use crate::cone::{check_extents, BpSource, ConeKernel, ConeModule, StackLayout, CONE_MAX_ANGLES};
 use crate::error::{CudaError, Result};
@@ -148,6 +148,52 @@ impl CudaBackend {
             options,
             out,
         )
+    }
+
+    /// Prepares [`CudaBackend::fdk_device`] of `volume` from projections
+    /// of `geometry` before the projections exist: loads (or compiles) the
+    /// kernels, allocates the device, pinned and volume buffers and plans
+    /// the FFTs, so that a caller can overlap this with reading the data
+    /// (the CLI does). The call itself then reuses all of it. Nothing is
+    /// prepared for the paths that do not need it (host steps); an
+    /// out-of-memory here only frees what it took (the call then chooses
+    /// its path as usual).
+    ///
+    /// Errors: driver, compilation and FFT-planning errors.
+    pub fn prepare_fdk_device(
+        &self,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        options: &FdkOptions,
+    ) -> tomors_core::Result<()> {
+        let na = geometry.n_angles();
+        if self.cone_kernel() == ConeKernel::Loads
+            || !self.gpu_filtering()
+            || na > CONE_MAX_ANGLES
+            || na == 0
+        {
+            return Ok(());
+        }
+        options.filter.validate()?;
+        let fold = self.fdk_fold();
+        let chunk = self.ext.get::<FdkChunk>().map_or(0, |c| c.0);
+        let mut e = self.lock()?;
+        let layout = match fold.enabled && fold.shape.is_valid() {
+            true => FoldLayout::new(&e.ctx, geometry, na),
+            false => None,
+        };
+        let r = match layout {
+            Some(l) => match prepare_fold(&mut e, (&fold, chunk), &l, geometry, volume, options) {
+                Err(err) if err.is_out_of_memory() => {
+                    e.ext.remove::<FoldState>();
+                    e.free_buffers();
+                    Ok(())
+                }
+                r => r,
+            },
+            None => ConeModule::of(&mut e).map(|_| ()),
+        };
+        r.map_err(CoreError::from)
     }
 
     /// [`CudaBackend::fdk_device`] of slices `z` of `volume` (into `out`,

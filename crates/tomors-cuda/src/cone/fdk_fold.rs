@@ -67,69 +67,102 @@ pub(crate) struct FoldState {
     vol: Option<DeviceBuffer>,
 }
 
-/// The folded pipeline (see the module documentation); `Ok(None)` when a
-/// projection value is not finite (nothing is written to `out` then).
-/// Errors: out of memory (the caller falls back), driver and launch errors.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run_fold(
+/// The split of one folded FDK: upload chunks, early groups, the last
+/// group's slabs.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    /// Angles per upload chunk, and chunks.
+    ca: usize,
+    nchunks: usize,
+    /// Chunks per early back-projection launch; early chunks.
+    group_chunks: usize,
+    early: usize,
+    /// First upper slice, upper slices, upper slices per slab, slabs.
+    kmid: usize,
+    nu: usize,
+    su: usize,
+    nslabs: usize,
+}
+
+impl Plan {
+    fn new(
+        cfg: &FdkFold,
+        chunk: usize,
+        (na, nr, nc): (usize, usize, usize),
+        volume: &ConeVolume,
+        options: &FdkOptions,
+    ) -> Self {
+        let plane = (nr * nc).max(1);
+        let ca0 = match chunk {
+            0 => CHUNK_FLOATS / plane,
+            c => c,
+        }
+        .clamp(1, na.max(1));
+        let ca = na.div_ceil(na.div_ceil(ca0)).max(1);
+        let nchunks = na.div_ceil(ca);
+        let group_chunks = match cfg.group {
+            0 => 96usize.div_ceil(ca),
+            g => g.div_ceil(ca),
+        }
+        .max(1);
+        let last_chunks = match cfg.last {
+            0 => na.div_ceil(3).div_ceil(ca),
+            l => l.div_ceil(ca),
+        }
+        .clamp(1, nchunks.max(1));
+        let kmid = volume.nz / 2;
+        let nu = volume.nz - kmid;
+        let zb = cfg.shape.zb;
+        let su = match (cfg.slab, options.slab) {
+            (0, 0) => 32usize,
+            (0, s) => s.div_ceil(2),
+            (s, _) => s,
+        }
+        .div_ceil(zb)
+        .max(1)
+            * zb;
+        let su = su.min(nu).max(1);
+        Self {
+            ca,
+            nchunks,
+            group_chunks,
+            early: nchunks.saturating_sub(last_chunks),
+            kmid,
+            nu,
+            su,
+            nslabs: nu.div_ceil(su),
+        }
+    }
+}
+
+/// The device buffers of one folded FDK.
+struct Buffers {
+    tex: u64,
+    raw: [u64; 2],
+    vol: u64,
+    state: FoldState,
+}
+
+/// Checks the memory and allocates (or reuses) every buffer of `plan`;
+/// the fold state leaves the engine's map (the caller puts it back).
+fn allocate(
     e: &mut Engine,
-    (cfg, chunk): (&FdkFold, usize),
+    plan: &Plan,
     layout: &FoldLayout,
-    projections: ArrayView3<'_, f32>,
-    geometry: &ConeGeometry,
+    (na, nr, nc): (usize, usize, usize),
     volume: &ConeVolume,
-    options: &FdkOptions,
-    (angular, cosine): (&[f32], &[f32]),
-    mut out: ArrayViewMut3<'_, f32>,
-) -> Result<Option<FdkStats>> {
+) -> Result<Buffers> {
     let ctx = e.ctx.clone();
     ctx.bind()?;
-    let module = FoldModule::of(e, cfg.shape)?;
-    let (na, nr, nc) = projections.dim();
-    let (nx, ny, nz) = (volume.nx, volume.ny, volume.nz);
-    let (plane, plane_out) = (nr * nc, nx * ny);
-
-    // Upload chunks; early groups of chunks; the last group.
-    let ca0 = match chunk {
-        0 => CHUNK_FLOATS / plane,
-        c => c,
-    }
-    .clamp(1, na);
-    let nchunks = na.div_ceil(ca0);
-    let ca = na.div_ceil(nchunks);
-    let nchunks = na.div_ceil(ca);
-    let group_chunks = match cfg.group {
-        0 => 96usize.div_ceil(ca),
-        g => g.div_ceil(ca),
-    }
-    .max(1);
-    let last_chunks = match cfg.last {
-        0 => na.div_ceil(3).div_ceil(ca),
-        l => l.div_ceil(ca),
-    }
-    .clamp(1, nchunks);
-    let early = nchunks - last_chunks;
-    let kmid = nz / 2;
-    let nu = nz - kmid;
-    let zb = cfg.shape.zb;
-    let su = match (cfg.slab, options.slab) {
-        (0, 0) => 32usize,
-        (0, s) => s.div_ceil(2),
-        (s, _) => s,
-    }
-    .div_ceil(zb)
-    .max(1)
-        * zb;
-    let su = su.min(nu);
-    let nslabs = nu.div_ceil(su);
-
+    let (plane, plane_out) = (nr * nc, volume.nx * volume.ny);
+    let ca = plan.ca;
     let (fft_bytes, fft_spec) = Engine::fft_bytes(e.fft_variant, ca * nr, nc);
     let have_vol = e
         .ext
         .get::<FoldState>()
         .and_then(|s| s.vol.as_ref())
         .map_or(0, |b| b.bytes());
-    let vol_bytes = nz * plane_out * 4;
+    let vol_bytes = volume.nz * plane_out * 4;
     let need = layout.bytes(na)
         + 2 * ca * plane * 4
         + fft_bytes
@@ -159,9 +192,8 @@ pub(crate) fn run_fold(
     for (b, ptr) in raw.iter_mut().enumerate() {
         *ptr = ensure(&mut e.raw[b], &ctx, ca * plane * 4, "FDK projection chunk")?;
         ensure_pinned(&mut e.pin_in[b], &ctx, ca * plane)?;
-        ensure_pinned(&mut e.pin_out[b], &ctx, 2 * su * plane_out)?;
+        ensure_pinned(&mut e.pin_out[b], &ctx, 2 * plan.su * plane_out)?;
     }
-    // The state leaves the engine's map for the call and goes back after.
     let mut state = match e.ext.remove::<FoldState>() {
         Some(st) => st,
         None => FoldState {
@@ -169,45 +201,90 @@ pub(crate) fn run_fold(
             vol: None,
         },
     };
-    let volp = match ensure(&mut state.vol, &ctx, vol_bytes, "FDK volume") {
-        Ok(p) => p,
+    match ensure(&mut state.vol, &ctx, vol_bytes, "FDK volume") {
+        Ok(vol) => Ok(Buffers {
+            tex,
+            raw,
+            vol,
+            state,
+        }),
         Err(err) => {
             e.ext.insert(state);
-            return Err(err);
+            Err(err)
         }
+    }
+}
+
+/// Loads the kernels, allocates every buffer and plans the FFTs of a
+/// folded FDK of `volume` from projections of `geometry`, without data
+/// (see [`CudaBackend::prepare_fdk`](crate::CudaBackend::prepare_fdk)).
+pub(crate) fn prepare_fold(
+    e: &mut Engine,
+    (cfg, chunk): (&FdkFold, usize),
+    layout: &FoldLayout,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    options: &FdkOptions,
+) -> Result<()> {
+    let shape = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
+    let plan = Plan::new(cfg, chunk, shape, volume, options);
+    FoldModule::of(e, cfg.shape)?;
+    crate::cone::ConeModule::of(e)?;
+    let buffers = allocate(e, &plan, layout, shape, volume)?;
+    e.ext.insert(buffers.state);
+    // One filtering of a chunk's rows plans the FFTs and uploads the
+    // filter's response (the values are discarded).
+    let job = FilterJob {
+        spec: options.filter,
+        bin_width: geometry.pixel_u_at_axis() as f32,
     };
+    let variant = e.fft_variant;
+    e.filter_rows(buffers.raw[0], plan.ca * shape.1, shape.2, &job, variant)?;
+    e.comp.synchronize()
+}
+
+/// The folded pipeline (see the module documentation); `Ok(None)` when a
+/// projection value is not finite (nothing is written to `out` then).
+/// Errors: out of memory (the caller falls back), driver and launch errors.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_fold(
+    e: &mut Engine,
+    (cfg, chunk): (&FdkFold, usize),
+    layout: &FoldLayout,
+    projections: ArrayView3<'_, f32>,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    options: &FdkOptions,
+    weights: (&[f32], &[f32]),
+    out: ArrayViewMut3<'_, f32>,
+) -> Result<Option<FdkStats>> {
+    let module = FoldModule::of(e, cfg.shape)?;
+    let plan = Plan::new(cfg, chunk, projections.dim(), volume, options);
+    let buffers = allocate(e, &plan, layout, projections.dim(), volume)?;
     let r = pipeline(
         e,
-        &state,
-        volp,
+        &buffers,
         &module,
         layout,
-        tex,
-        raw,
-        (ca, nchunks, group_chunks, early),
-        (kmid, nu, su, nslabs),
+        &plan,
         projections,
         geometry,
         volume,
         options,
-        (angular, cosine),
-        out.view_mut(),
+        weights,
+        out,
     );
-    e.ext.insert(state);
+    e.ext.insert(buffers.state);
     r
 }
 
 #[allow(clippy::too_many_arguments)]
 fn pipeline(
     e: &mut Engine,
-    state: &FoldState,
-    volp: u64,
+    buffers: &Buffers,
     module: &FoldModule,
     layout: &FoldLayout,
-    tex: u64,
-    raw: [u64; 2],
-    (ca, nchunks, group_chunks, early): (usize, usize, usize, usize),
-    (kmid, nu, su, nslabs): (usize, usize, usize, usize),
+    plan: &Plan,
     projections: ArrayView3<'_, f32>,
     geometry: &ConeGeometry,
     volume: &ConeVolume,
@@ -219,6 +296,17 @@ fn pipeline(
     let (na, nr, nc) = projections.dim();
     let (nx, ny, nz) = (volume.nx, volume.ny, volume.nz);
     let (plane, plane_out) = (nr * nc, nx * ny);
+    let Plan {
+        ca,
+        nchunks,
+        group_chunks,
+        early,
+        kmid,
+        nu,
+        su,
+        nslabs,
+    } = *plan;
+    let (tex, raw, volp, state) = (buffers.tex, buffers.raw, buffers.vol, &buffers.state);
     let bps = &state.bp;
     let cone = crate::cone::ConeModule::of(e)?;
 
