@@ -50,8 +50,11 @@ fn main() {
     let proj = Array3::from_shape_vec((na, n, n), random(na * n * n, 7)).unwrap();
     let mut out = Array3::<f32>::zeros((n, n, n));
     let gu = (n * n * n * na) as f64 * 1e-9;
-    for (kernel, rep) in [(ConeKernel::Loads, 0), (ConeKernel::Texture, 0), (ConeKernel::Texture, 1)]
-    {
+    for (kernel, rep) in [
+        (ConeKernel::Loads, 0),
+        (ConeKernel::Texture, 0),
+        (ConeKernel::Texture, 1),
+    ] {
         be.set_cone_kernel(kernel);
         let st = be
             .cone_backproject_chunked(proj.view(), &g, &vol, 0..n, out.view_mut(), 0)
@@ -74,7 +77,10 @@ fn main() {
     // folded, overlapped one (the default) and its variants.
     be.set_cone_kernel(ConeKernel::Texture);
     let opts = FdkOptions::default();
-    let fdk_run = |be: &tomors_cuda::CudaBackend, label: &str, reps: usize, out: &mut Array3<f32>| {
+    let fdk_run = |be: &tomors_cuda::CudaBackend,
+                   label: &str,
+                   reps: usize,
+                   out: &mut Array3<f32>| {
         let mut times = Vec::new();
         for rep in 0..=reps {
             let t = Instant::now();
@@ -93,7 +99,10 @@ fn main() {
         }
         times.sort_by(f64::total_cmp);
         let med = times[times.len() / 2];
-        println!("bench fdk_device {label} median {med:.4} s ({:.1} GU/s)", gu / med);
+        println!(
+            "bench fdk_device {label} median {med:.4} s ({:.1} GU/s)",
+            gu / med
+        );
         med
     };
     be.set_fdk_fold(FdkFold {
@@ -107,22 +116,45 @@ fn main() {
     let diff = rel_l2(&out, &unfolded);
     println!("bench fdk folded vs unfolded: rel L2 {diff:.3e}");
     if std::env::args().any(|a| a == "--sweep") {
-        for (zb, bx) in [(8, 16), (8, 32), (16, 32), (32, 16), (16, 64)] {
+        for (zb, bx) in [
+            (16, 8),
+            (8, 8),
+            (8, 16),
+            (8, 32),
+            (16, 32),
+            (32, 16),
+            (32, 8),
+        ] {
             be.set_fdk_fold(FdkFold {
                 shape: FoldShape { zb, bx },
                 ..FdkFold::default()
             });
             fdk_run(&be, &format!("folded zb {zb} bx {bx}"), 3, &mut out);
-            println!("bench fdk zb {zb} bx {bx} vs unfolded: rel L2 {:.3e}", rel_l2(&out, &unfolded));
+            println!(
+                "bench fdk zb {zb} bx {bx} vs unfolded: rel L2 {:.3e}",
+                rel_l2(&out, &unfolded)
+            );
         }
-        for (group, last, slab) in [(64, 240, 32), (128, 240, 32), (96, 180, 16), (96, 360, 32), (96, 720, 32), (720, 0, 32)] {
+        for (group, last, slab) in [
+            (64, 240, 32),
+            (128, 240, 32),
+            (96, 180, 16),
+            (96, 360, 32),
+            (96, 720, 32),
+            (720, 0, 32),
+        ] {
             be.set_fdk_fold(FdkFold {
                 group,
                 last,
                 slab,
                 ..FdkFold::default()
             });
-            fdk_run(&be, &format!("folded group {group} last {last} slab {slab}"), 3, &mut out);
+            fdk_run(
+                &be,
+                &format!("folded group {group} last {last} slab {slab}"),
+                3,
+                &mut out,
+            );
         }
         be.set_fdk_fold(FdkFold::default());
     }

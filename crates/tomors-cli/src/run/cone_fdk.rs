@@ -52,7 +52,13 @@ pub fn run(job: &Job) -> Result<()> {
     );
     let t = Instant::now();
     backend
-        .fdk_into(data.projections.view(), &g, &vol, &options, volume.view_mut())
+        .fdk_into(
+            data.projections.view(),
+            &g,
+            &vol,
+            &options,
+            volume.view_mut(),
+        )
         .with_context(|| path.display().to_string())?;
     let seconds = t.elapsed().as_secs_f64();
     tracing::info!(

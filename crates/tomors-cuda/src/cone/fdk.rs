@@ -89,7 +89,11 @@ impl std::fmt::Display for FdkStats {
             f,
             "{}total {:.4} s; {} chunks: host in {:.1} ms, upload {:.1} ms, filter {:.1} ms; \
              {} slabs: back projection {:.1} ms, download {:.1} ms, host out {:.1} ms",
-            if self.folded { "folded, overlapped: " } else { "" },
+            if self.folded {
+                "folded, overlapped: "
+            } else {
+                ""
+            },
             self.total_s,
             self.chunks,
             self.host_in_s * 1e3,

@@ -495,8 +495,12 @@ fn pipeline(
             let n = k1 - k0;
             d1[p].synchronize()?;
             let th = Instant::now();
-            let src = &e.pin_out[p % 2].as_ref().expect("allocated").as_slice()[..2 * n * plane_out];
-            copy_out(&src[..n * plane_out], &mut out.slice_mut(s![k0..k1, .., ..]));
+            let src =
+                &e.pin_out[p % 2].as_ref().expect("allocated").as_slice()[..2 * n * plane_out];
+            copy_out(
+                &src[..n * plane_out],
+                &mut out.slice_mut(s![k0..k1, .., ..]),
+            );
             copy_out(
                 &src[n * plane_out..],
                 &mut out.slice_mut(s![nz - k1..nz - k0, .., ..]),

@@ -15,9 +15,7 @@ use crate::cone::{CONE_MAX_ANGLES, TEX_ROWS};
 use crate::error::Result;
 use crate::fbp::engine::Engine;
 use crate::runtime::compile::cubin_cached;
-use crate::runtime::{
-    launch, Context, Function, Module, Stream, TexFilter, TexFormat, Texture,
-};
+use crate::runtime::{launch, Context, Function, Module, Stream, TexFilter, TexFormat, Texture};
 
 /// Source of the folded kernels.
 pub const CONE_FOLD_CU: &str = include_str!("../../kernels/cone_fold.cu");
@@ -96,7 +94,10 @@ impl FoldModule {
             return Ok(m.clone());
         }
         let m = Arc::new(Self::load(&engine.ctx, shape)?);
-        let mut all = engine.ext.get::<FoldModules>().map_or_else(HashMap::new, |m| m.0.clone());
+        let mut all = engine
+            .ext
+            .get::<FoldModules>()
+            .map_or_else(HashMap::new, |m| m.0.clone());
         all.insert(shape, m.clone());
         engine.ext.insert(FoldModules(all));
         Ok(m)
@@ -291,8 +292,7 @@ impl FoldLayout {
         let align = ctx.pitch_align.max(32);
         let pitch_bytes = (nc * 8).div_ceil(align) * align;
         let height = tpg * (h + 1);
-        if height > ctx.max_tex_height || nc > ctx.max_tex_width || nang.div_ceil(tpg) > FOLD_MAXT
-        {
+        if height > ctx.max_tex_height || nc > ctx.max_tex_width || nang.div_ceil(tpg) > FOLD_MAXT {
             return None;
         }
         let gbytes = (height * pitch_bytes).div_ceil(512) * 512;
