@@ -83,7 +83,7 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
     ] {
         let (g, proj) = scan(na, nr, nc, None);
         let fit = g.fitting_volume(nx, ny, nz).unwrap();
-        let vol = ConeVolume::new(nx, ny, nz, fit.voxel_size * 1.1).unwrap();
+        let vol = ConeVolume::new(nx, ny, nz, fit.voxel_size).unwrap();
         let cpu = fdk(&CpuBackend::new(), proj.view(), &g, &vol, &opts).unwrap();
 
         be.set_fdk_chunk(0);
@@ -96,11 +96,13 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
         let e_plain = rel(&plain, &cpu);
         assert!(e_plain <= TEX_BOUND, "unfolded vs CPU {e_plain}");
 
-        for (shape, chunk, group, last, slab) in [
-            (FoldShape::default(), 0, 0, 0, 0),
-            (FoldShape { zb: 8, bx: 32 }, 7, 10, 20, 5),
-            (FoldShape { zb: 4, bx: 8 }, 5, 5, na, 3),
-            (FoldShape { zb: 32, bx: 64 }, 11, 30, 1, 0),
+        for (shape, chunk, group, last, slab, separate_stream) in [
+            (FoldShape::default(), 0, 0, 0, 0, false),
+            (FoldShape { zb: 8, bx: 32 }, 7, 10, 20, 5, false),
+            (FoldShape { zb: 8, bx: 32 }, 7, 10, 20, 5, true),
+            (FoldShape { zb: 4, bx: 8 }, 5, 5, na, 3, false),
+            (FoldShape { zb: 32, bx: 64 }, 11, 30, 1, 0, true),
+            (FoldShape { zb: 16, bx: 16 }, 3, 60, 0, 0, false),
         ] {
             be.set_fdk_chunk(chunk);
             be.set_fdk_fold(FdkFold {
@@ -109,6 +111,7 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
                 group,
                 last,
                 slab,
+                separate_stream,
             });
             let (out, folded) = device_fdk(&be, &proj, &g, &vol, &opts);
             assert!(folded, "{na}×{nr}×{nc} → {nx}×{ny}×{nz} did not fold");
@@ -116,7 +119,8 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
             let e_plain = rel(&out, &plain);
             println!(
                 "{na}×{nr}×{nc} → {nx}×{ny}×{nz}, {shape:?}, chunk {chunk}, group {group}, \
-                 last {last}, slab {slab}: folded vs CPU {e_cpu:.2e}, vs unfolded {e_plain:.2e}"
+                 last {last}, slab {slab}, separate stream {separate_stream}: folded vs CPU \
+                 {e_cpu:.2e}, vs unfolded {e_plain:.2e}"
             );
             assert!(e_cpu <= TEX_BOUND, "folded vs CPU {e_cpu}");
             assert!(e_plain <= TEX_BOUND, "folded vs unfolded {e_plain}");

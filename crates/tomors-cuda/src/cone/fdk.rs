@@ -296,11 +296,7 @@ impl CudaBackend {
                         r => Some(r),
                     }
                 }
-                None => {
-                    // Not foldable here: the resident volume is not kept.
-                    e.ext.remove::<FoldState>();
-                    None
-                }
+                None => None,
             };
             let r = match folded {
                 Some(r) => r,

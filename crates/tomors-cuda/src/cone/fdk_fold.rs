@@ -45,6 +45,11 @@ pub struct FdkFold {
     /// rounded up to whole runs of the kernel's slices per thread; 0: half
     /// of `FdkOptions::slab`, or 32 when that is 0 too).
     pub slab: usize,
+    /// Back project on a stream of its own, concurrently with the
+    /// filtering of later chunks (false, the default: on the compute
+    /// stream, in order after the group's filtering; measured faster, as the
+    /// filter kernels otherwise wait behind the back projection's blocks).
+    pub separate_stream: bool,
 }
 
 impl Default for FdkFold {
@@ -55,16 +60,20 @@ impl Default for FdkFold {
             group: 0,
             last: 0,
             slab: 0,
+            separate_stream: false,
         }
     }
 }
 
-/// The device state the folded pipeline keeps between calls.
+/// The device state the folded pipeline keeps between calls (the whole
+/// volume lives in the engine's first output slot, which
+/// `Engine::free_buffers` frees with the other buffers).
 pub(crate) struct FoldState {
-    /// The back-projection stream.
+    /// The back-projection stream (with `FdkFold::separate_stream`).
     bp: Stream,
-    /// The whole volume.
-    vol: Option<DeviceBuffer>,
+    /// Device buffers of uploaded chunks (enough for a group and one more,
+    /// so the uploads run a group ahead of the back projection).
+    raw: Vec<Option<DeviceBuffer>>,
 }
 
 /// The split of one folded FDK: upload chunks, early groups, the last
@@ -82,9 +91,16 @@ struct Plan {
     nu: usize,
     su: usize,
     nslabs: usize,
+    /// Back projection on its own stream.
+    separate: bool,
 }
 
 impl Plan {
+    /// Device chunk buffers: a group's and one more (2 to 8).
+    fn nraw(&self) -> usize {
+        (self.group_chunks + 1).clamp(2, 8)
+    }
+
     fn new(
         cfg: &FdkFold,
         chunk: usize,
@@ -131,6 +147,7 @@ impl Plan {
             nu,
             su,
             nslabs: nu.div_ceil(su),
+            separate: cfg.separate_stream,
         }
     }
 }
@@ -138,7 +155,7 @@ impl Plan {
 /// The device buffers of one folded FDK.
 struct Buffers {
     tex: u64,
-    raw: [u64; 2],
+    raw: Vec<u64>,
     vol: u64,
     state: FoldState,
 }
@@ -157,14 +174,10 @@ fn allocate(
     let (plane, plane_out) = (nr * nc, volume.nx * volume.ny);
     let ca = plan.ca;
     let (fft_bytes, fft_spec) = Engine::fft_bytes(e.fft_variant, ca * nr, nc);
-    let have_vol = e
-        .ext
-        .get::<FoldState>()
-        .and_then(|s| s.vol.as_ref())
-        .map_or(0, |b| b.bytes());
+    let have_vol = e.out[0].as_ref().map_or(0, |b| b.bytes());
     let vol_bytes = volume.nz * plane_out * 4;
     let need = layout.bytes(na)
-        + 2 * ca * plane * 4
+        + plan.nraw() * ca * plane * 4
         + fft_bytes
         + fft_spec
         + vol_bytes.saturating_sub(have_vol)
@@ -188,31 +201,36 @@ fn allocate(
         layout.bytes(na),
         "FDK folded projection textures",
     )?;
-    let mut raw = [0u64; 2];
-    for (b, ptr) in raw.iter_mut().enumerate() {
-        *ptr = ensure(&mut e.raw[b], &ctx, ca * plane * 4, "FDK projection chunk")?;
+    for b in 0..2 {
         ensure_pinned(&mut e.pin_in[b], &ctx, ca * plane)?;
         ensure_pinned(&mut e.pin_out[b], &ctx, 2 * plan.su * plane_out)?;
     }
+    let vol = ensure(&mut e.out[0], &ctx, vol_bytes, "FDK volume")?;
     let mut state = match e.ext.remove::<FoldState>() {
         Some(st) => st,
         None => FoldState {
             bp: Stream::new(&ctx)?,
-            vol: None,
+            raw: Vec::new(),
         },
     };
-    match ensure(&mut state.vol, &ctx, vol_bytes, "FDK volume") {
-        Ok(vol) => Ok(Buffers {
-            tex,
-            raw,
-            vol,
-            state,
-        }),
-        Err(err) => {
-            e.ext.insert(state);
-            Err(err)
+    let nraw = plan.nraw();
+    state.raw.resize_with(state.raw.len().max(nraw), || None);
+    let mut raw = Vec::with_capacity(nraw);
+    for slot in state.raw.iter_mut().take(nraw) {
+        match ensure(slot, &ctx, ca * plane * 4, "FDK projection chunk") {
+            Ok(p) => raw.push(p),
+            Err(err) => {
+                e.ext.insert(state);
+                return Err(err);
+            }
         }
     }
+    Ok(Buffers {
+        tex,
+        raw,
+        vol,
+        state,
+    })
 }
 
 /// Loads the kernels, allocates every buffer and plans the FFTs of a
@@ -305,9 +323,21 @@ fn pipeline(
         nu,
         su,
         nslabs,
+        separate,
     } = *plan;
-    let (tex, raw, volp, state) = (buffers.tex, buffers.raw, buffers.vol, &buffers.state);
-    let bps = &state.bp;
+    let (tex, raw, volp, state) = (buffers.tex, &buffers.raw, buffers.vol, &buffers.state);
+    let nraw = raw.len();
+    // The back-projection stream: the compute stream (in order with the
+    // filtering) or the state's own.
+    macro_rules! bps {
+        () => {
+            if separate {
+                &state.bp
+            } else {
+                &e.comp
+            }
+        };
+    }
     let cone = crate::cone::ConeModule::of(e)?;
 
     let cos_w = DeviceBuffer::new(&ctx, plane * 4, "FDK cosine weights")?;
@@ -356,6 +386,7 @@ fn pipeline(
     //    finished early group into the whole volume on the bp stream.
     for i in 0..nchunks {
         let b = i % 2;
+        let rb = i % nraw;
         let (a0, a1) = angles_of(i);
         let k = a1 - a0;
         if i >= 2 {
@@ -370,14 +401,14 @@ fn pipeline(
             );
         }
         stats.host_in_s += th.elapsed().as_secs_f64();
-        if i >= 2 {
-            e.up.wait(&c1[i - 2])?;
+        if i >= nraw {
+            e.up.wait(&c1[i - nraw])?;
         }
         up0[i].record(&e.up)?;
         // SAFETY: the pinned buffer is not written again before up1[i]
         // completes (waited for two chunks later).
         unsafe {
-            e.raw[b].as_ref().expect("allocated").upload_async(
+            state.raw[rb].as_ref().expect("allocated").upload_async(
                 0,
                 e.pin_in[b].as_ref().expect("allocated").as_slice().as_ptr() as *const u8,
                 k * plane * 4,
@@ -389,7 +420,7 @@ fn pipeline(
         c0[i].record(&e.comp)?;
         cone.weight(
             &e.comp,
-            raw[b],
+            raw[rb],
             cos_w.ptr(),
             ang_w.ptr(),
             a0,
@@ -398,7 +429,7 @@ fn pipeline(
             nc,
             bad.ptr(),
         )?;
-        let (rows, stride, pair) = e.filter_rows(raw[b], k * nr, nc, &job, variant)?;
+        let (rows, stride, pair) = e.filter_rows(raw[rb], k * nr, nc, &job, variant)?;
         module.pack(
             &e.comp,
             rows,
@@ -416,10 +447,10 @@ fn pipeline(
             let gi = groups_done;
             let first_chunk = gi * group_chunks;
             let (p0, _) = angles_of(first_chunk);
-            bps.wait(&c1[i])?;
-            g0[gi].record(bps)?;
+            bps!().wait(&c1[i])?;
+            g0[gi].record(bps!())?;
             module.backproject(
-                bps,
+                bps!(),
                 volp,
                 geometry,
                 volume,
@@ -428,7 +459,7 @@ fn pipeline(
                 (kmid, nu),
                 gi > 0,
             )?;
-            g1[gi].record(bps)?;
+            g1[gi].record(bps!())?;
             groups_done += 1;
         }
     }
@@ -437,14 +468,14 @@ fn pipeline(
     let mut flag = [0u64; 1];
     bad.download(&mut flag)?;
     if flag[0] != u64::MAX {
-        bps.synchronize()?;
+        bps!().synchronize()?;
         return Ok(None);
     }
 
     // 2. The last group slab by slab; download and copy out each pair of
     //    slabs (upper slices and their mirrors) while the next is computed.
     let (pl, _) = angles_of(early);
-    bps.wait(&c1[nchunks - 1])?;
+    bps!().wait(&c1[nchunks - 1])?;
     let slab_range = |j: usize| {
         let k0 = kmid + j * su;
         (k0, (k0 + su).min(nz))
@@ -454,9 +485,9 @@ fn pipeline(
             let b = j % 2;
             let (k0, k1) = slab_range(j);
             let n = k1 - k0;
-            bp0[j].record(bps)?;
+            bp0[j].record(bps!())?;
             module.backproject(
-                bps,
+                bps!(),
                 volp,
                 geometry,
                 volume,
@@ -465,10 +496,10 @@ fn pipeline(
                 (k0, n),
                 early > 0,
             )?;
-            bp1[j].record(bps)?;
+            bp1[j].record(bps!())?;
             e.down.wait(&bp1[j])?;
             d0[j].record(&e.down)?;
-            let vol = state.vol.as_ref().expect("allocated");
+            let vol = e.out[0].as_ref().expect("allocated");
             let pin = e.pin_out[b].as_mut().expect("allocated").as_mut_slice();
             let bytes = n * plane_out * 4;
             // SAFETY: the host reads the pinned buffer only after d1[j]
