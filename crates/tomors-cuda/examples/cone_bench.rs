@@ -140,13 +140,25 @@ fn main() {
             });
             fdk_run(&be, &format!("folded zb {zb} bx {bx}"), 3, &mut out);
         }
-        for (group, last) in [(64, 240), (128, 240), (192, 240), (96, 180), (96, 360), (160, 160)] {
+        for (group, last) in [
+            (64, 240),
+            (128, 240),
+            (192, 240),
+            (96, 180),
+            (96, 360),
+            (160, 160),
+        ] {
             be.set_fdk_fold(FdkFold {
                 group,
                 last,
                 ..FdkFold::default()
             });
-            fdk_run(&be, &format!("folded group {group} last {last}"), 3, &mut out);
+            fdk_run(
+                &be,
+                &format!("folded group {group} last {last}"),
+                3,
+                &mut out,
+            );
         }
     }
     be.set_fdk_fold(FdkFold::default());

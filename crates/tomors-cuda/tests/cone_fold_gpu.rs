@@ -174,3 +174,40 @@ fn unfoldable_fdk_uses_the_unfolded_pipeline() {
     println!("slab 5..15 of a foldable scan: GPU vs CPU FDK {e:.2e}");
     assert!(e <= TEX_BOUND, "{e}");
 }
+
+/// `prepare_fdk` (kernels, buffers, FFT plans before the data) changes
+/// nothing in the result: an FDK after it equals one on a fresh backend
+/// bit for bit, and preparing for one shape then reconstructing another
+/// still gives that shape's FDK.
+#[test]
+fn prepared_fdk_equals_the_unprepared() {
+    let Some(fresh) = gpu_or_skip("prepared_fdk_equals_the_unprepared") else {
+        return;
+    };
+    let Some(prepared) = gpu_or_skip("prepared_fdk_equals_the_unprepared") else {
+        return;
+    };
+    use tomors_core::cone::ConeBackend;
+    let opts = FdkOptions::default();
+    let (g, proj) = scan(80, 40, 44, None);
+    let fit = g.fitting_volume(32, 32, 28).unwrap();
+    let vol = ConeVolume::new(32, 32, 28, fit.voxel_size).unwrap();
+    let (want, folded) = device_fdk(&fresh, &proj, &g, &vol, &opts);
+    assert!(folded);
+    prepared.prepare_fdk(&g, &vol, &opts).unwrap();
+    let (got, folded) = device_fdk(&prepared, &proj, &g, &vol, &opts);
+    assert!(folded);
+    assert_eq!(got, want, "the prepared FDK differs");
+
+    // Prepared for a larger problem, then a smaller one is reconstructed.
+    let (g2, proj2) = scan(60, 33, 38, None);
+    let fit2 = g2.fitting_volume(20, 24, 17).unwrap();
+    let vol2 = ConeVolume::new(20, 24, 17, fit2.voxel_size).unwrap();
+    prepared.prepare_fdk(&g, &vol, &opts).unwrap();
+    let (got2, _) = device_fdk(&prepared, &proj2, &g2, &vol2, &opts);
+    let (want2, _) = device_fdk(&fresh, &proj2, &g2, &vol2, &opts);
+    assert_eq!(
+        got2, want2,
+        "a smaller FDK after preparing a larger one differs"
+    );
+}

@@ -46,9 +46,10 @@ pub struct FdkFold {
     /// of `FdkOptions::slab`, or 32 when that is 0 too).
     pub slab: usize,
     /// Back project on a stream of its own, concurrently with the
-    /// filtering of later chunks (false, the default: on the compute
-    /// stream, in order after the group's filtering; measured faster, as the
-    /// filter kernels otherwise wait behind the back projection's blocks).
+    /// filtering of later chunks, each group in launches of `slab` upper
+    /// slices (false, the default: on the compute stream, in order after
+    /// the group's filtering; one launch of a whole group on its own stream
+    /// made the filter kernels wait behind its blocks, batch 1).
     pub separate_stream: bool,
 }
 
@@ -449,16 +450,21 @@ fn pipeline(
             let (p0, _) = angles_of(first_chunk);
             bps!().wait(&c1[i])?;
             g0[gi].record(bps!())?;
-            module.backproject(
-                bps!(),
-                volp,
-                geometry,
-                volume,
-                layout,
-                (p0, a1 - p0),
-                (kmid, nu),
-                gi > 0,
-            )?;
+            // On a separate stream, in slabs (short launches, so the filter
+            // kernels of the next chunks find free blocks between them).
+            let step = if separate { su } else { nu };
+            for k0 in (kmid..nz).step_by(step) {
+                module.backproject(
+                    bps!(),
+                    volp,
+                    geometry,
+                    volume,
+                    layout,
+                    (p0, a1 - p0),
+                    (k0, step.min(nz - k0)),
+                    gi > 0,
+                )?;
+            }
             g1[gi].record(bps!())?;
             groups_done += 1;
         }
