@@ -18,7 +18,7 @@ use std::time::Instant;
 use ndarray::{s, ArrayView3, ArrayViewMut3};
 use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions};
 
-use crate::cone::fdk::{FdkStats, CHUNK_FLOATS, SPARE_BYTES};
+use crate::cone::fdk_common::{FdkStats, CHUNK_FLOATS, SPARE_BYTES};
 use crate::cone::fold::{FoldLayout, FoldModule, FoldShape};
 use crate::error::{CudaError, Result};
 use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
