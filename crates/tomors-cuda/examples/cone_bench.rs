@@ -113,6 +113,7 @@ fn main() {
     fdk_run(&be, "unfolded", 5, &mut unfolded);
     be.set_fdk_fold(FdkFold::default());
     fdk_run(&be, "folded", 7, &mut out);
+    let pitched = out.clone();
     let diff = rel_l2(&out, &unfolded);
     println!("bench fdk folded vs unfolded: rel L2 {diff:.3e}");
     // Both against the exact f32 FDK (plain loads, host steps) on these
@@ -132,6 +133,23 @@ fn main() {
         ..FdkFold::default()
     });
     fdk_run(&be, "folded, separate back-projection stream", 3, &mut out);
+    be.set_fdk_fold(FdkFold {
+        arrays: true,
+        ..FdkFold::default()
+    });
+    let arr = fdk_run(&be, "folded, CUDA arrays", 5, &mut out);
+    println!(
+        "bench fdk folded arrays vs pitched: rel L2 {:.3e}; vs exact {:.3e}",
+        rel_l2(&out, &pitched),
+        rel_l2(&out, &exact)
+    );
+    be.set_fdk_fold(FdkFold {
+        arrays: true,
+        separate_stream: true,
+        ..FdkFold::default()
+    });
+    fdk_run(&be, "folded, CUDA arrays, separate stream", 3, &mut out);
+    let _ = arr;
     if std::env::args().any(|a| a == "--sweep") {
         for (zb, bx) in [(16, 32), (16, 64), (8, 32)] {
             be.set_fdk_fold(FdkFold {

@@ -96,13 +96,15 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
         let e_plain = rel(&plain, &cpu);
         assert!(e_plain <= TEX_BOUND, "unfolded vs CPU {e_plain}");
 
-        for (shape, chunk, group, last, slab, separate_stream) in [
-            (FoldShape::default(), 0, 0, 0, 0, false),
-            (FoldShape { zb: 8, bx: 32 }, 7, 10, 20, 5, false),
-            (FoldShape { zb: 8, bx: 32 }, 7, 10, 20, 5, true),
-            (FoldShape { zb: 4, bx: 8 }, 5, 5, na, 3, false),
-            (FoldShape { zb: 32, bx: 64 }, 11, 30, 1, 0, true),
-            (FoldShape { zb: 16, bx: 16 }, 3, 60, 0, 0, false),
+        // (shape, chunk, group, last, slab, separate stream, arrays)
+        for (shape, chunk, group, last, slab, separate_stream, arrays) in [
+            (FoldShape::default(), 0, 0, 0, 0, false, false),
+            (FoldShape::default(), 0, 0, 0, 0, false, true),
+            (FoldShape { zb: 8, bx: 32 }, 7, 10, 20, 5, false, true),
+            (FoldShape { zb: 8, bx: 32 }, 7, 10, 20, 5, true, false),
+            (FoldShape { zb: 4, bx: 8 }, 5, 5, na, 3, false, false),
+            (FoldShape { zb: 32, bx: 64 }, 11, 30, 1, 0, true, true),
+            (FoldShape { zb: 16, bx: 16 }, 3, 60, 0, 0, false, false),
         ] {
             be.set_fdk_chunk(chunk);
             be.set_fdk_fold(FdkFold {
@@ -112,6 +114,7 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
                 last,
                 slab,
                 separate_stream,
+                arrays,
             });
             let (out, folded) = device_fdk(&be, &proj, &g, &vol, &opts);
             assert!(folded, "{na}×{nr}×{nc} → {nx}×{ny}×{nz} did not fold");
@@ -119,7 +122,8 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
             let e_plain = rel(&out, &plain);
             println!(
                 "{na}×{nr}×{nc} → {nx}×{ny}×{nz}, {shape:?}, chunk {chunk}, group {group}, \
-                 last {last}, slab {slab}, separate stream {separate_stream}: folded vs CPU \
+                 last {last}, slab {slab}, separate stream {separate_stream}, arrays {arrays}: \
+                 folded vs CPU \
                  {e_cpu:.2e}, vs unfolded {e_plain:.2e}"
             );
             assert!(e_cpu <= TEX_BOUND, "folded vs CPU {e_cpu}");

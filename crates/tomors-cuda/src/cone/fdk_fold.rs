@@ -23,7 +23,7 @@ use crate::cone::fold::{FoldLayout, FoldModule, FoldShape};
 use crate::error::{CudaError, Result};
 use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
 use crate::runtime::{ensure, ensure_pinned};
-use crate::runtime::{DeviceBuffer, Event, Stream};
+use crate::runtime::{Array2d, DeviceBuffer, Event, Stream, TexFilter, TexFormat, Texture};
 
 /// How [`CudaBackend::fdk_device`](crate::CudaBackend::fdk_device) uses the
 /// folded kernel (set with
@@ -51,6 +51,11 @@ pub struct FdkFold {
     /// the group's filtering; one launch of a whole group on its own stream
     /// made the filter kernels wait behind its blocks, batch 1).
     pub separate_stream: bool,
+    /// Read the projections through CUDA arrays (block-linear texels,
+    /// filled from the packed layout by a device copy per chunk) instead
+    /// of pitched memory; needs the projections' texels twice in device
+    /// memory (falls back to pitched memory when they do not fit).
+    pub arrays: bool,
 }
 
 impl Default for FdkFold {
@@ -62,6 +67,7 @@ impl Default for FdkFold {
             last: 0,
             slab: 0,
             separate_stream: false,
+            arrays: false,
         }
     }
 }
@@ -75,6 +81,8 @@ pub(crate) struct FoldState {
     /// Device buffers of uploaded chunks (enough for a group and one more,
     /// so the uploads run a group ahead of the back projection).
     raw: Vec<Option<DeviceBuffer>>,
+    /// CUDA arrays of the texture groups (with `FdkFold::arrays`).
+    arrays: Vec<Array2d>,
 }
 
 /// The split of one folded FDK: upload chunks, early groups, the last
@@ -94,6 +102,8 @@ struct Plan {
     nslabs: usize,
     /// Back projection on its own stream.
     separate: bool,
+    /// Projections in CUDA arrays.
+    arrays: bool,
 }
 
 impl Plan {
@@ -149,6 +159,7 @@ impl Plan {
             su,
             nslabs: nu.div_ceil(su),
             separate: cfg.separate_stream,
+            arrays: cfg.arrays,
         }
     }
 }
@@ -182,6 +193,7 @@ fn allocate(
         + fft_bytes
         + fft_spec
         + vol_bytes.saturating_sub(have_vol)
+        + if plan.arrays { layout.bytes(na) } else { 0 }
         + (plane + na * nc) * 4;
     let (free, _) = ctx.mem_info()?;
     if need + SPARE_BYTES > free {
@@ -212,8 +224,28 @@ fn allocate(
         None => FoldState {
             bp: Stream::new(&ctx)?,
             raw: Vec::new(),
+            arrays: Vec::new(),
         },
     };
+    if plan.arrays {
+        let groups = layout.groups(na);
+        let fits = |a: &Array2d| a.width == layout.nc && a.height == layout.height;
+        if state.arrays.len() != groups || !state.arrays.iter().all(fits) {
+            state.arrays.clear();
+            for _ in 0..groups {
+                match Array2d::new(&ctx, layout.nc, layout.height, TexFormat::Float2) {
+                    Ok(a) => state.arrays.push(a),
+                    Err(err) => {
+                        state.arrays.clear();
+                        e.ext.insert(state);
+                        return Err(err);
+                    }
+                }
+            }
+        }
+    } else {
+        state.arrays.clear();
+    }
     let nraw = plan.nraw();
     state.raw.resize_with(state.raw.len().max(nraw), || None);
     let mut raw = Vec::with_capacity(nraw);
@@ -325,6 +357,7 @@ fn pipeline(
         su,
         nslabs,
         separate,
+        ..
     } = *plan;
     let (tex, raw, volp, state) = (buffers.tex, &buffers.raw, buffers.vol, &buffers.state);
     let nraw = raw.len();
@@ -352,7 +385,17 @@ fn pipeline(
         .expect("allocated")
         .fill_bytes(0, &e.comp)?;
     module.set_geometry(geometry, volume, &e.comp)?;
-    let textures = layout.bind(&ctx, module, tex, na, &e.comp)?;
+    let textures = if plan.arrays {
+        let t = state
+            .arrays
+            .iter()
+            .map(|a| Texture::array(&ctx, a, TexFilter::Linear))
+            .collect::<Result<Vec<_>>>()?;
+        module.set_textures(&t, &e.comp)?;
+        t
+    } else {
+        layout.bind(&ctx, module, tex, na, &e.comp)?
+    };
     let job = FilterJob {
         spec: options.filter,
         bin_width: geometry.pixel_u_at_axis() as f32,
@@ -442,6 +485,23 @@ fn pipeline(
             nr,
             layout,
         )?;
+        if plan.arrays {
+            // The chunk's bands (with their zero rows) into the arrays.
+            let band = layout.h + 1;
+            let mut g = a0;
+            while g < a1 {
+                let t = g / layout.tpg;
+                let g_end = a1.min((t + 1) * layout.tpg);
+                let rows = (g % layout.tpg) * band..((g_end - 1) % layout.tpg + 1) * band;
+                state.arrays[t].copy_rows_from_device(
+                    tex + (t * layout.gbytes) as u64,
+                    layout.pitch_bytes,
+                    rows,
+                    &e.comp,
+                )?;
+                g = g_end;
+            }
+        }
         c1[i].record(&e.comp)?;
         // An early group ends with this chunk: back project it.
         if i < early && ((i + 1) % group_chunks == 0 || i + 1 == early) {

@@ -115,6 +115,13 @@ impl FoldModule {
         self.module.set_global("c_geo", &c, stream)
     }
 
+    /// Sets the texture objects of a launch (`c_ftex`), after the work
+    /// queued on `stream`.
+    pub(crate) fn set_textures(&self, textures: &[Texture], stream: &Stream) -> Result<()> {
+        let handles: Vec<u64> = textures.iter().map(|t| t.raw).collect();
+        self.module.set_global("c_ftex", &handles, stream)
+    }
+
     /// Packs `nang` projections of filtered rows (`src`: plain rows
     /// `row_stride` floats apart, or two rows per complex row when `pair`)
     /// into the folded layout at `dst`, as global angles `a_first..`.
@@ -264,8 +271,8 @@ pub(crate) struct FoldLayout {
     pub s_sum: i64,
     pub pitch_bytes: usize,
     pub gbytes: usize,
-    height: usize,
-    nc: usize,
+    pub height: usize,
+    pub nc: usize,
 }
 
 impl FoldLayout {
@@ -336,8 +343,12 @@ impl FoldLayout {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
-        let handles: Vec<u64> = textures.iter().map(|t| t.raw).collect();
-        module.module.set_global("c_ftex", &handles, stream)?;
+        module.set_textures(&textures, stream)?;
         Ok(textures)
+    }
+
+    /// Texture groups of `nang` projections.
+    pub(crate) fn groups(&self, nang: usize) -> usize {
+        nang.div_ceil(self.tpg)
     }
 }
