@@ -50,6 +50,30 @@ fn main() {
     let proj = Array3::from_shape_vec((na, n, n), random(na * n * n, 7)).unwrap();
     let mut out = Array3::<f32>::zeros((n, n, n));
     let gu = (n * n * n * na) as f64 * 1e-9;
+    // `--profile pitched|arrays`: two folded FDK calls only (for a profiler).
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--profile") {
+        let arrays = args.get(i + 1).is_some_and(|m| m == "arrays");
+        be.set_fdk_fold(FdkFold {
+            arrays,
+            ..FdkFold::default()
+        });
+        for rep in 0..2 {
+            let t = Instant::now();
+            let st = be
+                .fdk_device(
+                    proj.view(),
+                    &g,
+                    &vol,
+                    &FdkOptions::default(),
+                    out.view_mut(),
+                )
+                .unwrap();
+            let tt = t.elapsed().as_secs_f64();
+            println!("profile fdk_device arrays {arrays} rep {rep}: {tt:.4} s; {st}");
+        }
+        return;
+    }
     for (kernel, rep) in [
         (ConeKernel::Loads, 0),
         (ConeKernel::Texture, 0),
