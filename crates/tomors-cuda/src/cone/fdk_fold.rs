@@ -166,6 +166,8 @@ impl Plan {
 
 /// The device buffers of one folded FDK.
 struct Buffers {
+    /// Whether the projections are read through the state's arrays.
+    arrays: bool,
     tex: u64,
     raw: Vec<u64>,
     vol: u64,
@@ -186,27 +188,43 @@ fn allocate(
     let (plane, plane_out) = (nr * nc, volume.nx * volume.ny);
     let ca = plan.ca;
     let (fft_bytes, fft_spec) = Engine::fft_bytes(e.fft_variant, ca * nr, nc);
-    let have_vol = e.out[0].as_ref().map_or(0, |b| b.bytes());
     let vol_bytes = volume.nz * plane_out * 4;
-    let need = layout.bytes(na)
-        + plan.nraw() * ca * plane * 4
-        + fft_bytes
-        + fft_spec
-        + vol_bytes.saturating_sub(have_vol)
-        + if plan.arrays { layout.bytes(na) } else { 0 }
-        + (plane + na * nc) * 4;
+    let tex_bytes = layout.bytes(na);
+    let have_arrays = e
+        .ext
+        .get::<FoldState>()
+        .is_some_and(|st| st.arrays.len() == layout.groups(na));
+    // Bytes still to allocate, beside what the engine holds already.
+    let needs = |e: &Engine| {
+        let have = |b: &Option<DeviceBuffer>, want: usize| match b {
+            Some(b) if b.bytes() >= want => want,
+            _ => 0,
+        };
+        let base = tex_bytes - have(&e.stack_tex, tex_bytes)
+            + plan.nraw() * ca * plane * 4
+            + fft_bytes
+            + fft_spec
+            + vol_bytes
+            - have(&e.out[0], vol_bytes)
+            + (plane + na * nc) * 4;
+        (base, if have_arrays { 0 } else { tex_bytes })
+    };
+    let (base, arr) = needs(e);
     let (free, _) = ctx.mem_info()?;
-    if need + SPARE_BYTES > free {
+    let mut arrays = plan.arrays;
+    if base + if arrays { arr } else { 0 } + SPARE_BYTES > free {
         e.free_buffers();
+        let (base, arr) = needs(e);
         let (free, _) = ctx.mem_info()?;
-        if need + SPARE_BYTES > free {
+        if base + SPARE_BYTES > free {
             return Err(CudaError::OutOfMemory {
                 what: format!(
                     "the folded FDK's {na} projections and the whole volume beside {free} free bytes"
                 ),
-                bytes: need,
+                bytes: base,
             });
         }
+        arrays = arrays && base + arr + SPARE_BYTES <= free;
     }
     let tex = ensure(
         &mut e.stack_tex,
@@ -227,7 +245,7 @@ fn allocate(
             arrays: Vec::new(),
         },
     };
-    if plan.arrays {
+    if arrays {
         let groups = layout.groups(na);
         let fits = |a: &Array2d| a.width == layout.nc && a.height == layout.height;
         if state.arrays.len() != groups || !state.arrays.iter().all(fits) {
@@ -236,9 +254,9 @@ fn allocate(
                 match Array2d::new(&ctx, layout.nc, layout.height, TexFormat::Float2) {
                     Ok(a) => state.arrays.push(a),
                     Err(err) => {
+                        tracing::info!("FDK projections in pitched memory, not arrays: {err}");
                         state.arrays.clear();
-                        e.ext.insert(state);
-                        return Err(err);
+                        break;
                     }
                 }
             }
@@ -259,6 +277,7 @@ fn allocate(
         }
     }
     Ok(Buffers {
+        arrays: arrays && !state.arrays.is_empty(),
         tex,
         raw,
         vol,
@@ -385,7 +404,7 @@ fn pipeline(
         .expect("allocated")
         .fill_bytes(0, &e.comp)?;
     module.set_geometry(geometry, volume, &e.comp)?;
-    let textures = if plan.arrays {
+    let textures = if buffers.arrays {
         let t = state
             .arrays
             .iter()
@@ -485,7 +504,7 @@ fn pipeline(
             nr,
             layout,
         )?;
-        if plan.arrays {
+        if buffers.arrays {
             // The chunk's bands (with their zero rows) into the arrays.
             let band = layout.h + 1;
             let mut g = a0;
