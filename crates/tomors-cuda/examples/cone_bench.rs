@@ -50,6 +50,45 @@ fn main() {
     let proj = Array3::from_shape_vec((na, n, n), random(na * n * n, 7)).unwrap();
     let mut out = Array3::<f32>::zeros((n, n, n));
     let gu = (n * n * n * na) as f64 * 1e-9;
+    // `--shapes ZBxBX,...`: the default folded FDK, then each launch shape
+    // (5 timed calls each, medians).
+    let args_all: Vec<String> = std::env::args().collect();
+    if let Some(i) = args_all.iter().position(|a| a == "--shapes") {
+        let list = args_all.get(i + 1).cloned().unwrap_or_default();
+        let mut shapes = vec![FoldShape::default()];
+        for s in list.split(',').filter(|s| !s.is_empty()) {
+            let (zb, bx) = s.split_once('x').expect("ZBxBX");
+            shapes.push(FoldShape {
+                zb: zb.parse().expect("ZB"),
+                bx: bx.parse().expect("BX"),
+            });
+        }
+        shapes.push(FoldShape::default());
+        for shape in shapes {
+            be.set_fdk_fold(FdkFold {
+                shape,
+                ..FdkFold::default()
+            });
+            let mut t = Vec::new();
+            let mut last = String::new();
+            for rep in 0..6 {
+                let t0 = Instant::now();
+                let st = be
+                    .fdk_device(proj.view(), &g, &vol, &FdkOptions::default(), out.view_mut())
+                    .unwrap();
+                if rep > 0 {
+                    t.push(t0.elapsed().as_secs_f64());
+                }
+                last = st.to_string();
+            }
+            t.sort_by(f64::total_cmp);
+            println!(
+                "shape zb {} bx {}: median {:.4} s host to host (min {:.4}); last call: {last}",
+                shape.zb, shape.bx, t[t.len() / 2], t[0]
+            );
+        }
+        return;
+    }
     // `--profile pitched|arrays`: two folded FDK calls only (for a profiler).
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--profile") {
