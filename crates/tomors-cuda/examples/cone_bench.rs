@@ -74,7 +74,13 @@ fn main() {
             for rep in 0..6 {
                 let t0 = Instant::now();
                 let st = be
-                    .fdk_device(proj.view(), &g, &vol, &FdkOptions::default(), out.view_mut())
+                    .fdk_device(
+                        proj.view(),
+                        &g,
+                        &vol,
+                        &FdkOptions::default(),
+                        out.view_mut(),
+                    )
                     .unwrap();
                 if rep > 0 {
                     t.push(t0.elapsed().as_secs_f64());
@@ -84,7 +90,10 @@ fn main() {
             t.sort_by(f64::total_cmp);
             println!(
                 "shape zb {} bx {}: median {:.4} s host to host (min {:.4}); last call: {last}",
-                shape.zb, shape.bx, t[t.len() / 2], t[0]
+                shape.zb,
+                shape.bx,
+                t[t.len() / 2],
+                t[0]
             );
         }
         return;
