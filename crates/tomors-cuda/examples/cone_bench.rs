@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions};
-use tomors_cuda::ConeKernel;
+use tomors_cuda::{ConeKernel, FdkFold, FoldShape};
 
 /// Deterministic values in [-1, 1) from a seed (xorshift).
 fn random(len: usize, seed: u64) -> Vec<f32> {
@@ -50,10 +50,83 @@ fn main() {
     let proj = Array3::from_shape_vec((na, n, n), random(na * n * n, 7)).unwrap();
     let mut out = Array3::<f32>::zeros((n, n, n));
     let gu = (n * n * n * na) as f64 * 1e-9;
-    for (kernel, rep) in [ConeKernel::Loads, ConeKernel::Texture]
-        .into_iter()
-        .flat_map(|k| (0..3).map(move |r| (k, r)))
-    {
+    // `--shapes ZBxBX,...`: the default folded FDK, then each launch shape
+    // (5 timed calls each, medians).
+    let args_all: Vec<String> = std::env::args().collect();
+    if let Some(i) = args_all.iter().position(|a| a == "--shapes") {
+        let list = args_all.get(i + 1).cloned().unwrap_or_default();
+        let mut shapes = vec![FoldShape::default()];
+        for s in list.split(',').filter(|s| !s.is_empty()) {
+            let (zb, bx) = s.split_once('x').expect("ZBxBX");
+            shapes.push(FoldShape {
+                zb: zb.parse().expect("ZB"),
+                bx: bx.parse().expect("BX"),
+            });
+        }
+        shapes.push(FoldShape::default());
+        for shape in shapes {
+            be.set_fdk_fold(FdkFold {
+                shape,
+                ..FdkFold::default()
+            });
+            let mut t = Vec::new();
+            let mut last = String::new();
+            for rep in 0..6 {
+                let t0 = Instant::now();
+                let st = be
+                    .fdk_device(
+                        proj.view(),
+                        &g,
+                        &vol,
+                        &FdkOptions::default(),
+                        out.view_mut(),
+                    )
+                    .unwrap();
+                if rep > 0 {
+                    t.push(t0.elapsed().as_secs_f64());
+                }
+                last = st.to_string();
+            }
+            t.sort_by(f64::total_cmp);
+            println!(
+                "shape zb {} bx {}: median {:.4} s host to host (min {:.4}); last call: {last}",
+                shape.zb,
+                shape.bx,
+                t[t.len() / 2],
+                t[0]
+            );
+        }
+        return;
+    }
+    // `--profile pitched|arrays`: two folded FDK calls only (for a profiler).
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--profile") {
+        let arrays = args.get(i + 1).is_some_and(|m| m == "arrays");
+        be.set_fdk_fold(FdkFold {
+            arrays,
+            ..FdkFold::default()
+        });
+        for rep in 0..2 {
+            let t = Instant::now();
+            let st = be
+                .fdk_device(
+                    proj.view(),
+                    &g,
+                    &vol,
+                    &FdkOptions::default(),
+                    out.view_mut(),
+                )
+                .unwrap();
+            let tt = t.elapsed().as_secs_f64();
+            println!("profile fdk_device arrays {arrays} rep {rep}: {tt:.4} s; {st}");
+        }
+        return;
+    }
+    for (kernel, rep) in [
+        (ConeKernel::Loads, 0),
+        (ConeKernel::Texture, 0),
+        (ConeKernel::Texture, 1),
+    ] {
         be.set_cone_kernel(kernel);
         let st = be
             .cone_backproject_chunked(proj.view(), &g, &vol, 0..n, out.view_mut(), 0)
@@ -71,19 +144,153 @@ fn main() {
         );
     }
     // FDK on the device, host to host: 1 warm-up call (compiles or loads
-    // the kernels, plans the FFTs, allocates), then 5 timed calls.
+    // the kernels, plans the FFTs, allocates), then timed calls: the
+    // unfolded pipeline (the texture kernel after all uploads), then the
+    // folded, overlapped one (the default) and its variants.
     be.set_cone_kernel(ConeKernel::Texture);
     let opts = FdkOptions::default();
-    for rep in 0..6 {
-        let t = Instant::now();
-        let st = be
-            .fdk_device(proj.view(), &g, &vol, &opts, out.view_mut())
-            .unwrap();
-        let tt = t.elapsed().as_secs_f64();
-        let label = if rep == 0 { "warm-up" } else { "timed" };
+    let fdk_run = |be: &tomors_cuda::CudaBackend,
+                   label: &str,
+                   reps: usize,
+                   out: &mut Array3<f32>| {
+        let mut times = Vec::new();
+        for rep in 0..=reps {
+            let t = Instant::now();
+            let st = be
+                .fdk_device(proj.view(), &g, &vol, &opts, out.view_mut())
+                .unwrap();
+            let tt = t.elapsed().as_secs_f64();
+            let kind = if rep == 0 { "warm-up" } else { "timed" };
+            println!(
+                "bench fdk_device {label} 512^3 x 720 rep {rep} ({kind}): {tt:.4} s host to host, {:.1} GU/s; {st}",
+                gu / tt
+            );
+            if rep > 0 {
+                times.push(tt);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let med = times[times.len() / 2];
         println!(
-            "bench fdk_device 512^3 x 720 rep {rep} ({label}): {tt:.4} s host to host, {:.1} GU/s; {st}",
-            gu / tt
+            "bench fdk_device {label} median {med:.4} s ({:.1} GU/s)",
+            gu / med
         );
+        med
+    };
+    be.set_fdk_fold(FdkFold {
+        enabled: false,
+        ..FdkFold::default()
+    });
+    let mut unfolded = Array3::<f32>::zeros((n, n, n));
+    fdk_run(&be, "unfolded", 5, &mut unfolded);
+    be.set_fdk_fold(FdkFold::default());
+    fdk_run(&be, "folded", 7, &mut out);
+    let pitched = out.clone();
+    let diff = rel_l2(&out, &unfolded);
+    println!("bench fdk folded vs unfolded: rel L2 {diff:.3e}");
+    // Both against the exact f32 FDK (plain loads, host steps) on these
+    // random projections (iid texels: the 8-bit weights' worst case).
+    be.set_cone_kernel(ConeKernel::Loads);
+    let mut exact = Array3::<f32>::zeros((n, n, n));
+    be.fdk_device(proj.view(), &g, &vol, &opts, exact.view_mut())
+        .unwrap();
+    be.set_cone_kernel(ConeKernel::Texture);
+    println!(
+        "bench fdk vs the exact f32 FDK (Loads): folded rel L2 {:.3e}, unfolded {:.3e}",
+        rel_l2(&out, &exact),
+        rel_l2(&unfolded, &exact)
+    );
+    be.set_fdk_fold(FdkFold {
+        separate_stream: true,
+        ..FdkFold::default()
+    });
+    fdk_run(&be, "folded, separate back-projection stream", 3, &mut out);
+    be.set_fdk_fold(FdkFold {
+        arrays: true,
+        ..FdkFold::default()
+    });
+    let arr = fdk_run(&be, "folded, CUDA arrays", 5, &mut out);
+    println!(
+        "bench fdk folded arrays vs pitched: rel L2 {:.3e}; vs exact {:.3e}",
+        rel_l2(&out, &pitched),
+        rel_l2(&out, &exact)
+    );
+    be.set_fdk_fold(FdkFold {
+        arrays: true,
+        separate_stream: true,
+        ..FdkFold::default()
+    });
+    fdk_run(&be, "folded, CUDA arrays, separate stream", 3, &mut out);
+    let _ = arr;
+    if std::env::args().any(|a| a == "--sweep") {
+        for (zb, bx) in [(16, 32), (16, 64), (8, 32)] {
+            be.set_fdk_fold(FdkFold {
+                shape: FoldShape { zb, bx },
+                ..FdkFold::default()
+            });
+            fdk_run(&be, &format!("folded zb {zb} bx {bx}"), 3, &mut out);
+        }
+        for (group, last) in [
+            (64, 240),
+            (128, 240),
+            (192, 240),
+            (96, 180),
+            (96, 360),
+            (160, 160),
+        ] {
+            be.set_fdk_fold(FdkFold {
+                group,
+                last,
+                ..FdkFold::default()
+            });
+            fdk_run(
+                &be,
+                &format!("folded group {group} last {last}"),
+                3,
+                &mut out,
+            );
+        }
     }
+    be.set_fdk_fold(FdkFold::default());
+    let med = fdk_run(&be, "folded (default, again)", 5, &mut out);
+    println!("bench fdk_device summary: folded median {med:.4} s host to host");
+
+    // The CLI benchmark's geometry (`tomors phantom --geometry cone --size
+    // 512 --angles 720 --sod 1000 --odd 500 --pixel-size 3`: pixels of 3,
+    // the fitting volume), for the CLI's reconstruction time beside the
+    // library's on the same problem.
+    let gc = ConeGeometry::new(g.angles().to_vec(), 1000.0, 500.0, n, n, 3.0, 3.0).unwrap();
+    let vc = gc.fitting_volume(n, n, n).unwrap();
+    let fdk_cli_geom = |label: &str, reps: usize, out: &mut Array3<f32>| {
+        let mut times = Vec::new();
+        for rep in 0..=reps {
+            let t = Instant::now();
+            let st = be
+                .fdk_device(proj.view(), &gc, &vc, &opts, out.view_mut())
+                .unwrap();
+            let tt = t.elapsed().as_secs_f64();
+            println!("bench fdk_device {label} rep {rep}: {tt:.4} s host to host; {st}");
+            if rep > 0 {
+                times.push(tt);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let med = times[times.len() / 2];
+        println!("bench fdk_device {label} median {med:.4} s");
+    };
+    fdk_cli_geom(
+        &format!("CLI geometry (pixel 3, voxel {}) folded", vc.voxel_size),
+        5,
+        &mut out,
+    );
+}
+
+/// Relative L2 difference of two volumes.
+fn rel_l2(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b.iter()) {
+        num += ((*x - *y) as f64).powi(2);
+        den += (*y as f64).powi(2);
+    }
+    (num / den.max(1e-300)).sqrt()
 }

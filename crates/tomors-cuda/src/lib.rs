@@ -58,7 +58,7 @@ pub mod iterative;
 pub mod runtime;
 pub mod tune;
 
-pub use cone::{ConeKernel, ConeStats, FdkStats};
+pub use cone::{ConeKernel, ConeStats, FdkFold, FdkStats, FoldShape};
 pub use error::{CudaError, Result};
 pub use fbp::device::DeviceOrder;
 pub use fbp::fft::FftVariant;

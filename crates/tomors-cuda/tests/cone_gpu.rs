@@ -220,17 +220,39 @@ fn fdk_on_the_gpu_matches_the_cpu_fdk() {
     // The device pipeline with several upload chunks (7 angles, the last
     // one shorter) and download slabs (24 slices, the last one shorter):
     // the same volume.
+    // The unfolded pipeline first (the folded one is `cone_fold_gpu`'s).
     be.set_cone_kernel(ConeKernel::Texture);
     be.set_fdk_chunk(7);
+    be.set_fdk_fold(tomors_cuda::FdkFold {
+        enabled: false,
+        ..Default::default()
+    });
     let mut piped = Array3::<f32>::zeros((N, N, N));
     let slabbed = FdkOptions { slab: 24, ..opts };
     let st = be
         .fdk_device(proj.view(), &g, &vol, &slabbed, piped.view_mut())
         .unwrap();
     println!("pipelined GPU FDK 64³: {st}");
-    assert!(st.on_device && st.chunks == 26 && st.slabs == 3, "{st:?}");
+    assert!(
+        st.on_device && !st.folded && st.chunks == 26 && st.slabs == 3,
+        "{st:?}"
+    );
     let e = rel(&piped, &cpu);
     assert!(e <= 2e-3, "pipelined GPU FDK vs CPU: {e}");
+    // The folded, overlapped pipeline with the same chunks: 12 upper
+    // slices per slab rounded up to the kernel's 16, so 2 slab pairs.
+    be.set_fdk_fold(tomors_cuda::FdkFold::default());
+    let mut folded = Array3::<f32>::from_elem((N, N, N), f32::NAN);
+    let st = be
+        .fdk_device(proj.view(), &g, &vol, &slabbed, folded.view_mut())
+        .unwrap();
+    println!("folded GPU FDK 64³: {st}");
+    assert!(
+        st.on_device && st.folded && st.chunks == 26 && st.slabs == 2,
+        "{st:?}"
+    );
+    let e = rel(&folded, &cpu);
+    assert!(e <= 2e-3, "folded GPU FDK vs CPU: {e}");
 }
 
 /// A short scan (Parker weights) on the GPU equals the CPU's, and a

@@ -27,16 +27,21 @@ fn bytes_needed(projection_values: usize, voxels: usize) -> usize {
     4 * (3 * projection_values + 4 * voxels) + (64 << 20)
 }
 
-/// Opens and reads a cone-beam scan. Angles: `--angles`, the file's own,
-/// `--angle-range`, else 360° (end excluded) or, with `--short-scan`,
-/// π + fan angle with both ends.
-pub fn load(
-    input: &InputSpec,
-    pre: &PreSpec,
-    cone: &ConeSpec,
-    memory: Option<usize>,
-    method: &str,
-) -> Result<ConeScan> {
+/// A cone-beam scan opened (header, angles, geometry, volume), its
+/// projections not read yet.
+pub struct ConeOpened {
+    /// The opened scan.
+    pub scan: Scan,
+    /// The cone-beam geometry.
+    pub geometry: ConeGeometry,
+    /// The reconstruction volume.
+    pub volume: ConeVolume,
+}
+
+/// Opens a cone-beam scan without reading its projections. Angles:
+/// `--angles`, the file's own, `--angle-range`, else 360° (end excluded)
+/// or, with `--short-scan`, π + fan angle with both ends.
+pub fn open(input: &InputSpec, pre: &PreSpec, cone: &ConeSpec) -> Result<ConeOpened> {
     let scan = input::open(input, pre, true)?;
     let path = scan.path().to_path_buf();
     let [n_angles, n_rows, n_cols] = scan.shape();
@@ -48,12 +53,35 @@ pub fn load(
         .geometry(angles, n_rows, n_cols)
         .with_context(|| path.display().to_string())?;
     let volume = cone.volume(&geometry)?;
-    let bytes = bytes_needed(n_angles * n_rows * n_cols, volume.len());
-    let projections = scan.read_whole(0..n_rows, bytes, memory, method)?;
-    Ok(ConeScan {
+    Ok(ConeOpened {
         scan,
-        projections,
         geometry,
         volume,
     })
+}
+
+impl ConeOpened {
+    /// Reads every detector row (within `memory`, for `method`'s messages).
+    pub fn read(self, memory: Option<usize>, method: &str) -> Result<ConeScan> {
+        let [n_angles, n_rows, n_cols] = self.scan.shape();
+        let bytes = bytes_needed(n_angles * n_rows * n_cols, self.volume.len());
+        let projections = self.scan.read_whole(0..n_rows, bytes, memory, method)?;
+        Ok(ConeScan {
+            scan: self.scan,
+            projections,
+            geometry: self.geometry,
+            volume: self.volume,
+        })
+    }
+}
+
+/// Opens and reads a cone-beam scan (see [`open`]).
+pub fn load(
+    input: &InputSpec,
+    pre: &PreSpec,
+    cone: &ConeSpec,
+    memory: Option<usize>,
+    method: &str,
+) -> Result<ConeScan> {
+    open(input, pre, cone)?.read(memory, method)
 }

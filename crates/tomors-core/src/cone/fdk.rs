@@ -52,6 +52,21 @@ pub trait ConeBackend: Backend {
         fdk_by_steps(self, projections, geometry, volume, options, out)
     }
 
+    /// Prepares an FDK of `volume` from projections of `geometry` (their
+    /// shape and angles) before the projections exist, so that a caller
+    /// can overlap the preparation (device kernels, buffers, FFT plans)
+    /// with reading them; [`ConeBackend::fdk_into`] then reuses it. The
+    /// default does nothing.
+    fn prepare_fdk(
+        &self,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        options: &FdkOptions,
+    ) -> Result<()> {
+        let _ = (geometry, volume, options);
+        Ok(())
+    }
+
     /// FDK of slices `z` of `volume` into `out` (`[z.len()][y][x]`,
     /// overwritten) from detector rows `rows` of the projections of
     /// `geometry` only (`projections` is `[angle][rows.len()][col]`): one

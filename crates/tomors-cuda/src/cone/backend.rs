@@ -226,6 +226,15 @@ impl ConeBackend for CudaBackend {
             .map(|_| ())
     }
 
+    fn prepare_fdk(
+        &self,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        options: &FdkOptions,
+    ) -> tomors_core::Result<()> {
+        self.prepare_fdk_device(geometry, volume, options)
+    }
+
     fn fdk_slab_into(
         &self,
         projections: ArrayView3<'_, f32>,

@@ -31,6 +31,9 @@ use tomors_core::cone::{
 };
 use tomors_core::CoreError;
 
+use crate::cone::fdk_common::{FdkStats, CHUNK_FLOATS, SLAB_FLOATS, SPARE_BYTES};
+use crate::cone::fdk_fold::{prepare_fold, run_fold, FdkFold, FoldState};
+use crate::cone::fold::FoldLayout;
 use crate::cone::{check_extents, BpSource, ConeKernel, ConeModule, StackLayout, CONE_MAX_ANGLES};
 use crate::error::{CudaError, Result};
 use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
@@ -38,70 +41,27 @@ use crate::fbp::CudaBackend;
 use crate::runtime::{ensure, ensure_pinned};
 use crate::runtime::{DeviceBuffer, Event, ForeignDevicePtr};
 
-/// Floats per upload chunk (about 32 MiB).
-const CHUNK_FLOATS: usize = 8 << 20;
-/// Floats per downloaded slab (about 64 MiB).
-const SLAB_FLOATS: usize = 16 << 20;
-/// Device memory left free beside the FDK buffers.
-const SPARE_BYTES: usize = 256 << 20;
-
 /// The angles per upload chunk set by [`CudaBackend::set_fdk_chunk`]
 /// (kept in the backend's extensions; 0 = automatic).
 #[derive(Clone, Copy, Debug)]
 struct FdkChunk(usize);
-
-/// Stage times of one FDK, host to host.
-#[derive(Clone, Debug, Default)]
-pub struct FdkStats {
-    /// Whether the device pipeline ran (false: the host-steps path).
-    pub on_device: bool,
-    /// Angle chunks uploaded and filtered.
-    pub chunks: usize,
-    /// Slabs of z back projected and downloaded.
-    pub slabs: usize,
-    /// Host copies into pinned staging (wall time, s).
-    pub host_in_s: f64,
-    /// Uploads (CUDA events, ms, summed over chunks).
-    pub upload_ms: f64,
-    /// Weighting, filtering and packing (events, ms).
-    pub filter_ms: f64,
-    /// Back projection (events, ms).
-    pub backproject_ms: f64,
-    /// Downloads (events, ms).
-    pub download_ms: f64,
-    /// Host copies out of pinned staging (wall time, s).
-    pub host_out_s: f64,
-    /// The whole call (wall time, s).
-    pub total_s: f64,
-}
-
-impl std::fmt::Display for FdkStats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if !self.on_device {
-            return write!(f, "host steps, total {:.4} s", self.total_s);
-        }
-        write!(
-            f,
-            "total {:.4} s; {} chunks: host in {:.1} ms, upload {:.1} ms, filter {:.1} ms; \
-             {} slabs: back projection {:.1} ms, download {:.1} ms, host out {:.1} ms",
-            self.total_s,
-            self.chunks,
-            self.host_in_s * 1e3,
-            self.upload_ms,
-            self.filter_ms,
-            self.slabs,
-            self.backproject_ms,
-            self.download_ms,
-            self.host_out_s * 1e3
-        )
-    }
-}
 
 impl CudaBackend {
     /// Sets the projections per upload chunk of [`CudaBackend::fdk_device`]
     /// (0: about 32 MiB of projections, the default).
     pub fn set_fdk_chunk(&mut self, angles: usize) {
         self.ext.insert(FdkChunk(angles));
+    }
+
+    /// Sets how [`CudaBackend::fdk_device`] uses the folded kernel and the
+    /// overlapped pipeline (see [`FdkFold`]; enabled by default).
+    pub fn set_fdk_fold(&mut self, fold: FdkFold) {
+        self.ext.insert(fold);
+    }
+
+    /// The folded-pipeline settings in use.
+    pub fn fdk_fold(&self) -> FdkFold {
+        self.ext.get::<FdkFold>().copied().unwrap_or_default()
     }
 
     /// FDK of `projections` (`[angle][row][col]`) into `out` (`[z][y][x]`
@@ -131,6 +91,52 @@ impl CudaBackend {
             options,
             out,
         )
+    }
+
+    /// Prepares [`CudaBackend::fdk_device`] of `volume` from projections
+    /// of `geometry` before the projections exist: loads (or compiles) the
+    /// kernels, allocates the device, pinned and volume buffers and plans
+    /// the FFTs, so that a caller can overlap this with reading the data
+    /// (the CLI does). The call itself then reuses all of it. Nothing is
+    /// prepared for the paths that do not need it (host steps); an
+    /// out-of-memory here only frees what it took (the call then chooses
+    /// its path as usual).
+    ///
+    /// Errors: driver, compilation and FFT-planning errors.
+    pub fn prepare_fdk_device(
+        &self,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        options: &FdkOptions,
+    ) -> tomors_core::Result<()> {
+        let na = geometry.n_angles();
+        if self.cone_kernel() == ConeKernel::Loads
+            || !self.gpu_filtering()
+            || na > CONE_MAX_ANGLES
+            || na == 0
+        {
+            return Ok(());
+        }
+        options.filter.validate()?;
+        let fold = self.fdk_fold();
+        let chunk = self.ext.get::<FdkChunk>().map_or(0, |c| c.0);
+        let mut e = self.lock()?;
+        let layout = match fold.enabled && fold.shape.is_valid() {
+            true => FoldLayout::new(&e.ctx, geometry, na),
+            false => None,
+        };
+        let r = match layout {
+            Some(l) => match prepare_fold(&mut e, (&fold, chunk), &l, geometry, volume, options) {
+                Err(err) if err.is_out_of_memory() => {
+                    e.ext.remove::<FoldState>();
+                    e.free_buffers();
+                    Ok(())
+                }
+                r => r,
+            },
+            None => ConeModule::of(&mut e).map(|_| ()),
+        };
+        r.map_err(CoreError::from)
     }
 
     /// [`CudaBackend::fdk_device`] of slices `z` of `volume` (into `out`,
@@ -195,22 +201,56 @@ impl CudaBackend {
             .as_standard_layout()
             .into_owned();
         let zs = fdk_slab_slices(volume, options.slab);
+        let fold = self.fdk_fold();
+        let weights = (
+            angular.as_slice().expect("standard layout"),
+            cosine.as_slice().expect("standard layout"),
+        );
         let result = {
             let mut e = self.lock()?;
-            let r = run(
-                &mut e,
-                (self.ext.get::<FdkChunk>().map_or(0, |c| c.0), zs),
-                Src::Host(projections),
-                geometry,
-                (&rows, &z),
-                volume,
-                options,
-                (
-                    angular.as_slice().expect("standard layout"),
-                    cosine.as_slice().expect("standard layout"),
+            let layout = match whole && fold.enabled && fold.shape.is_valid() {
+                true => FoldLayout::new(&e.ctx, geometry, na),
+                false => None,
+            };
+            let folded = match layout {
+                Some(layout) => {
+                    let r = run_fold(
+                        &mut e,
+                        (&fold, self.ext.get::<FdkChunk>().map_or(0, |c| c.0)),
+                        &layout,
+                        projections,
+                        geometry,
+                        volume,
+                        options,
+                        weights,
+                        out.view_mut(),
+                    );
+                    match r {
+                        Err(err) if err.is_out_of_memory() => {
+                            tracing::info!("FDK without the folded pipeline: {err}");
+                            e.ext.remove::<FoldState>();
+                            e.free_buffers();
+                            None
+                        }
+                        r => Some(r),
+                    }
+                }
+                None => None,
+            };
+            let r = match folded {
+                Some(r) => r,
+                None => run(
+                    &mut e,
+                    (self.ext.get::<FdkChunk>().map_or(0, |c| c.0), zs),
+                    Src::Host(projections),
+                    geometry,
+                    (&rows, &z),
+                    volume,
+                    options,
+                    weights,
+                    Dst::Host(out.view_mut()),
                 ),
-                Dst::Host(out.view_mut()),
-            );
+            };
             if matches!(&r, Err(err) if err.is_out_of_memory()) {
                 e.free_buffers();
             }
@@ -219,6 +259,7 @@ impl CudaBackend {
         match result {
             Ok(Some(mut stats)) => {
                 stats.total_s = t0.elapsed().as_secs_f64();
+                tracing::debug!("FDK on the device: {stats}");
                 Ok(stats)
             }
             Ok(None) => Err(non_finite(&projections, rows.start)),

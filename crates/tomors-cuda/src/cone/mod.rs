@@ -38,10 +38,16 @@ use crate::runtime::{
 
 mod backend;
 pub(crate) mod fdk;
+mod fdk_common;
+pub(crate) mod fdk_fold;
+pub(crate) mod fold;
 mod multi;
 
 pub(crate) use backend::check_extents;
-pub use fdk::{fdk_slab_slices, FdkStats};
+pub use fdk::fdk_slab_slices;
+pub use fdk_common::FdkStats;
+pub use fdk_fold::FdkFold;
+pub use fold::FoldShape;
 pub use multi::{slab_parts, SlabPart};
 
 /// Source of the cone-beam back projector (`cone_bp`).

@@ -22,7 +22,8 @@ use tomors_core::cone::{
 };
 use tomors_core::CoreError;
 
-use super::fdk::{fdk_slab_slices, FdkStats};
+use super::fdk::fdk_slab_slices;
+use super::fdk_common::FdkStats;
 use super::CONE_ZB;
 use crate::error::CudaError;
 use crate::fbp::{CudaBackend, MultiCudaBackend};

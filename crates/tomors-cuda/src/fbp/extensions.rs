@@ -26,6 +26,14 @@ impl Extensions {
     pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
         self.map.insert(TypeId::of::<T>(), Box::new(value));
     }
+
+    /// Takes the value of type `T` out of the map, if one was inserted.
+    pub fn remove<T: Any + Send + Sync>(&mut self) -> Option<T> {
+        self.map
+            .remove(&TypeId::of::<T>())
+            .and_then(|b| b.downcast::<T>().ok())
+            .map(|b| *b)
+    }
 }
 
 impl std::fmt::Debug for Extensions {
@@ -51,5 +59,8 @@ mod tests {
         assert_eq!(e.get::<A>(), Some(&A(2)));
         assert_eq!(e.get::<usize>(), Some(&7));
         assert!(e.get::<u32>().is_none());
+        assert_eq!(e.remove::<A>(), Some(A(2)));
+        assert!(e.get::<A>().is_none());
+        assert_eq!(e.remove::<A>(), None);
     }
 }

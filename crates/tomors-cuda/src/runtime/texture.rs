@@ -196,24 +196,45 @@ impl Array2d {
         pitch_bytes: usize,
         stream: &Stream,
     ) -> Result<()> {
+        self.copy_rows_from_device(src, pitch_bytes, 0..self.height, stream)
+    }
+
+    /// Copies rows `rows` of `width` texels from pitched device memory
+    /// (`src`: its row 0) into the same rows of the array, on `stream`.
+    pub fn copy_rows_from_device(
+        &self,
+        src: sys::CUdeviceptr,
+        pitch_bytes: usize,
+        rows: std::ops::Range<usize>,
+        stream: &Stream,
+    ) -> Result<()> {
+        if rows.start > rows.end || rows.end > self.height {
+            return Err(crate::error::CudaError::Parameter(format!(
+                "rows {rows:?} of a {}-row array",
+                self.height
+            )));
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
         let tb = format_parts(self.format).3;
         let m = sys::CUDA_MEMCPY2D {
             srcXInBytes: 0,
-            srcY: 0,
+            srcY: rows.start,
             srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
             srcHost: std::ptr::null(),
             srcDevice: src,
             srcArray: std::ptr::null_mut(),
             srcPitch: pitch_bytes,
             dstXInBytes: 0,
-            dstY: 0,
+            dstY: rows.start,
             dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_ARRAY,
             dstHost: std::ptr::null_mut(),
             dstDevice: 0,
             dstArray: self.raw,
             dstPitch: 0,
             WidthInBytes: self.width * tb,
-            Height: self.height,
+            Height: rows.len(),
         };
         // SAFETY: every field written; the source holds height rows of pitch bytes.
         check(

@@ -1,0 +1,151 @@
+// Folded cone-beam back projection (FDK): one texture fetch serves two
+// voxels, slice k and its mirror nz - 1 - k.
+//
+// Baked parameters (#defines prepended by the host):
+//   MAXP   capacity of the per-projection constant array (angles)
+//   MAXT   capacity of the texture-object array
+//   ZB     upper slices per thread (each with its mirror: 2 ZB voxels)
+//   BX     threads of a block along x (256 / BX along y)
+//
+// The volume is centred on z = 0, so slice k at height z and its mirror at
+// -z lie on the same voxel column (x, y): for every projection they share
+// the depth, the FDK weight, the detector column and its interpolation
+// weights, and their detector rows are rho and S - rho, where S = 2 crow
+// (the principal point's row, doubled). When S is an integer the detector
+// can be folded about crow: texel row i of a projection holds the float2
+// (P[a + i], P[S - a - i]) (zero outside the detector), a = floor(S/2) - 1.
+// A bilinear fetch at the folded coordinate s = rho - a then returns the
+// bilinear interpolation at rho in .x and at S - rho in .y, with the same
+// column weights and mirrored row weights: exactly the two values of the
+// unfolded texture kernel (cone_bp_tex), with the same 8-bit weights, at
+// half the fetches. The float2 texel is fetched at the full texture rate.
+//
+// Layout: TPG folded projections per pitched 2D float2 texture, H rows
+// each followed by one zero row; projection g in texture g / TPG, band
+// g % TPG. Upper slices have z >= 0, so rho >= crow and s >= 1.
+//
+// The per-(x, y) terms are f32 from per-projection constants (c_geo, 6 per
+// projection, computed in f64 on the host): depth = d0 + ix dx + iy dy,
+// column = ccol + (u0 + ix ux + iy uy) / depth (u scaled by SDD / pixel_u),
+// m / pixel_v = (SDD / pixel_v) / depth. Their rounding (< 2e-4 pixel at
+// 512^2) is far below the texture's 1/256 weight step.
+
+#ifndef BX
+#define BX 16
+#endif
+#define BY (256 / BX)
+
+__constant__ float c_geo[6 * MAXP];
+__constant__ unsigned long long c_ftex[MAXT];
+
+// vol: [z][y][x], nz slices of nx x ny; the launch covers upper slices
+// k_first .. k_first + nk (k_first >= nz / 2) and their mirrors, for
+// projections p_first .. p_first + nang; overwritten (acc == 0) or added
+// to (acc == 1).
+extern "C" __global__ void __launch_bounds__(256)
+cone_bp_fold(float* __restrict__ vol, int p_first, int nang, int k_first, int nk, int acc,
+             int tpg, int h, int nx, int ny, int nz, float ncf, float sv, float sod,
+             float ccol, float rbase, float vox)
+{
+    const int ix = blockIdx.x * BX + (int)(threadIdx.x % BX);
+    const int iy = blockIdx.y * BY + (int)(threadIdx.x / BX);
+    const int kb = k_first + (int)blockIdx.z * ZB;
+    if (ix >= nx || iy >= ny) return;
+    const float fx = (float)ix, fy = (float)iy;
+    // z of slice kb (k - (nz - 1) / 2 is exact in f32).
+    const float zb = ((float)kb - 0.5f * (float)(nz - 1)) * vox;
+    const float hf = (float)h;
+    float up[ZB], dn[ZB];
+#pragma unroll
+    for (int k = 0; k < ZB; ++k) {
+        up[k] = 0.0f;
+        dn[k] = 0.0f;
+    }
+    int tg = p_first / tpg;
+    int band = p_first - tg * tpg;
+    const int p_end = p_first + nang;
+    for (int p = p_first; p < p_end; ++p) {
+        const int cb = band, ct = tg;
+        if (++band == tpg) {
+            band = 0;
+            ++tg;
+        }
+        const float depth = fmaf(fy, c_geo[6 * p + 2], fmaf(fx, c_geo[6 * p + 1], c_geo[6 * p]));
+        if (!(depth > 0.0f)) continue;
+        const float inv = __frcp_rn(depth);
+        const float un = fmaf(fy, c_geo[6 * p + 5], fmaf(fx, c_geo[6 * p + 4], c_geo[6 * p + 3]));
+        const float col = fmaf(un, inv, ccol);
+        if (!(col >= -1.0f && col < ncf)) continue;
+        const float sw = sod * inv;
+        const float w = sw * sw;
+        const float mv = sv * inv;
+        const float s0 = fmaf(zb, mv, rbase);  // folded row of slice kb
+        const float ds = vox * mv;
+        const float tx = col + 0.5f;
+        const float ty = (float)(cb * (h + 1)) + 0.5f;
+        const cudaTextureObject_t t = (cudaTextureObject_t)c_ftex[ct];
+#pragma unroll
+        for (int k = 0; k < ZB; ++k) {
+            const float s = fmaf(ds, (float)k, s0);
+            if (s < hf) {
+                const float2 v = tex2D<float2>(t, tx, ty + s);
+                up[k] = fmaf(w, v.x, up[k]);
+                dn[k] = fmaf(w, v.y, dn[k]);
+            }
+        }
+    }
+    const size_t sl = (size_t)nx * ny;
+    float* o = vol + (size_t)iy * nx + ix;
+    const int k_end = k_first + nk;
+#pragma unroll
+    for (int k = 0; k < ZB; ++k) {
+        const int kk = kb + k;
+        if (kk < k_end) {
+            float* d = o + (size_t)kk * sl;
+            *d = acc ? *d + up[k] : up[k];
+            const int mk = nz - 1 - kk;
+            if (mk != kk) {
+                float* e = o + (size_t)mk * sl;
+                *e = acc ? *e + dn[k] : dn[k];
+            }
+        }
+    }
+}
+
+// Copies nang projections of filtered detector rows into the folded
+// layout. Row r of the chunk (r = a * NR + row) is plain (pair = 0:
+// row_stride floats apart) or packed two per complex row (pair = 1: the
+// real part for even r, the imaginary part for odd r). Projection a goes to
+// global angle g = a_first + a: texture g / tpg (gf2 float2 apart), rows
+// from (g % tpg)(h + 1), pitch2 float2 apart; folded row i holds rows
+// a_row + i and s_sum - a_row - i of the projection (zero outside the
+// detector). The zero rows between bands are never written (the buffer is
+// cleared once per call).
+extern "C" __global__ void cone_pack_fold(const float* __restrict__ src, long long row_stride,
+                                          int pair, float2* __restrict__ dst, int a_first,
+                                          int nang, int nr, int nc, int pitch2, int tpg,
+                                          long long gf2, int h, int a_row, int s_sum)
+{
+    const long long total = (long long)nang * h * nc;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int c = (int)(i % nc);
+        const long long ai = i / nc;
+        const int fi = (int)(ai % h);
+        const long long a = ai / h;
+        const int r0 = a_row + fi;
+        const int r1 = s_sum - a_row - fi;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (r0 >= 0 && r0 < nr) {
+            const long long ar = a * nr + r0;
+            v0 = pair ? src[(ar >> 1) * row_stride + 2 * c + (ar & 1)] : src[ar * row_stride + c];
+        }
+        if (r1 >= 0 && r1 < nr) {
+            const long long ar = a * nr + r1;
+            v1 = pair ? src[(ar >> 1) * row_stride + 2 * c + (ar & 1)] : src[ar * row_stride + c];
+        }
+        const int g = a_first + (int)a;
+        const long long row = (long long)(g % tpg) * (h + 1) + fi;
+        dst[(g / tpg) * gf2 + row * pitch2 + c] = make_float2(v0, v1);
+    }
+}

@@ -1,0 +1,642 @@
+//! FDK on the device with the folded kernel and the back projection
+//! overlapped with the uploads and the downloads (the whole volume, a
+//! centred detector: see [`crate::cone::fold`]).
+//!
+//! The volume stays on the device. Angle chunks are copied into pinned
+//! staging and uploaded (upload stream), weighted, filtered and packed into
+//! the folded layout (compute stream) as in [`super::fdk`]; as soon as a
+//! group of chunks is packed, its projections are back projected into the
+//! whole volume on a third stream (the first group overwrites, the others
+//! add), while the next chunks are uploaded. The last group of angles is
+//! back projected slab by slab (upper slices and their mirrors), and each
+//! finished slab pair is downloaded and copied out while the next one is
+//! computed. So the uploads hide behind the early groups' back projection
+//! and the downloads behind the last group's.
+
+use std::time::Instant;
+
+use ndarray::{s, ArrayView3, ArrayViewMut3};
+use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions};
+
+use crate::cone::fdk_common::{FdkStats, CHUNK_FLOATS, SPARE_BYTES};
+use crate::cone::fold::{FoldLayout, FoldModule, FoldShape};
+use crate::error::{CudaError, Result};
+use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
+use crate::runtime::{ensure, ensure_pinned};
+use crate::runtime::{Array2d, DeviceBuffer, Event, Stream, TexFilter, TexFormat, Texture};
+
+/// How [`CudaBackend::fdk_device`](crate::CudaBackend::fdk_device) uses the
+/// folded kernel (set with
+/// [`CudaBackend::set_fdk_fold`](crate::CudaBackend::set_fdk_fold)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FdkFold {
+    /// Use the folded pipeline where it applies (the default); false: the
+    /// unfolded texture kernel after all uploads.
+    pub enabled: bool,
+    /// The kernel's launch shape.
+    pub shape: FoldShape,
+    /// Angles per back-projection launch before the last group (rounded up
+    /// to whole upload chunks; 0: about 96).
+    pub group: usize,
+    /// Angles of the last group, back projected slab by slab (rounded up
+    /// to whole chunks; 0: a third of the angles).
+    pub last: usize,
+    /// Upper slices per slab of the last group (each with its mirror;
+    /// rounded up to whole runs of the kernel's slices per thread; 0: half
+    /// of `FdkOptions::slab`, or 32 when that is 0 too).
+    pub slab: usize,
+    /// Back project on a stream of its own, concurrently with the
+    /// filtering of later chunks, each group in launches of `slab` upper
+    /// slices (false, the default: on the compute stream, in order after
+    /// the group's filtering; 0.0658 s against 0.0638 s in order at
+    /// 512³/720 on an H200, `docs/perf-notes.md`).
+    pub separate_stream: bool,
+    /// Read the projections through CUDA arrays (block-linear texels,
+    /// filled from the packed layout by a device copy per chunk) instead
+    /// of pitched memory; needs the projections' texels twice in device
+    /// memory (falls back to pitched memory when they do not fit). The
+    /// same values; measured 3 % slower at 512³/720 on an H200 (the kernel
+    /// is bound by the texture unit's throughput either way), so off.
+    pub arrays: bool,
+}
+
+impl Default for FdkFold {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            shape: FoldShape::default(),
+            group: 0,
+            last: 0,
+            slab: 0,
+            separate_stream: false,
+            arrays: false,
+        }
+    }
+}
+
+/// The device state the folded pipeline keeps between calls (the whole
+/// volume lives in the engine's first output slot, which
+/// `Engine::free_buffers` frees with the other buffers).
+pub(crate) struct FoldState {
+    /// The back-projection stream (with `FdkFold::separate_stream`).
+    bp: Stream,
+    /// Device buffers of uploaded chunks (enough for a group and one more,
+    /// so the uploads run a group ahead of the back projection).
+    raw: Vec<Option<DeviceBuffer>>,
+    /// CUDA arrays of the texture groups (with `FdkFold::arrays`).
+    arrays: Vec<Array2d>,
+}
+
+/// The split of one folded FDK: upload chunks, early groups, the last
+/// group's slabs.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    /// Angles per upload chunk, and chunks.
+    ca: usize,
+    nchunks: usize,
+    /// Chunks per early back-projection launch; early chunks.
+    group_chunks: usize,
+    early: usize,
+    /// First upper slice, upper slices, upper slices per slab, slabs.
+    kmid: usize,
+    nu: usize,
+    su: usize,
+    nslabs: usize,
+    /// Back projection on its own stream.
+    separate: bool,
+    /// Projections in CUDA arrays.
+    arrays: bool,
+}
+
+impl Plan {
+    /// Device chunk buffers: a group's and one more (2 to 8).
+    fn nraw(&self) -> usize {
+        (self.group_chunks + 1).clamp(2, 8)
+    }
+
+    fn new(
+        cfg: &FdkFold,
+        chunk: usize,
+        (na, nr, nc): (usize, usize, usize),
+        volume: &ConeVolume,
+        options: &FdkOptions,
+    ) -> Self {
+        let plane = (nr * nc).max(1);
+        let ca0 = match chunk {
+            0 => CHUNK_FLOATS / plane,
+            c => c,
+        }
+        .clamp(1, na.max(1));
+        let ca = na.div_ceil(na.div_ceil(ca0)).max(1);
+        let nchunks = na.div_ceil(ca);
+        let group_chunks = match cfg.group {
+            0 => 96usize.div_ceil(ca),
+            g => g.div_ceil(ca),
+        }
+        .max(1);
+        let last_chunks = match cfg.last {
+            0 => na.div_ceil(3).div_ceil(ca),
+            l => l.div_ceil(ca),
+        }
+        .clamp(1, nchunks.max(1));
+        let kmid = volume.nz / 2;
+        let nu = volume.nz - kmid;
+        let zb = cfg.shape.zb;
+        let su = match (cfg.slab, options.slab) {
+            (0, 0) => 32usize,
+            (0, s) => s.div_ceil(2),
+            (s, _) => s,
+        }
+        .div_ceil(zb)
+        .max(1)
+            * zb;
+        let su = su.min(nu).max(1);
+        Self {
+            ca,
+            nchunks,
+            group_chunks,
+            early: nchunks.saturating_sub(last_chunks),
+            kmid,
+            nu,
+            su,
+            nslabs: nu.div_ceil(su),
+            separate: cfg.separate_stream,
+            arrays: cfg.arrays,
+        }
+    }
+}
+
+/// The device buffers of one folded FDK.
+struct Buffers {
+    /// Whether the projections are read through the state's arrays.
+    arrays: bool,
+    tex: u64,
+    raw: Vec<u64>,
+    vol: u64,
+    state: FoldState,
+}
+
+/// Checks the memory and allocates (or reuses) every buffer of `plan`;
+/// the fold state leaves the engine's map (the caller puts it back).
+fn allocate(
+    e: &mut Engine,
+    plan: &Plan,
+    layout: &FoldLayout,
+    (na, nr, nc): (usize, usize, usize),
+    volume: &ConeVolume,
+) -> Result<Buffers> {
+    let ctx = e.ctx.clone();
+    ctx.bind()?;
+    let (plane, plane_out) = (nr * nc, volume.nx * volume.ny);
+    let ca = plan.ca;
+    let (fft_bytes, fft_spec) = Engine::fft_bytes(e.fft_variant, ca * nr, nc);
+    let vol_bytes = volume.nz * plane_out * 4;
+    let tex_bytes = layout.bytes(na);
+    let have_arrays = e
+        .ext
+        .get::<FoldState>()
+        .is_some_and(|st| st.arrays.len() == layout.groups(na));
+    // Bytes still to allocate, beside what the engine holds already.
+    let needs = |e: &Engine| {
+        let have = |b: &Option<DeviceBuffer>, want: usize| match b {
+            Some(b) if b.bytes() >= want => want,
+            _ => 0,
+        };
+        let base = tex_bytes - have(&e.stack_tex, tex_bytes)
+            + plan.nraw() * ca * plane * 4
+            + fft_bytes
+            + fft_spec
+            + vol_bytes
+            - have(&e.out[0], vol_bytes)
+            + (plane + na * nc) * 4;
+        (base, if have_arrays { 0 } else { tex_bytes })
+    };
+    let (base, arr) = needs(e);
+    let (free, _) = ctx.mem_info()?;
+    let mut arrays = plan.arrays;
+    if base + if arrays { arr } else { 0 } + SPARE_BYTES > free {
+        e.free_buffers();
+        let (base, arr) = needs(e);
+        let (free, _) = ctx.mem_info()?;
+        if base + SPARE_BYTES > free {
+            return Err(CudaError::OutOfMemory {
+                what: format!(
+                    "the folded FDK's {na} projections and the whole volume beside {free} free bytes"
+                ),
+                bytes: base,
+            });
+        }
+        arrays = arrays && base + arr + SPARE_BYTES <= free;
+    }
+    let tex = ensure(
+        &mut e.stack_tex,
+        &ctx,
+        layout.bytes(na),
+        "FDK folded projection textures",
+    )?;
+    for b in 0..2 {
+        ensure_pinned(&mut e.pin_in[b], &ctx, ca * plane)?;
+        ensure_pinned(&mut e.pin_out[b], &ctx, 2 * plan.su * plane_out)?;
+    }
+    let vol = ensure(&mut e.out[0], &ctx, vol_bytes, "FDK volume")?;
+    let mut state = match e.ext.remove::<FoldState>() {
+        Some(st) => st,
+        None => FoldState {
+            bp: Stream::new(&ctx)?,
+            raw: Vec::new(),
+            arrays: Vec::new(),
+        },
+    };
+    if arrays {
+        let groups = layout.groups(na);
+        let fits = |a: &Array2d| a.width == layout.nc && a.height == layout.height;
+        if state.arrays.len() != groups || !state.arrays.iter().all(fits) {
+            state.arrays.clear();
+            for _ in 0..groups {
+                match Array2d::new(&ctx, layout.nc, layout.height, TexFormat::Float2) {
+                    Ok(a) => state.arrays.push(a),
+                    Err(err) => {
+                        tracing::info!("FDK projections in pitched memory, not arrays: {err}");
+                        state.arrays.clear();
+                        break;
+                    }
+                }
+            }
+        }
+    } else {
+        state.arrays.clear();
+    }
+    let nraw = plan.nraw();
+    state.raw.resize_with(state.raw.len().max(nraw), || None);
+    let mut raw = Vec::with_capacity(nraw);
+    for slot in state.raw.iter_mut().take(nraw) {
+        match ensure(slot, &ctx, ca * plane * 4, "FDK projection chunk") {
+            Ok(p) => raw.push(p),
+            Err(err) => {
+                e.ext.insert(state);
+                return Err(err);
+            }
+        }
+    }
+    Ok(Buffers {
+        arrays: arrays && !state.arrays.is_empty(),
+        tex,
+        raw,
+        vol,
+        state,
+    })
+}
+
+/// Loads the kernels, allocates every buffer and plans the FFTs of a
+/// folded FDK of `volume` from projections of `geometry`, without data
+/// (see [`CudaBackend::prepare_fdk`](crate::CudaBackend::prepare_fdk)).
+pub(crate) fn prepare_fold(
+    e: &mut Engine,
+    (cfg, chunk): (&FdkFold, usize),
+    layout: &FoldLayout,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    options: &FdkOptions,
+) -> Result<()> {
+    let shape = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
+    let plan = Plan::new(cfg, chunk, shape, volume, options);
+    FoldModule::of(e, cfg.shape)?;
+    crate::cone::ConeModule::of(e)?;
+    let buffers = allocate(e, &plan, layout, shape, volume)?;
+    e.ext.insert(buffers.state);
+    // One filtering of a chunk's rows plans the FFTs and uploads the
+    // filter's response (the values are discarded).
+    let job = FilterJob {
+        spec: options.filter,
+        bin_width: geometry.pixel_u_at_axis() as f32,
+    };
+    let variant = e.fft_variant;
+    e.filter_rows(buffers.raw[0], plan.ca * shape.1, shape.2, &job, variant)?;
+    e.comp.synchronize()
+}
+
+/// The folded pipeline (see the module documentation); `Ok(None)` when a
+/// projection value is not finite (nothing is written to `out` then).
+/// Errors: out of memory (the caller falls back), driver and launch errors.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_fold(
+    e: &mut Engine,
+    (cfg, chunk): (&FdkFold, usize),
+    layout: &FoldLayout,
+    projections: ArrayView3<'_, f32>,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    options: &FdkOptions,
+    weights: (&[f32], &[f32]),
+    out: ArrayViewMut3<'_, f32>,
+) -> Result<Option<FdkStats>> {
+    let module = FoldModule::of(e, cfg.shape)?;
+    let plan = Plan::new(cfg, chunk, projections.dim(), volume, options);
+    let buffers = allocate(e, &plan, layout, projections.dim(), volume)?;
+    let r = pipeline(
+        e,
+        &buffers,
+        &module,
+        layout,
+        &plan,
+        projections,
+        geometry,
+        volume,
+        options,
+        weights,
+        out,
+    );
+    e.ext.insert(buffers.state);
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pipeline(
+    e: &mut Engine,
+    buffers: &Buffers,
+    module: &FoldModule,
+    layout: &FoldLayout,
+    plan: &Plan,
+    projections: ArrayView3<'_, f32>,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    options: &FdkOptions,
+    (angular, cosine): (&[f32], &[f32]),
+    mut out: ArrayViewMut3<'_, f32>,
+) -> Result<Option<FdkStats>> {
+    let ctx = e.ctx.clone();
+    let (na, nr, nc) = projections.dim();
+    let (nx, ny, nz) = (volume.nx, volume.ny, volume.nz);
+    let (plane, plane_out) = (nr * nc, nx * ny);
+    let Plan {
+        ca,
+        nchunks,
+        group_chunks,
+        early,
+        kmid,
+        nu,
+        su,
+        nslabs,
+        separate,
+        ..
+    } = *plan;
+    let (tex, raw, volp, state) = (buffers.tex, &buffers.raw, buffers.vol, &buffers.state);
+    let nraw = raw.len();
+    // The back-projection stream: the compute stream (in order with the
+    // filtering) or the state's own.
+    macro_rules! bps {
+        () => {
+            if separate {
+                &state.bp
+            } else {
+                &e.comp
+            }
+        };
+    }
+    let cone = crate::cone::ConeModule::of(e)?;
+
+    let cos_w = DeviceBuffer::new(&ctx, plane * 4, "FDK cosine weights")?;
+    let ang_w = DeviceBuffer::new(&ctx, na * nc * 4, "FDK angular weights")?;
+    cos_w.upload(cosine)?;
+    ang_w.upload(angular)?;
+    let bad = DeviceBuffer::new(&ctx, 8, "FDK finiteness flag")?;
+    bad.fill_bytes(0xFF, &e.comp)?;
+    e.stack_tex
+        .as_ref()
+        .expect("allocated")
+        .fill_bytes(0, &e.comp)?;
+    module.set_geometry(geometry, volume, &e.comp)?;
+    let textures = if buffers.arrays {
+        let t = state
+            .arrays
+            .iter()
+            .map(|a| Texture::array(&ctx, a, TexFilter::Linear))
+            .collect::<Result<Vec<_>>>()?;
+        module.set_textures(&t, &e.comp)?;
+        t
+    } else {
+        layout.bind(&ctx, module, tex, na, &e.comp)?
+    };
+    let job = FilterJob {
+        spec: options.filter,
+        bin_width: geometry.pixel_u_at_axis() as f32,
+    };
+    let variant = e.fft_variant;
+    let events = |n: usize| (0..n).map(|_| Event::new(&ctx)).collect::<Result<Vec<_>>>();
+    let (up0, up1, c0, c1) = (
+        events(nchunks)?,
+        events(nchunks)?,
+        events(nchunks)?,
+        events(nchunks)?,
+    );
+    let ngroups = early.div_ceil(group_chunks);
+    let (g0, g1) = (events(ngroups)?, events(ngroups)?);
+    let (bp0, bp1, d0, d1) = (
+        events(nslabs)?,
+        events(nslabs)?,
+        events(nslabs)?,
+        events(nslabs)?,
+    );
+    let mut stats = FdkStats {
+        on_device: true,
+        folded: true,
+        chunks: nchunks,
+        slabs: nslabs,
+        ..FdkStats::default()
+    };
+    let angles_of = |i: usize| (i * ca, ((i + 1) * ca).min(na));
+    let mut groups_done = 0;
+
+    // 1. Upload, weight, filter and pack chunk by chunk; back project each
+    //    finished early group into the whole volume on the bp stream.
+    for i in 0..nchunks {
+        let b = i % 2;
+        let rb = i % nraw;
+        let (a0, a1) = angles_of(i);
+        let k = a1 - a0;
+        if i >= 2 {
+            up1[i - 2].synchronize()?;
+        }
+        let th = Instant::now();
+        {
+            let pin = e.pin_in[b].as_mut().expect("allocated");
+            copy_in(
+                &projections.slice(s![a0..a1, .., ..]),
+                &mut pin.as_mut_slice()[..k * plane],
+            );
+        }
+        stats.host_in_s += th.elapsed().as_secs_f64();
+        if i >= nraw {
+            e.up.wait(&c1[i - nraw])?;
+        }
+        up0[i].record(&e.up)?;
+        // SAFETY: the pinned buffer is not written again before up1[i]
+        // completes (waited for two chunks later).
+        unsafe {
+            state.raw[rb].as_ref().expect("allocated").upload_async(
+                0,
+                e.pin_in[b].as_ref().expect("allocated").as_slice().as_ptr() as *const u8,
+                k * plane * 4,
+                &e.up,
+            )?;
+        }
+        up1[i].record(&e.up)?;
+        e.comp.wait(&up1[i])?;
+        c0[i].record(&e.comp)?;
+        cone.weight(
+            &e.comp,
+            raw[rb],
+            cos_w.ptr(),
+            ang_w.ptr(),
+            a0,
+            k,
+            nr,
+            nc,
+            bad.ptr(),
+        )?;
+        let (rows, stride, pair) = e.filter_rows(raw[rb], k * nr, nc, &job, variant)?;
+        module.pack(
+            &e.comp,
+            rows,
+            stride as usize,
+            pair == 1,
+            tex,
+            a0,
+            k,
+            nr,
+            layout,
+        )?;
+        if buffers.arrays {
+            // The chunk's bands (with their zero rows) into the arrays.
+            let band = layout.h + 1;
+            let mut g = a0;
+            while g < a1 {
+                let t = g / layout.tpg;
+                let g_end = a1.min((t + 1) * layout.tpg);
+                let rows = (g % layout.tpg) * band..((g_end - 1) % layout.tpg + 1) * band;
+                state.arrays[t].copy_rows_from_device(
+                    tex + (t * layout.gbytes) as u64,
+                    layout.pitch_bytes,
+                    rows,
+                    &e.comp,
+                )?;
+                g = g_end;
+            }
+        }
+        c1[i].record(&e.comp)?;
+        // An early group ends with this chunk: back project it.
+        if i < early && ((i + 1) % group_chunks == 0 || i + 1 == early) {
+            let gi = groups_done;
+            let first_chunk = gi * group_chunks;
+            let (p0, _) = angles_of(first_chunk);
+            bps!().wait(&c1[i])?;
+            g0[gi].record(bps!())?;
+            // On a separate stream, in slabs (short launches, so the filter
+            // kernels of the next chunks find free blocks between them).
+            let step = if separate { su } else { nu };
+            for k0 in (kmid..nz).step_by(step) {
+                module.backproject(
+                    bps!(),
+                    volp,
+                    geometry,
+                    volume,
+                    layout,
+                    (p0, a1 - p0),
+                    (k0, step.min(nz - k0)),
+                    gi > 0,
+                )?;
+            }
+            g1[gi].record(bps!())?;
+            groups_done += 1;
+        }
+    }
+    // Every value is checked before anything reaches `out`.
+    c1[nchunks - 1].synchronize()?;
+    let mut flag = [0u64; 1];
+    bad.download(&mut flag)?;
+    if flag[0] != u64::MAX {
+        bps!().synchronize()?;
+        return Ok(None);
+    }
+
+    // 2. The last group slab by slab; download and copy out each pair of
+    //    slabs (upper slices and their mirrors) while the next is computed.
+    let (pl, _) = angles_of(early);
+    bps!().wait(&c1[nchunks - 1])?;
+    let slab_range = |j: usize| {
+        let k0 = kmid + j * su;
+        (k0, (k0 + su).min(nz))
+    };
+    for j in 0..=nslabs {
+        if j < nslabs {
+            let b = j % 2;
+            let (k0, k1) = slab_range(j);
+            let n = k1 - k0;
+            bp0[j].record(bps!())?;
+            module.backproject(
+                bps!(),
+                volp,
+                geometry,
+                volume,
+                layout,
+                (pl, na - pl),
+                (k0, n),
+                early > 0,
+            )?;
+            bp1[j].record(bps!())?;
+            e.down.wait(&bp1[j])?;
+            d0[j].record(&e.down)?;
+            let vol = e.out[0].as_ref().expect("allocated");
+            let pin = e.pin_out[b].as_mut().expect("allocated").as_mut_slice();
+            let bytes = n * plane_out * 4;
+            // SAFETY: the host reads the pinned buffer only after d1[j]
+            // completes, and refills it only after copying it out.
+            unsafe {
+                vol.download_async(
+                    k0 * plane_out * 4,
+                    pin.as_mut_ptr() as *mut u8,
+                    bytes,
+                    &e.down,
+                )?;
+                vol.download_async(
+                    (nz - k1) * plane_out * 4,
+                    pin[n * plane_out..].as_mut_ptr() as *mut u8,
+                    bytes,
+                    &e.down,
+                )?;
+            }
+            d1[j].record(&e.down)?;
+        }
+        if j >= 1 {
+            let p = j - 1;
+            let (k0, k1) = slab_range(p);
+            let n = k1 - k0;
+            d1[p].synchronize()?;
+            let th = Instant::now();
+            let src =
+                &e.pin_out[p % 2].as_ref().expect("allocated").as_slice()[..2 * n * plane_out];
+            copy_out(
+                &src[..n * plane_out],
+                &mut out.slice_mut(s![k0..k1, .., ..]),
+            );
+            copy_out(
+                &src[n * plane_out..],
+                &mut out.slice_mut(s![nz - k1..nz - k0, .., ..]),
+            );
+            stats.host_out_s += th.elapsed().as_secs_f64();
+        }
+    }
+    drop(textures);
+    for i in 0..nchunks {
+        stats.upload_ms += up0[i].elapsed_ms(&up1[i])? as f64;
+        stats.filter_ms += c0[i].elapsed_ms(&c1[i])? as f64;
+    }
+    for gi in 0..ngroups {
+        stats.backproject_ms += g0[gi].elapsed_ms(&g1[gi])? as f64;
+    }
+    for j in 0..nslabs {
+        stats.backproject_ms += bp0[j].elapsed_ms(&bp1[j])? as f64;
+        stats.download_ms += d0[j].elapsed_ms(&d1[j])? as f64;
+    }
+    Ok(Some(stats))
+}
