@@ -32,6 +32,11 @@ ALU_BOUND = 1e-5
 ITER_BOUND = 1e-4
 TEX_BOUND = 2e-3
 SAME_BOUND = 1e-5
+# The host-array FDK may take the folded kernel (a slice and its mirror from
+# one float2 fetch, the same 8-bit weights at mirrored positions), the device
+# path the unfolded one: they differ by 2.5-3.5e-4 (docs/runs/
+# 2026-11-27-h200-fdk-batch3.txt); about 3x that.
+FOLD_BOUND = 1e-3
 # A few KiB move between host and device on the device paths (angle tables,
 # filter response, weights, partial sums of the finiteness checks); the
 # data themselves are hundreds of KiB and more.
@@ -138,7 +143,7 @@ def test_fdk_device(gpu):
     got, moved = on_device(lambda: tomors.fdk(d, theta, *CONE))
     host_gpu = tomors.fdk(proj, theta, *CONE, backend="cuda")
     cpu = tomors.fdk(proj, theta, *CONE, backend="cpu")
-    check("fdk device vs host GPU path", got, host_gpu, SAME_BOUND, moved,
+    check("fdk device vs host GPU path", got, host_gpu, FOLD_BOUND, moved,
           proj.nbytes + cpu.nbytes)
     check("fdk device vs CPU", got, cpu, TEX_BOUND)
     # Options pass through: a short scan, another filter, a given volume.
