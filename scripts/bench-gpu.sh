@@ -3,7 +3,7 @@
 #
 # Here (no GPU): build and pack, prepare the peers, then carry them:
 #   cargo build --release -p tomors-cuda --examples && ../shared/tools/device-pack -p tomors-cuda
-#   mkdir -p .device/ex && cp target/release/examples/{cuda_bench,cone_bench,sirt_bench,cone_sirt_bench,bp_one} .device/ex/ && strip .device/ex/*
+#   mkdir -p .device/ex && cp target/release/examples/{cuda_bench,cone_bench,sirt_bench,cone_sirt_bench,bp_one,bp_levers,fourier_bench,sart_bench} .device/ex/ && strip .device/ex/*
 #   ../shared/bench/astra/setup.sh                  # fills .astra/
 #   cp -r ../shared/bench/tomocupy .tomocupy && echo /.tomocupy/ >> .git/info/exclude
 # On the GPU machine (device tool, carry [".device", ".astra", ".tomocupy"]):
@@ -61,6 +61,10 @@ step bp-model 240 "$BIN" model --size $N --slices $S $MODEL_Q --reps 3
 # FBP host to host (library; main kernel table at N too).
 step fbp-e2e 200 "$EX/cuda_bench" --sizes $N --e2e-slices $E2E
 # FBP file to file (CLI, fresh process): FILE_ROWS slices of N² from N angles.
+# The fastest FBP mode within a stated error (--kernel fast: half math, 8 slices per block) and the
+# gridding method (--method fourier, tiled gather, W = 4), both host to host, pageable arrays.
+[[ -x "$EX/bp_levers" ]] && step fbp-e2e-fast 150 "$EX/bp_levers" --n $N --e2e-slices $E2E --warm 32 --e2e "fast:linear/0"
+[[ -x "$EX/fourier_bench" ]] && step fourier-e2e 150 "$EX/fourier_bench" --sizes $N --slices $E2E --reps 2 --host pageable --configs tile:4
 step fbp-file-phantom 200 "$BIN" phantom --size $N --angles $N --rows $FILE_ROWS --out-dir "$WORK/par" --overwrite
 step fbp-file 200 "$BIN" recon "$WORK/par/projections.npy" --angles "$WORK/par/angles.npy" --backend cuda --out "$WORK/par/rec.npy"
 rm -rf "$WORK/par"
@@ -70,6 +74,7 @@ step fdk-cli-phantom 200 "$BIN" phantom --geometry cone --size $CN --angles $CA 
 step fdk-cli 120 "$BIN" recon "$WORK/cone/projections.npy" --angles "$WORK/cone/angles.npy" --geometry cone --sod 1000 --odd 500 --pixel-size 3 --backend cuda --out "$WORK/cone/rec.npy"
 rm -rf "$WORK/cone"
 # SIRT per iteration.
+[[ -x "$EX/sart_bench" ]] && step sart 60 "$EX/sart_bench" 256 256 16 5
 step sirt-parallel 120 "$EX/sirt_bench" $SN $SN $SI
 step sirt-cone 120 "$EX/cone_sirt_bench" 256 360 5 3
 [[ $QUICK == 0 ]] && step sirt-cone-512 200 "$EX/cone_sirt_bench" 512 512 3 2
@@ -84,6 +89,7 @@ if [[ -d .astra ]]; then
   # Cone SIRT3D_CUDA and FP3D/BP3D on cone_sirt_bench's geometry (run.sh above installed .astra/site).
   export ASTRA_SITE=$PWD/.astra/site ASTRA_SHIM=$PWD/.astra/libcufft.so.11 PYTHONUNBUFFERED=1
   export CUFFT12_PATH=${CUFFT12_PATH:-$(ls /usr/local/cuda/targets/x86_64-linux/lib/libcufft.so.12 2>/dev/null)}
+  step astra-sart 90 python3 scripts/astra_sart.py --n 256 --angles 256 --slices 16 --sweeps 5
   step astra-sirt-cone 120 python3 scripts/astra_cone_sirt.py --n 256 --angles 360 --iters 5
   [[ $QUICK == 0 ]] && step astra-sirt-cone-512 200 python3 scripts/astra_cone_sirt.py --n 512 --angles 512 --iters 3 --reps 2
 else
