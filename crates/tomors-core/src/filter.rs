@@ -210,8 +210,13 @@ impl FilterSpec {
 /// Padded row length for `n` bins: the smallest even 2^a·3^b·5^c ≥ 2n
 /// (fast for rustfft and cuFFT alike).
 pub fn padded_len(n: usize) -> usize {
-    let target = (2 * n).max(2);
-    (target..)
+    smooth_even(2 * n)
+}
+
+/// The smallest even 2^a·3^b·5^c ≥ `n` (at least 2): a transform length
+/// that rustfft and cuFFT handle fast.
+pub fn smooth_even(n: usize) -> usize {
+    (n.max(2)..)
         .find(|&m| {
             let mut r = m;
             for f in [2, 3, 5] {

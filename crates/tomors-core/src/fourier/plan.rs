@@ -7,23 +7,8 @@ use std::f64::consts::PI;
 use super::kernel::EsKernel;
 use super::FourierOptions;
 use crate::error::{CoreError, Result};
-use crate::filter::padded_len;
+use crate::filter::{padded_len, smooth_even};
 use crate::geometry::{ParallelGeometry, SliceGrid};
-
-/// Smallest even 2^a·3^b·5^c ≥ `n`.
-fn smooth_even(n: usize) -> usize {
-    (n.max(2)..)
-        .find(|&m| {
-            let mut r = m;
-            for f in [2, 3, 5] {
-                while r % f == 0 {
-                    r /= f;
-                }
-            }
-            r == 1 && m % 2 == 0
-        })
-        .expect("a smooth number always exists")
-}
 
 /// The constants of a gridding reconstruction (see the module docs for the
 /// formulas they enter).
