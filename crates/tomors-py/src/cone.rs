@@ -9,16 +9,14 @@ use ndarray::Array3;
 use numpy::{IntoPyArray, PyArray3, PyReadonlyArray1, PyReadonlyArray3};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tomors_core::cone::{fdk as run_fdk, ConeGeometry, ConeVolume, FdkOptions, ScanMode};
+use tomors_core::cone::{fdk as run_fdk, ConeGeometry, ConeVolume, FdkOptions};
 use tomors_core::fbp::check_finite;
-use tomors_core::iterative::{
-    all_angles, cone_projector, reconstruct_cone, Algorithm, IterativeOptions, ProjectorKind,
-};
-use tomors_core::{FilterKind, FilterSpec, Padding};
+use tomors_core::iterative::{all_angles, cone_projector, reconstruct_cone, ProjectorKind};
 
+use crate::args::{filter_spec, scan_mode, Beam, ConeScan, Method};
 use crate::boundary::{check_size, compute, value, Progress, Result};
-use crate::gpu::{cone_backend, gpu_usable, open_gpu, Choice};
-use crate::parallel::{iterative_options, parse_name, result_info};
+use crate::gpu::{cone_backend, open_gpu, Choice};
+use crate::parallel::{parse_name, result_info};
 
 /// A circular cone-beam geometry (see `tomors.fdk` for the parameters).
 #[allow(clippy::too_many_arguments)]
@@ -63,27 +61,15 @@ pub fn cone_volume(
     Ok(v)
 }
 
-fn scan_mode(short_scan: Option<bool>) -> ScanMode {
-    match short_scan {
-        None => ScanMode::Auto,
-        Some(true) => ScanMode::Short,
-        Some(false) => ScanMode::Full,
-    }
-}
-
 /// `tomors.fdk`.
 #[pyfunction]
-#[pyo3(signature = (proj, theta, sod, odd, pixel_size, principal_point, voxel_size, shape, short_scan, filter, cutoff, padding, backend, devices))]
+#[pyo3(signature = (proj, theta, scan, shape, short_scan, filter, cutoff, padding, backend, devices))]
 #[allow(clippy::too_many_arguments)]
 pub fn fdk<'py>(
     py: Python<'py>,
     proj: PyReadonlyArray3<'py, f32>,
     theta: PyReadonlyArray1<'py, f32>,
-    sod: f64,
-    odd: f64,
-    pixel_size: (f64, f64),
-    principal_point: Option<(f64, f64)>,
-    voxel_size: Option<f32>,
+    scan: ConeScan,
     shape: Option<(usize, usize, usize)>,
     short_scan: Option<bool>,
     filter: &str,
@@ -95,17 +81,10 @@ pub fn fdk<'py>(
     let proj = proj.as_array();
     let theta = theta.as_array().to_vec();
     let (out, voxel) = compute(py, || {
-        let filter = FilterSpec {
-            kind: parse_name::<FilterKind>(filter)?,
-            cutoff,
-            padding: parse_name::<Padding>(padding)?,
-        };
-        filter.validate()?;
+        let filter = filter_spec(filter, cutoff, padding)?;
         let choice = Choice::parse(backend)?;
         check_finite(proj.view(), "the projections")?;
-        let (na, nr, nc) = proj.dim();
-        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
-        let vol = cone_volume(&g, shape, voxel_size)?;
+        let (g, vol) = scan.setup(theta, proj.dim(), shape)?;
         let options = FdkOptions {
             filter,
             scan: scan_mode(short_scan),
@@ -120,40 +99,17 @@ pub fn fdk<'py>(
     Ok((out.into_pyarray(py), voxel))
 }
 
-/// Whether the GPU runs `options` with `kind` (as the CLI: the SIRT family
-/// with the joseph or voxel pair, the block-sequential methods with
-/// joseph's, whose block views the voxel pair lacks).
-fn cone_gpu_capable(options: &IterativeOptions, kind: ProjectorKind) -> bool {
-    match options.algorithm {
-        Algorithm::Sirt(_) => matches!(kind, ProjectorKind::Joseph | ProjectorKind::Voxel),
-        Algorithm::BlockSequential { .. } => kind == ProjectorKind::Joseph,
-        _ => false,
-    }
-}
-
 /// `tomors.recon_cone`: the iterative methods in cone beam.
 #[pyfunction]
-#[pyo3(signature = (proj, theta, sod, odd, pixel_size, principal_point, voxel_size, shape, algorithm, iterations, relaxation, projector_name, min, max, block_size, tolerance, random_order, init, backend, devices, progress))]
+#[pyo3(signature = (proj, theta, scan, shape, method, init, backend, devices, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn recon_cone<'py>(
     py: Python<'py>,
     proj: PyReadonlyArray3<'py, f32>,
     theta: PyReadonlyArray1<'py, f32>,
-    sod: f64,
-    odd: f64,
-    pixel_size: (f64, f64),
-    principal_point: Option<(f64, f64)>,
-    voxel_size: Option<f32>,
+    scan: ConeScan,
     shape: Option<(usize, usize, usize)>,
-    algorithm: &str,
-    iterations: usize,
-    relaxation: Option<f64>,
-    projector_name: &str,
-    min: Option<f64>,
-    max: Option<f64>,
-    block_size: Option<usize>,
-    tolerance: Option<f64>,
-    random_order: bool,
+    method: Method,
     init: Option<PyReadonlyArray3<'py, f32>>,
     backend: &str,
     devices: Option<String>,
@@ -164,42 +120,12 @@ pub fn recon_cone<'py>(
     let init = init.as_ref().map(|a| a.as_array());
     let progress = Progress::new(progress);
     let (result, device, voxel) = compute(py, || {
-        let options = iterative_options(
-            algorithm,
-            iterations,
-            relaxation,
-            min,
-            max,
-            block_size,
-            tolerance,
-            random_order,
-        )?;
-        let kind = parse_name::<ProjectorKind>(projector_name)?;
-        let choice = Choice::parse(backend)?;
-        let capable = cone_gpu_capable(&options, kind);
-        if choice == Choice::Cuda && !capable {
-            return Err(value(format!(
-                "backend 'cuda' runs cone-beam sirt, landweber and cimmino with the joseph or voxel projector, \
-                 sart and block-it with the joseph projector; \
-                 {algorithm} with the {projector_name} projector runs on the CPU (use backend 'cpu' or 'auto')"
-            )));
-        }
+        let (options, kind, choice, capable) = method.parse(Beam::Cone, Some(backend))?;
         check_finite(proj.view(), "the projections")?;
-        let (na, nr, nc) = proj.dim();
-        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
-        let vol = cone_volume(&g, shape, voxel_size)?;
-        let on_gpu = match choice {
-            Choice::Cpu => false,
-            Choice::Cuda => true,
-            Choice::Auto => capable && gpu_usable(),
-        };
-        if on_gpu {
+        let (g, vol) = scan.setup(theta, proj.dim(), shape)?;
+        if choice.on_gpu(capable) {
             let gpu = open_gpu(devices.as_deref())?;
             let name = tomors_core::Backend::name(&gpu);
-            let back = match kind {
-                ProjectorKind::Voxel => tomors_cuda::ConeBackProjector::Voxel,
-                _ => tomors_cuda::ConeBackProjector::Joseph,
-            };
             let result = tomors_cuda::cone_sirt_cuda_with(
                 &gpu,
                 &g,
@@ -207,7 +133,7 @@ pub fn recon_cone<'py>(
                 proj.view(),
                 init,
                 &options,
-                back,
+                cone_back(kind),
                 &|info: &tomors_cuda::iterative::GpuIteration| {
                     progress.report(info.iteration, options.iterations)
                 },
@@ -232,20 +158,24 @@ pub fn recon_cone<'py>(
     Ok((result.x.into_pyarray(py), info))
 }
 
+/// The GPU's back projector of the cone-beam pair `kind` (voxel-driven for
+/// `voxel`, else Joseph's transpose).
+pub fn cone_back(kind: ProjectorKind) -> tomors_cuda::ConeBackProjector {
+    match kind {
+        ProjectorKind::Voxel => tomors_cuda::ConeBackProjector::Voxel,
+        _ => tomors_cuda::ConeBackProjector::Joseph,
+    }
+}
+
 /// `tomors.project_cone`: cone-beam forward projection of a volume.
 #[pyfunction]
-#[pyo3(signature = (volume, theta, sod, odd, pixel_size, detector, principal_point, voxel_size, projector_name))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (volume, theta, scan, detector, projector_name))]
 pub fn project_cone<'py>(
     py: Python<'py>,
     volume: PyReadonlyArray3<'py, f32>,
     theta: PyReadonlyArray1<'py, f32>,
-    sod: f64,
-    odd: f64,
-    pixel_size: (f64, f64),
+    scan: ConeScan,
     detector: (usize, usize),
-    principal_point: Option<(f64, f64)>,
-    voxel_size: Option<f32>,
     projector_name: &str,
 ) -> PyResult<Bound<'py, PyArray3<f32>>> {
     let volume = volume.as_array();
@@ -257,8 +187,7 @@ pub fn project_cone<'py>(
         let na = theta.len();
         let (nr, nc) = detector;
         check_size("the projections", &[na, nr, nc])?;
-        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
-        let vol = cone_volume(&g, Some((nz, ny, nx)), voxel_size)?;
+        let (g, vol) = scan.setup(theta, (na, nr, nc), Some((nz, ny, nx)))?;
         let p = cone_projector::<f32>(kind, &g, &vol, None)?;
         let x = volume.as_standard_layout();
         let x = x

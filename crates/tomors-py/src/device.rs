@@ -14,14 +14,16 @@
 //! - [`debug_transfer_bytes`]: bytes copied host↔device so far (the tests
 //!   check that the device path copies none of the data).
 
+use std::sync::Arc;
+
 use numpy::{PyArrayDyn, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tomors_core::{FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
-use tomors_cuda::{DeviceBuffer, DeviceOrder, ForeignDevicePtr};
+use tomors_cuda::{DeviceBuffer, DeviceOrder, ForeignDevicePtr, MultiCudaBackend};
 
 use crate::boundary::{check_size, compute, value, Result};
-use crate::gpu::open_gpus;
+use crate::gpu::{gpu_backend, open_gpus};
 use crate::parallel::{parallel_geometry, parse_name};
 
 /// A float32 C-contiguous array in GPU memory owned by tomors (the result
@@ -262,6 +264,38 @@ pub(crate) fn borrow(a: GpuIn, floats: usize) -> Result<ForeignDevicePtr> {
         unsafe { tomors_cuda::wait_foreign_stream(s) }?;
     }
     Ok(p)
+}
+
+/// Borrows the GPU array `a` of `floats` floats, checks that its device is
+/// among `devices`, and opens the backend of that device (once per
+/// process, [`gpu_backend`]): the array, the backend and the device's name.
+pub(crate) fn open_on_device(
+    a: GpuIn,
+    floats: usize,
+    devices: Option<&str>,
+) -> Result<(ForeignDevicePtr, Arc<MultiCudaBackend>, String)> {
+    let input = borrow(a, floats)?;
+    check_device(input.ordinal(), devices)?;
+    let (gpus, name) = gpu_backend(input.ordinal())?;
+    Ok((input, gpus, name))
+}
+
+/// Borrows the GPU array `init` (if any) after checking that it has the
+/// volume's shape `dims`.
+pub(crate) fn borrow_init(
+    init: Option<GpuIn>,
+    dims: (usize, usize, usize),
+) -> Result<Option<ForeignDevicePtr>> {
+    let Some(i) = init else {
+        return Ok(None);
+    };
+    if i.1 != dims {
+        return Err(value(format!(
+            "init has shape {:?}, the volume is {dims:?}",
+            i.1
+        )));
+    }
+    Ok(Some(borrow(i, dims.0 * dims.1 * dims.2)?))
 }
 
 /// `tomors._native.device_of(ptr)`: the CUDA device ordinal of the device

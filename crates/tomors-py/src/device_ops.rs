@@ -14,17 +14,20 @@
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tomors_core::cone::{FdkOptions, ScanMode};
-use tomors_core::iterative::{all_angles, solve, Algorithm, ProjectorKind};
+use tomors_core::cone::FdkOptions;
+use tomors_core::iterative::{all_angles, solve, ProjectorKind};
 use tomors_core::linalg::{LinearOperator, Vector};
-use tomors_core::{FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
-use tomors_cuda::{ConeBackProjector, CudaConeJoseph, CudaJoseph, DeviceOrder, DeviceVec, OnQueue};
+use tomors_core::{Interpolation, SliceGrid};
+use tomors_cuda::{CudaConeJoseph, CudaJoseph, DeviceOrder, DeviceVec, OnQueue};
 
+use crate::args::{
+    device_order, filter_spec, out_dims, report_info, scan_dims, scan_mode, Beam, ConeScan,
+    Method,
+};
 use crate::boundary::{check_size, compute, value, Progress, Result};
-use crate::cone::{cone_geometry, cone_volume};
-use crate::device::{borrow, check_device, DeviceArray, GpuIn};
-use crate::gpu::gpu_backend;
-use crate::parallel::{iterative_options, parallel_geometry, parse_name};
+use crate::cone::cone_back;
+use crate::device::{borrow_init, open_on_device, DeviceArray, GpuIn};
+use crate::parallel::{parallel_geometry, parse_name};
 
 /// Checks that a vector read from device memory is finite (the host
 /// paths check their input too).
@@ -80,9 +83,7 @@ pub fn project_device(
         let geometry = parallel_geometry(theta, na, nb, center, centers)?;
         let grid = SliceGrid::new(nx, ny)?;
         check_size("the projections", &[nz, na, nb])?;
-        let input = borrow(volume, nz * ny * nx)?;
-        check_device(input.ordinal(), devices.as_deref())?;
-        let (gpus, _) = gpu_backend(input.ordinal())?;
+        let (input, gpus, _) = open_on_device(volume, nz * ny * nx, devices.as_deref())?;
         let p = CudaJoseph::new(&gpus.devices()[0], &geometry, &grid, 8)?;
         let op = p.operator(nz)?;
         let x = p.stack_from_device(&input, (nz, ny, nx), DeviceOrder::Sinograms)?;
@@ -125,28 +126,14 @@ pub fn backproject_device(
     let theta = theta.as_array().to_vec();
     compute(py, || {
         let kind = gpu_projector(projector_name, true)?;
-        let (na, nr, nb) = if sinogram_order {
-            (tomo.1 .1, tomo.1 .0, tomo.1 .2)
-        } else {
-            tomo.1
-        };
+        let (na, nr, nb) = scan_dims(tomo.1, sinogram_order);
         let geometry = parallel_geometry(theta, na, nb, center, centers)?;
         let (ny, nx) = shape.unwrap_or((nb, nb));
         let grid = SliceGrid::new(nx, ny)?;
         check_size("the volume", &[nr, ny, nx])?;
-        let input = borrow(tomo, nr * na * nb)?;
-        check_device(input.ordinal(), devices.as_deref())?;
-        let (gpus, _) = gpu_backend(input.ordinal())?;
-        let order = if sinogram_order {
-            DeviceOrder::Sinograms
-        } else {
-            DeviceOrder::Projections
-        };
-        let dims = if squeeze && nr == 1 {
-            vec![ny, nx]
-        } else {
-            vec![nr, ny, nx]
-        };
+        let (input, gpus, _) = open_on_device(tomo, nr * na * nb, devices.as_deref())?;
+        let order = device_order(sinogram_order);
+        let dims = out_dims(squeeze, nr, ny, nx);
         if kind == ProjectorKind::Voxel {
             // The voxel-driven back projection is FBP's without the filter
             // (scale 1 with unit pixels and bins, as the CPU's).
@@ -177,18 +164,13 @@ pub fn backproject_device(
 /// projections `[angle][row][col]` in new device memory (Joseph's
 /// projector; the voxel model projects with it too).
 #[pyfunction]
-#[pyo3(signature = (volume, theta, sod, odd, pixel_size, detector, principal_point, voxel_size, projector_name, devices))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (volume, theta, scan, detector, projector_name, devices))]
 pub fn project_cone_device(
     py: Python<'_>,
     volume: GpuIn,
     theta: PyReadonlyArray1<'_, f32>,
-    sod: f64,
-    odd: f64,
-    pixel_size: (f64, f64),
+    scan: ConeScan,
     detector: (usize, usize),
-    principal_point: Option<(f64, f64)>,
-    voxel_size: Option<f32>,
     projector_name: &str,
     devices: Option<String>,
 ) -> PyResult<DeviceArray> {
@@ -199,11 +181,8 @@ pub fn project_cone_device(
         let na = theta.len();
         let (nr, nc) = detector;
         check_size("the projections", &[na, nr, nc])?;
-        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
-        let vol = cone_volume(&g, Some((nz, ny, nx)), voxel_size)?;
-        let input = borrow(volume, nz * ny * nx)?;
-        check_device(input.ordinal(), devices.as_deref())?;
-        let (gpus, _) = gpu_backend(input.ordinal())?;
+        let (g, vol) = scan.setup(theta, (na, nr, nc), Some((nz, ny, nx)))?;
+        let (input, gpus, _) = open_on_device(volume, nz * ny * nx, devices.as_deref())?;
         let p = CudaConeJoseph::new(&gpus.devices()[0], &g, &vol)?;
         let op = p.operator();
         let x = DeviceVec::flat_from_device(p.queue(), &input, (nz, ny, nx), "the volume")?;
@@ -219,28 +198,16 @@ pub fn project_cone_device(
     })
 }
 
-fn scan_mode(short_scan: Option<bool>) -> ScanMode {
-    match short_scan {
-        None => ScanMode::Auto,
-        Some(true) => ScanMode::Short,
-        Some(false) => ScanMode::Full,
-    }
-}
-
 /// `tomors.fdk` of a GPU array `proj` (`[angle][row][col]`): the volume
 /// `[z][y][x]` in new device memory, and the voxel size.
 #[pyfunction]
-#[pyo3(signature = (proj, theta, sod, odd, pixel_size, principal_point, voxel_size, shape, short_scan, filter, cutoff, padding, devices))]
+#[pyo3(signature = (proj, theta, scan, shape, short_scan, filter, cutoff, padding, devices))]
 #[allow(clippy::too_many_arguments)]
 pub fn fdk_device(
     py: Python<'_>,
     proj: GpuIn,
     theta: PyReadonlyArray1<'_, f32>,
-    sod: f64,
-    odd: f64,
-    pixel_size: (f64, f64),
-    principal_point: Option<(f64, f64)>,
-    voxel_size: Option<f32>,
+    scan: ConeScan,
     shape: Option<(usize, usize, usize)>,
     short_scan: Option<bool>,
     filter: &str,
@@ -250,18 +217,10 @@ pub fn fdk_device(
 ) -> PyResult<(DeviceArray, f32)> {
     let theta = theta.as_array().to_vec();
     compute(py, || {
-        let filter = FilterSpec {
-            kind: parse_name::<FilterKind>(filter)?,
-            cutoff,
-            padding: parse_name::<Padding>(padding)?,
-        };
-        filter.validate()?;
+        let filter = filter_spec(filter, cutoff, padding)?;
         let (na, nr, nc) = proj.1;
-        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
-        let vol = cone_volume(&g, shape, voxel_size)?;
-        let input = borrow(proj, na * nr * nc)?;
-        check_device(input.ordinal(), devices.as_deref())?;
-        let (gpus, _) = gpu_backend(input.ordinal())?;
+        let (g, vol) = scan.setup(theta, proj.1, shape)?;
+        let (input, gpus, _) = open_on_device(proj, na * nr * nc, devices.as_deref())?;
         let options = FdkOptions {
             filter,
             scan: scan_mode(short_scan),
@@ -281,26 +240,15 @@ pub fn fdk_device(
 /// with the joseph or voxel pair, sart and block-it with joseph's), the
 /// iterate resident there; the volume in new device memory.
 #[pyfunction]
-#[pyo3(signature = (proj, theta, sod, odd, pixel_size, principal_point, voxel_size, shape, algorithm, iterations, relaxation, projector_name, min, max, block_size, tolerance, init, devices, progress))]
+#[pyo3(signature = (proj, theta, scan, shape, method, init, devices, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn recon_cone_device<'py>(
     py: Python<'py>,
     proj: GpuIn,
     theta: PyReadonlyArray1<'py, f32>,
-    sod: f64,
-    odd: f64,
-    pixel_size: (f64, f64),
-    principal_point: Option<(f64, f64)>,
-    voxel_size: Option<f32>,
+    scan: ConeScan,
     shape: Option<(usize, usize, usize)>,
-    algorithm: &str,
-    iterations: usize,
-    relaxation: Option<f64>,
-    projector_name: &str,
-    min: Option<f64>,
-    max: Option<f64>,
-    block_size: Option<usize>,
-    tolerance: Option<f64>,
+    method: Method,
     init: Option<GpuIn>,
     devices: Option<String>,
     progress: Option<Py<PyAny>>,
@@ -308,49 +256,17 @@ pub fn recon_cone_device<'py>(
     let theta = theta.as_array().to_vec();
     let progress = Progress::new(progress);
     let (out, report, name, voxel) = compute(py, || {
-        let options = iterative_options(
-            algorithm, iterations, relaxation, min, max, block_size, tolerance, false,
-        )?;
-        let kind = parse_name::<ProjectorKind>(projector_name)?;
-        let capable = match options.algorithm {
-            Algorithm::Sirt(_) => matches!(kind, ProjectorKind::Joseph | ProjectorKind::Voxel),
-            Algorithm::BlockSequential { .. } => kind == ProjectorKind::Joseph,
-            _ => false,
-        };
-        if !capable {
-            return Err(value(format!(
-                "a GPU array is reconstructed on its GPU, which runs cone-beam sirt, landweber \
-                 and cimmino with the joseph or voxel projector, sart and block-it with the \
-                 joseph projector; {algorithm} with the {projector_name} projector runs on the \
-                 CPU: pass a NumPy array (cupy.asnumpy(x))"
-            )));
-        }
+        let (options, kind, ..) = method.parse(Beam::Cone, None)?;
         let (na, nr, nc) = proj.1;
-        let g = cone_geometry(theta, na, sod, odd, nr, nc, pixel_size, principal_point)?;
-        let vol = cone_volume(&g, shape, voxel_size)?;
+        let (g, vol) = scan.setup(theta, proj.1, shape)?;
         let dims = (vol.nz, vol.ny, vol.nx);
-        let input = borrow(proj, na * nr * nc)?;
-        check_device(input.ordinal(), devices.as_deref())?;
-        let (gpus, name) = gpu_backend(input.ordinal())?;
-        let back = match kind {
-            ProjectorKind::Voxel => ConeBackProjector::Voxel,
-            _ => ConeBackProjector::Joseph,
-        };
-        let p = CudaConeJoseph::with_back(&gpus.devices()[0], &g, &vol, back)?;
+        let (input, gpus, name) = open_on_device(proj, na * nr * nc, devices.as_deref())?;
+        let p = CudaConeJoseph::with_back(&gpus.devices()[0], &g, &vol, cone_back(kind))?;
         let op = p.operator();
         let b = DeviceVec::flat_from_device(p.queue(), &input, (na, nr, nc), "the projections")?;
-        let mut x = match init {
+        let mut x = match borrow_init(init, dims)? {
             None => op.domain_zeros()?,
-            Some(i) => {
-                if i.1 != dims {
-                    return Err(value(format!(
-                        "init has shape {:?}, the volume is {dims:?}",
-                        i.1
-                    )));
-                }
-                let x0 = borrow(i, dims.0 * dims.1 * dims.2)?;
-                DeviceVec::flat_from_device(p.queue(), &x0, dims, "init")?
-            }
+            Some(x0) => DeviceVec::flat_from_device(p.queue(), &x0, dims, "init")?,
         };
         let report = solve(&op, &b, &mut x, &options, &mut |state| {
             progress.report(state.iteration, options.iterations)
@@ -369,12 +285,7 @@ pub fn recon_cone_device<'py>(
             vol.voxel_size,
         ))
     })?;
-    let d = PyDict::new(py);
-    d.set_item("iterations", report.iterations)?;
-    d.set_item("relaxation", report.relaxation)?;
-    d.set_item("residuals", report.residuals.clone())?;
-    d.set_item("stop", format!("{:?}", report.stop).to_ascii_lowercase())?;
-    d.set_item("device", name)?;
+    let d = report_info(py, &report, &name)?;
     d.set_item("voxel_size", voxel)?;
     Ok((out, d))
 }

@@ -36,6 +36,17 @@ impl Choice {
             ))),
         }
     }
+
+    /// Whether a method runs on the GPU: always with `cuda`, never with
+    /// `cpu`, with `auto` when the GPU runs it (`capable`) and a GPU is
+    /// usable.
+    pub fn on_gpu(self, capable: bool) -> bool {
+        match self {
+            Self::Cpu => false,
+            Self::Cuda => true,
+            Self::Auto => capable && gpu_usable(),
+        }
+    }
 }
 
 /// The GPU backends opened by earlier calls of this process, by device list

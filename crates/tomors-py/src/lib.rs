@@ -6,6 +6,8 @@
 //! arrays. The Python half (`python/tomors/__init__.py`) holds the public
 //! API: argument defaults and conversions, docstrings, progress bars.
 //!
+//! - [`args`]: the arguments several entry points share (the iterative
+//!   method, the cone-beam scan, the filter, orders and shapes), parsed once;
 //! - [`boundary`]: errors → Python exceptions, panics caught, GIL released,
 //!   progress callbacks;
 //! - [`parallel`]: FBP, iterative methods, forward and back projection;
@@ -21,6 +23,7 @@
 //! - [`device_solve`]: the GPU's iterative methods on GPU arrays;
 //! - [`timing`]: per-phase times of a call (`TOMORS_TIMING=1`).
 
+pub mod args;
 pub mod boundary;
 pub mod cone;
 pub mod device;

@@ -29,7 +29,7 @@ use tomors_cuda::{
 use crate::boundary::{check_size, compute, value, Error, Result};
 use crate::cone::{cone_geometry, cone_volume};
 use crate::device::DeviceArray;
-use crate::gpu::{gpu_backend, gpu_usable, Choice};
+use crate::gpu::{gpu_backend, Choice};
 use crate::parallel::{parallel_geometry, parse_name};
 
 /// The operator and where it runs.
@@ -278,13 +278,11 @@ fn gpu_device(
     supported: bool,
     what: &str,
 ) -> Result<Option<usize>> {
-    let on_gpu = match Choice::parse(backend)? {
-        Choice::Cpu => false,
-        Choice::Cuda if !supported => return Err(value(what.to_string())),
-        Choice::Cuda => true,
-        Choice::Auto => supported && gpu_usable(),
-    };
-    Ok(on_gpu.then_some(device.unwrap_or(0)))
+    let choice = Choice::parse(backend)?;
+    if choice == Choice::Cuda && !supported {
+        return Err(value(what.to_string()));
+    }
+    Ok(choice.on_gpu(supported).then_some(device.unwrap_or(0)))
 }
 
 #[pymethods]

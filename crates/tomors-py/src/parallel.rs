@@ -13,15 +13,15 @@ use pyo3::types::PyDict;
 use tomors_core::cpu::CpuBackend;
 use tomors_core::fbp::{check_finite, projections_to_sinograms, projections_to_sinograms_into};
 use tomors_core::iterative::{
-    all_angles, projector, reconstruct, Algorithm, Constraint, IterativeOptions, IterativeResult,
-    ProjectorKind, RayOrder, Weighting,
+    all_angles, projector, reconstruct, IterativeResult, ProjectorKind, SolveReport,
 };
 use tomors_core::{
     Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, ParallelGeometry, SliceGrid,
 };
 
+use crate::args::{report_info, Beam, Method};
 use crate::boundary::{check_size, compute, value, Progress, Result};
-use crate::gpu::{fbp_backend, gpu_usable, open_gpus, Choice};
+use crate::gpu::{fbp_backend, open_gpus, Choice};
 use crate::timing::Phases;
 
 /// Parses a name with the library's `FromStr` (whose error is a message).
@@ -62,12 +62,7 @@ pub fn parallel_geometry(
 
 /// `(angles, rows, bins)` of projections or sinograms.
 fn scan_dims(tomo: &ArrayView3<'_, f32>, sinogram_order: bool) -> (usize, usize, usize) {
-    let (a, b, c) = tomo.dim();
-    if sinogram_order {
-        (b, a, c)
-    } else {
-        (a, b, c)
-    }
+    crate::args::scan_dims(tomo.dim(), sinogram_order)
 }
 
 /// Sinograms `[row][angle][bin]` of rows `rows`: a view of `tomo` when it
@@ -223,74 +218,6 @@ impl std::fmt::Display for GpuStages {
     }
 }
 
-/// The core's options for the CLI's `--algorithm` names and flags.
-#[allow(clippy::too_many_arguments)]
-pub fn iterative_options(
-    name: &str,
-    iterations: usize,
-    relaxation: Option<f64>,
-    min: Option<f64>,
-    max: Option<f64>,
-    block_size: Option<usize>,
-    tolerance: Option<f64>,
-    random_order: bool,
-) -> Result<IterativeOptions> {
-    let name = name.trim().to_ascii_lowercase().replace('_', "-");
-    let block = |default: usize| block_size.unwrap_or(default);
-    let algorithm = match name.as_str() {
-        "sirt" => Algorithm::Sirt(Weighting::RowColumnSums),
-        "landweber" => Algorithm::Sirt(Weighting::Landweber),
-        "cimmino" => Algorithm::Sirt(Weighting::Cimmino),
-        "sart" => Algorithm::BlockSequential {
-            weighting: Weighting::RowColumnSums,
-            projections_per_block: block(1),
-        },
-        "block-it" => Algorithm::BlockSequential {
-            weighting: Weighting::Cimmino,
-            projections_per_block: block(2),
-        },
-        "block-parallel" => Algorithm::BlockParallel {
-            projections_per_block: block(6),
-        },
-        "art" => Algorithm::Art {
-            order: if random_order {
-                RayOrder::Random { seed: 1 }
-            } else {
-                RayOrder::Sequential
-            },
-        },
-        other => {
-            return Err(value(format!(
-                "unknown algorithm '{other}' (use fbp, sirt, landweber, cimmino, sart, block-it, block-parallel or art)"
-            )))
-        }
-    };
-    if block_size.is_some() && !matches!(name.as_str(), "sart" | "block-it" | "block-parallel") {
-        return Err(value("block_size is for sart, block-it and block-parallel"));
-    }
-    if random_order && name != "art" {
-        return Err(value("random_order is for art"));
-    }
-    Ok(IterativeOptions {
-        algorithm,
-        iterations,
-        relaxation,
-        constraint: Constraint { min, max },
-        tolerance,
-        track_residual: true,
-    })
-}
-
-/// Whether the GPU runs `options` with `projector` (parallel beam; as the
-/// CLI: the SIRT family and the block-sequential methods with Joseph's
-/// projector).
-pub fn gpu_capable(options: &IterativeOptions, kind: ProjectorKind) -> bool {
-    matches!(
-        options.algorithm,
-        Algorithm::Sirt(_) | Algorithm::BlockSequential { .. }
-    ) && kind == ProjectorKind::Joseph
-}
-
 /// The progress of a GPU run whose slabs iterate on several GPUs at once
 /// (or one after another): reports the iterations done averaged over the
 /// slabs, each count once, so `progress(done, total)` counts iterations
@@ -343,18 +270,18 @@ pub fn result_info<'py>(
     r: &IterativeResult<f32>,
     device: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("iterations", r.iterations)?;
-    d.set_item("relaxation", r.relaxation)?;
-    d.set_item("residuals", r.residuals.clone())?;
-    d.set_item("stop", format!("{:?}", r.stop).to_ascii_lowercase())?;
-    d.set_item("device", device)?;
-    Ok(d)
+    let report = SolveReport {
+        residuals: r.residuals.clone(),
+        iterations: r.iterations,
+        relaxation: r.relaxation,
+        stop: r.stop,
+    };
+    report_info(py, &report, device)
 }
 
 /// `tomors.recon` with an iterative algorithm.
 #[pyfunction]
-#[pyo3(signature = (tomo, theta, center, centers, sinogram_order, algorithm, iterations, relaxation, projector_name, min, max, block_size, tolerance, random_order, init, backend, devices, progress))]
+#[pyo3(signature = (tomo, theta, center, centers, sinogram_order, method, init, backend, devices, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn recon_iterative<'py>(
     py: Python<'py>,
@@ -363,15 +290,7 @@ pub fn recon_iterative<'py>(
     center: Option<f32>,
     centers: Option<Vec<f32>>,
     sinogram_order: bool,
-    algorithm: &str,
-    iterations: usize,
-    relaxation: Option<f64>,
-    projector_name: &str,
-    min: Option<f64>,
-    max: Option<f64>,
-    block_size: Option<usize>,
-    tolerance: Option<f64>,
-    random_order: bool,
+    method: Method,
     init: Option<PyReadonlyArray3<'py, f32>>,
     backend: &str,
     devices: Option<String>,
@@ -382,37 +301,14 @@ pub fn recon_iterative<'py>(
     let init = init.as_ref().map(|a| a.as_array());
     let progress = Progress::new(progress);
     let (result, device) = compute(py, || {
-        let options = iterative_options(
-            algorithm,
-            iterations,
-            relaxation,
-            min,
-            max,
-            block_size,
-            tolerance,
-            random_order,
-        )?;
-        let kind = parse_name::<ProjectorKind>(projector_name)?;
-        let choice = Choice::parse(backend)?;
-        let capable = gpu_capable(&options, kind);
-        if choice == Choice::Cuda && !capable {
-            return Err(value(format!(
-                "backend 'cuda' runs sirt, landweber, cimmino, sart and block-it with the joseph projector; \
-                 {algorithm} with the {projector_name} projector runs on the CPU (use backend 'cpu' or 'auto')"
-            )));
-        }
+        let (options, kind, choice, capable) = method.parse(Beam::Parallel, Some(backend))?;
         let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
         check_finite(tomo.view(), "the projections")?;
         let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
         let grid = SliceGrid::for_geometry(&geometry);
         check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
         let sino = sinograms(&tomo, sinogram_order, 0..n_rows)?;
-        let on_gpu = match choice {
-            Choice::Cpu => false,
-            Choice::Cuda => true,
-            Choice::Auto => capable && gpu_usable(),
-        };
-        if on_gpu {
+        if choice.on_gpu(capable) {
             let gpus = open_gpus(devices.as_deref(), tomors_cuda::KernelChoice::Auto)?;
             let names: Vec<String> = gpus.devices().iter().map(|d| d.name()).collect();
             let slabs = SlabProgress::new(&progress, options.iterations);

@@ -6,6 +6,7 @@ import ctypes
 from typing import Optional
 
 import numpy as np
+from tomors._gpu import _DLDataType, _DLDevice, _DLTensor
 
 _lib = None
 
@@ -67,23 +68,12 @@ def read_device(ptr: int, shape) -> np.ndarray:
     return out
 
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
 class _DLManagedTensor(ctypes.Structure):
+    """DLPack's ``DLManagedTensor``: the library's ``DLTensor`` (the layout
+    it reads) and the manager's two pointers."""
+
     _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", _DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", _DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
+        ("dl_tensor", _DLTensor),
         ("manager_ctx", ctypes.c_void_p),
         ("deleter", ctypes.c_void_p),
     ]
@@ -100,10 +90,13 @@ class DLTensorHolder:
         self.shape = (ctypes.c_int64 * max(n, 1))(*shape)
         self.strides = None if strides is None else (ctypes.c_int64 * n)(*strides)
         self.t = _DLManagedTensor(
-            ctypes.c_void_p(ptr), _DLDevice(2, 0), n, _DLDataType(code, bits, 1),
-            ctypes.cast(self.shape, ctypes.POINTER(ctypes.c_int64)),
-            None if self.strides is None else ctypes.cast(self.strides, ctypes.POINTER(ctypes.c_int64)),
-            0, None, None,
+            _DLTensor(
+                ctypes.c_void_p(ptr), _DLDevice(2, 0), n, _DLDataType(code, bits, 1),
+                ctypes.cast(self.shape, ctypes.POINTER(ctypes.c_int64)),
+                None if self.strides is None else ctypes.cast(self.strides, ctypes.POINTER(ctypes.c_int64)),
+                0,
+            ),
+            None, None,
         )
 
     def capsule(self):

@@ -6,24 +6,12 @@ import numpy as np
 import pytest
 
 import tomors
-from conftest import require_gpu
+from conftest import rel_l2, usable_gpu
 
 
 @pytest.fixture(scope="module")
 def gpu():
-    found = tomors.devices()
-    if not found["usable"]:
-        why = f"no usable GPU: {found['reason']}"
-        if require_gpu():
-            pytest.fail(f"TOMORS_REQUIRE_GPU=1 but {why}")
-        print(f"skipping the GPU tests: {why}")
-        pytest.skip(why)
-    return found["devices"]
-
-
-def rel_l2(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+    return usable_gpu("the GPU tests", driver=False)["devices"]
 
 
 def test_devices_report(gpu):

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import tomors
-from conftest import require_gpu
+from conftest import rel_l2
 from tomors import _native
 
 ALU_BOUND = 1e-5
@@ -43,30 +43,18 @@ FOLD_BOUND = 1e-3
 SMALL = 64 * 1024
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    found = tomors.devices()
-    why = None if found["usable"] else f"no usable GPU: {found['reason']}"
-    if why is None:
-        try:
-            import cuda_driver
+class DLPackView:
+    """The array ``a`` seen through DLPack only (``__dlpack__`` and
+    ``__dlpack_device__`` passed on, no ``__cuda_array_interface__``)."""
 
-            cuda_driver.driver()
-        except (OSError, RuntimeError) as e:
-            why = f"the CUDA driver cannot be used through ctypes: {e}"
-    if why is not None:
-        if require_gpu():
-            pytest.fail(f"TOMORS_REQUIRE_GPU=1 but {why}")
-        print(f"skipping the GPU device-operation tests: {why}")
-        pytest.skip(why)
-    import cuda_driver
+    def __init__(self, a):
+        self.a = a
 
-    return cuda_driver
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__(stream=stream)
 
-
-def rel_l2(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
 
 
 def on_device(fn):
@@ -239,23 +227,13 @@ def test_device_array_dlpack_export(gpu):
     out = tomors.recon(gpu.DriverArray(proj), theta)
     assert out.__dlpack_device__() == (2, 0)
 
-    class Only:
-        def __init__(self, a):
-            self.a = a
-
-        def __dlpack__(self, stream=None):
-            return self.a.__dlpack__(stream=stream)
-
-        def __dlpack_device__(self):
-            return self.a.__dlpack_device__()
-
     from tomors import _gpu
 
-    g = _gpu.cuda_array(Only(out), "r", "test", (3,))
+    g = _gpu.cuda_array(DLPackView(out), "r", "test", (3,))
     assert g.ptr == out.__cuda_array_interface__["data"][0] and g.shape == out.shape
     want = out.get()
     # Read through DLPack by tomors itself, after the result's last name is gone.
-    ref = Only(out)
+    ref = DLPackView(out)
     del out
     got, _ = on_device(lambda: tomors.project(ref, theta))
     check("project of an exported result", got, tomors.project(want, theta), ALU_BOUND)
@@ -289,20 +267,8 @@ def test_cupy_everywhere(gpu):
     assert isinstance(out, cp.ndarray)
     check("CuPy project", cp.asnumpy(out), tomors.project(vol, th), ALU_BOUND)
 
-    class DLOnly:
-        """A CuPy array seen through DLPack only."""
-
-        def __init__(self, a):
-            self.a = a
-
-        def __dlpack__(self, stream=None):
-            return self.a.__dlpack__(stream=stream)
-
-        def __dlpack_device__(self):
-            return self.a.__dlpack_device__()
-
     sino = tomors.shepp_logan_projections(th, 32, nz=2)
-    out = tomors.recon(DLOnly(cp.asarray(sino)), th)
+    out = tomors.recon(DLPackView(cp.asarray(sino)), th)
     assert isinstance(out, tomors.DeviceArray)
     check("recon of CuPy through DLPack", out.get(), tomors.recon(sino, th, backend="cpu"),
           TEX_BOUND)

@@ -13,34 +13,8 @@ import numpy as np
 import pytest
 
 import tomors
-from conftest import require_gpu
+from conftest import rel_l2
 from tomors import _native
-
-
-@pytest.fixture(scope="module")
-def gpu():
-    found = tomors.devices()
-    why = None if found["usable"] else f"no usable GPU: {found['reason']}"
-    if why is None:
-        try:
-            import cuda_driver
-
-            cuda_driver.driver()
-        except (OSError, RuntimeError) as e:
-            why = f"the CUDA driver cannot be used through ctypes: {e}"
-    if why is not None:
-        if require_gpu():
-            pytest.fail(f"TOMORS_REQUIRE_GPU=1 but {why}")
-        print(f"skipping the GPU-operator tests: {why}")
-        pytest.skip(why)
-    import cuda_driver
-
-    return cuda_driver
-
-
-def rel_l2(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
 def gap(ax, y, x, aty):

@@ -221,13 +221,12 @@ def recon(
             if x0.ndim == 2:
                 x0 = x0[None]
         with reporter(progress, verbose, alg, "iterations") as cb:
+            method = _method(
+                alg, iterations, relaxation, projector, min, max, block_size, tolerance,
+                random_order,
+            )
             out, info = _native.recon_iterative(
-                arr, th, c, cs, bool(sinogram_order), alg, int(iterations),
-                None if relaxation is None else float(relaxation), str(projector),
-                None if min is None else float(min), None if max is None else float(max),
-                None if block_size is None else int(block_size),
-                None if tolerance is None else float(tolerance), bool(random_order), x0,
-                str(backend), devs, cb,
+                arr, th, c, cs, bool(sinogram_order), method, x0, str(backend), devs, cb,
             )
     if flat:
         out = out[0]
@@ -310,16 +309,13 @@ def _recon_gpu_array(
             ishape = gi.shape if len(gi.shape) == 3 else (1,) + gi.shape
             x0 = (gi.ptr, ishape, gi.stream)
         with reporter(progress, verbose, alg, "iterations") as cb:
+            method = _method(
+                alg, it["iterations"], it["relaxation"], it["projector"], it["min"], it["max"],
+                it["block_size"], it["tolerance"], False,
+            )
             out, info = _native.recon_iterative_device(
-                (g.ptr, shape, g.stream), flat, th, c, cs, bool(sinogram_order), alg,
-                int(it["iterations"]),
-                None if it["relaxation"] is None else float(it["relaxation"]),
-                str(it["projector"]),
-                None if it["min"] is None else float(it["min"]),
-                None if it["max"] is None else float(it["max"]),
-                None if it["block_size"] is None else int(it["block_size"]),
-                None if it["tolerance"] is None else float(it["tolerance"]),
-                x0, A.devices(devices), cb,
+                (g.ptr, shape, g.stream), flat, th, c, cs, bool(sinogram_order), method, x0,
+                A.devices(devices), cb,
             )
         out = _gpu.wrap_result(out, tomo)
         return (out, info) if return_info else out
@@ -350,9 +346,38 @@ def _gpu_model(projector: str, func: str) -> None:
         )
 
 
-def _cone_args(pixel_size: Any, principal_point: Any, func: str):
+def _method(
+    alg: str, iterations: Any, relaxation: Any, projector: Any, min: Any, max: Any,
+    block_size: Any, tolerance: Any, random_order: Any,
+) -> Dict[str, Any]:
+    """The iterative method as the native calls take it (tomors-py's
+    ``args::Method``): one dict, values converted."""
+    return {
+        "algorithm": alg,
+        "iterations": int(iterations),
+        "relaxation": None if relaxation is None else float(relaxation),
+        "projector": str(projector),
+        "min": None if min is None else float(min),
+        "max": None if max is None else float(max),
+        "block_size": None if block_size is None else int(block_size),
+        "tolerance": None if tolerance is None else float(tolerance),
+        "random_order": bool(random_order),
+    }
+
+
+def _cone_scan(
+    sod: Any, odd: Any, pixel_size: Any, principal_point: Any, voxel_size: Any, func: str,
+) -> Dict[str, Any]:
+    """The circular cone-beam scan as the native calls take it (tomors-py's
+    ``args::ConeScan``): one dict, values converted and checked."""
     pp = None if principal_point is None else A.pair(principal_point, "principal_point", func)
-    return A.pair(pixel_size, "pixel_size", func), pp
+    return {
+        "sod": float(sod),
+        "odd": float(odd),
+        "pixel_size": A.pair(pixel_size, "pixel_size", func),
+        "principal_point": pp,
+        "voxel_size": None if voxel_size is None else float(voxel_size),
+    }
 
 
 def _shape3(shape: Any, func: str) -> Optional[Tuple[int, int, int]]:
@@ -428,24 +453,21 @@ def fdk(
     """
     func = "fdk"
     th = A.angles(theta, func)
-    px, pp = _cone_args(pixel_size, principal_point, func)
+    scan = _cone_scan(sod, odd, pixel_size, principal_point, voxel_size, func)
+    sh = _shape3(shape, func)
+    short = None if short_scan is None else bool(short_scan)
+    filt = (A.filter_name(filter), float(cutoff), str(padding))
     if _gpu.is_gpu_array(proj):
         _gpu.refuse_backend(backend, func)
         g = _gpu.cuda_array(proj, "proj", func, (3,))
         out, voxel = _native.fdk_device(
-            (g.ptr, g.shape, g.stream), th, float(sod), float(odd), px, pp,
-            None if voxel_size is None else float(voxel_size), _shape3(shape, func),
-            None if short_scan is None else bool(short_scan), A.filter_name(filter),
-            float(cutoff), str(padding), A.devices(devices),
+            (g.ptr, g.shape, g.stream), th, scan, sh, short, *filt, A.devices(devices),
         )
         out = _gpu.wrap_result(out, proj)
         return (out, {"voxel_size": voxel}) if return_info else out
     arr = A.f32(proj, "proj", func, (3,))
     out, voxel = _native.fdk(
-        arr, th, float(sod), float(odd), px, pp,
-        None if voxel_size is None else float(voxel_size), _shape3(shape, func),
-        None if short_scan is None else bool(short_scan), A.filter_name(filter),
-        float(cutoff), str(padding), str(backend), A.devices(devices),
+        arr, th, scan, sh, short, *filt, str(backend), A.devices(devices),
     )
     return (out, {"voxel_size": voxel}) if return_info else out
 
@@ -493,8 +515,11 @@ def recon_cone(
     """
     func = "recon_cone"
     th = A.angles(theta, func)
-    px, pp = _cone_args(pixel_size, principal_point, func)
+    scan = _cone_scan(sod, odd, pixel_size, principal_point, voxel_size, func)
     alg = str(algorithm).lower().replace("_", "-")
+    method = _method(
+        alg, iterations, relaxation, projector, min, max, block_size, tolerance, random_order,
+    )
     if _gpu.is_gpu_array(proj):
         _gpu.refuse_backend(backend, func)
         if alg not in CONE_GPU_ITERATIVE:
@@ -516,13 +541,8 @@ def recon_cone(
             x0 = (gi.ptr, gi.shape, gi.stream)
         with reporter(progress, verbose, alg, "iterations") as cb:
             out, info = _native.recon_cone_device(
-                (g.ptr, g.shape, g.stream), th, float(sod), float(odd), px, pp,
-                None if voxel_size is None else float(voxel_size), _shape3(shape, func), alg,
-                int(iterations), None if relaxation is None else float(relaxation),
-                str(projector), None if min is None else float(min),
-                None if max is None else float(max),
-                None if block_size is None else int(block_size),
-                None if tolerance is None else float(tolerance), x0, A.devices(devices), cb,
+                (g.ptr, g.shape, g.stream), th, scan, _shape3(shape, func), method, x0,
+                A.devices(devices), cb,
             )
         out = _gpu.wrap_result(out, proj)
         return (out, info) if return_info else out
@@ -530,13 +550,8 @@ def recon_cone(
     x0 = None if init is None else A.f32(init, "init", func, (3,))
     with reporter(progress, verbose, alg, "iterations") as cb:
         out, info = _native.recon_cone(
-            arr, th, float(sod), float(odd), px, pp,
-            None if voxel_size is None else float(voxel_size), _shape3(shape, func), alg,
-            int(iterations), None if relaxation is None else float(relaxation), str(projector),
-            None if min is None else float(min), None if max is None else float(max),
-            None if block_size is None else int(block_size),
-            None if tolerance is None else float(tolerance), bool(random_order), x0,
-            str(backend), A.devices(devices), cb,
+            arr, th, scan, _shape3(shape, func), method, x0, str(backend), A.devices(devices),
+            cb,
         )
     return (out, info) if return_info else out
 
@@ -710,20 +725,18 @@ def project_cone(
         units; for a GPU array, a GPU array on its device.
     """
     func = "project_cone"
-    px, pp = _cone_args(pixel_size, principal_point, func)
+    scan = _cone_scan(sod, odd, pixel_size, principal_point, voxel_size, func)
     rows, cols = (int(v) for v in detector)
     if _gpu.is_gpu_array(volume):
         _gpu.refuse_backend(backend, func)
         _gpu_model(projector, func)
         g = _gpu.cuda_array(volume, "volume", func, (3,))
         out = _native.project_cone_device(
-            (g.ptr, g.shape, g.stream), A.angles(theta, func), float(sod), float(odd), px,
-            (rows, cols), pp, None if voxel_size is None else float(voxel_size),
+            (g.ptr, g.shape, g.stream), A.angles(theta, func), scan, (rows, cols),
             str(projector), A.devices(devices),
         )
         return _gpu.wrap_result(out, volume)
     vol = A.f32(volume, "volume", func, (3,))
     return _native.project_cone(
-        vol, A.angles(theta, func), float(sod), float(odd), px, (rows, cols), pp,
-        None if voxel_size is None else float(voxel_size), str(projector),
+        vol, A.angles(theta, func), scan, (rows, cols), str(projector),
     )

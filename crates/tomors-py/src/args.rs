@@ -1,0 +1,288 @@
+//! The arguments several entry points take alike, parsed and checked in one
+//! place: the iterative method ([`Method`]) and the circular cone-beam scan
+//! ([`ConeScan`]), each handed over by the Python layer as one dict; the
+//! filter ([`filter_spec`]); the order of projections or sinograms
+//! ([`scan_dims`], [`device_order`]); the shape of a result ([`out_dims`]);
+//! and what an iterative run reports ([`report_info`]).
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tomors_core::cone::{ConeGeometry, ConeVolume, ScanMode};
+use tomors_core::iterative::{
+    Algorithm, Constraint, IterativeOptions, ProjectorKind, RayOrder, SolveReport, Weighting,
+};
+use tomors_core::{FilterKind, FilterSpec, Padding};
+use tomors_cuda::DeviceOrder;
+
+use crate::boundary::{value, Error, Result};
+use crate::cone::{cone_geometry, cone_volume};
+use crate::gpu::Choice;
+use crate::parallel::parse_name;
+
+/// The iterative method of a call: `algorithm=` with its options and
+/// `projector=` (the Python layer's dict of these keys, values converted).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct Method {
+    /// The CLI's `--algorithm` name (sirt, landweber, ..., art).
+    pub algorithm: String,
+    /// Iterations (at most, with a tolerance).
+    pub iterations: usize,
+    /// The relaxation (None: the method's default).
+    pub relaxation: Option<f64>,
+    /// The projection model's name.
+    pub projector: String,
+    /// Lower bound of the values.
+    pub min: Option<f64>,
+    /// Upper bound of the values.
+    pub max: Option<f64>,
+    /// Projections per block (sart, block-it, block-parallel).
+    pub block_size: Option<usize>,
+    /// Stop when the relative residual changes by less.
+    pub tolerance: Option<f64>,
+    /// ART's random ray order.
+    pub random_order: bool,
+}
+
+/// The beam whose GPU methods a call may ask for.
+#[derive(Clone, Copy)]
+pub enum Beam {
+    /// Parallel beam: the SIRT family and the block-sequential methods with
+    /// Joseph's projector.
+    Parallel,
+    /// Cone beam: the SIRT family with the joseph or voxel pair, the
+    /// block-sequential methods with Joseph's (the voxel pair has no block
+    /// views).
+    Cone,
+}
+
+impl Beam {
+    /// Whether the GPU runs `options` with `kind` (as the CLI).
+    fn gpu_runs(self, options: &IterativeOptions, kind: ProjectorKind) -> bool {
+        match (self, &options.algorithm) {
+            (Self::Parallel, Algorithm::Sirt(_) | Algorithm::BlockSequential { .. }) => {
+                kind == ProjectorKind::Joseph
+            }
+            (Self::Cone, Algorithm::Sirt(_)) => {
+                matches!(kind, ProjectorKind::Joseph | ProjectorKind::Voxel)
+            }
+            (Self::Cone, Algorithm::BlockSequential { .. }) => kind == ProjectorKind::Joseph,
+            _ => false,
+        }
+    }
+
+    /// What the GPU runs, for the messages.
+    fn gpu_methods(self) -> &'static str {
+        match self {
+            Self::Parallel => "sirt, landweber, cimmino, sart and block-it with the joseph projector",
+            Self::Cone => {
+                "cone-beam sirt, landweber and cimmino with the joseph or voxel projector, sart \
+                 and block-it with the joseph projector"
+            }
+        }
+    }
+}
+
+impl Method {
+    /// The core's options for the CLI's `--algorithm` names and flags.
+    pub fn options(&self) -> Result<IterativeOptions> {
+        let name = self.algorithm.trim().to_ascii_lowercase().replace('_', "-");
+        let block = |default: usize| self.block_size.unwrap_or(default);
+        let algorithm = match name.as_str() {
+            "sirt" => Algorithm::Sirt(Weighting::RowColumnSums),
+            "landweber" => Algorithm::Sirt(Weighting::Landweber),
+            "cimmino" => Algorithm::Sirt(Weighting::Cimmino),
+            "sart" => Algorithm::BlockSequential {
+                weighting: Weighting::RowColumnSums,
+                projections_per_block: block(1),
+            },
+            "block-it" => Algorithm::BlockSequential {
+                weighting: Weighting::Cimmino,
+                projections_per_block: block(2),
+            },
+            "block-parallel" => Algorithm::BlockParallel {
+                projections_per_block: block(6),
+            },
+            "art" => Algorithm::Art {
+                order: if self.random_order {
+                    RayOrder::Random { seed: 1 }
+                } else {
+                    RayOrder::Sequential
+                },
+            },
+            other => {
+                return Err(value(format!(
+                    "unknown algorithm '{other}' (use fbp, sirt, landweber, cimmino, sart, block-it, block-parallel or art)"
+                )))
+            }
+        };
+        if self.block_size.is_some()
+            && !matches!(name.as_str(), "sart" | "block-it" | "block-parallel")
+        {
+            return Err(value("block_size is for sart, block-it and block-parallel"));
+        }
+        if self.random_order && name != "art" {
+            return Err(value("random_order is for art"));
+        }
+        Ok(IterativeOptions {
+            algorithm,
+            iterations: self.iterations,
+            relaxation: self.relaxation,
+            constraint: Constraint {
+                min: self.min,
+                max: self.max,
+            },
+            tolerance: self.tolerance,
+            track_residual: true,
+        })
+    }
+
+    /// The options, the projector, the backend and whether the GPU of
+    /// `beam` runs the method: `backend` is the call's `backend=` (None for
+    /// a GPU array, which runs on its GPU). Refused, naming what the GPU
+    /// runs, when the GPU must run a method it does not.
+    pub fn parse(
+        &self,
+        beam: Beam,
+        backend: Option<&str>,
+    ) -> Result<(IterativeOptions, ProjectorKind, Choice, bool)> {
+        let options = self.options()?;
+        let kind = parse_name::<ProjectorKind>(&self.projector)?;
+        let choice = backend.map_or(Ok(Choice::Cuda), Choice::parse)?;
+        let capable = beam.gpu_runs(&options, kind);
+        if choice == Choice::Cuda && !capable {
+            return Err(self.cpu_only(beam, backend.is_none()));
+        }
+        Ok((options, kind, choice, capable))
+    }
+
+    /// The refusal of a method the GPU does not run.
+    fn cpu_only(&self, beam: Beam, gpu_array: bool) -> Error {
+        let (algorithm, projector) = (&self.algorithm, &self.projector);
+        let runs = beam.gpu_methods();
+        value(if gpu_array {
+            let fbp = match beam {
+                Beam::Parallel => "fbp, and ",
+                Beam::Cone => "",
+            };
+            format!(
+                "a GPU array is reconstructed on its GPU, which runs {fbp}{runs}; {algorithm} \
+                 with the {projector} projector runs on the CPU: pass a NumPy array \
+                 (cupy.asnumpy(x))"
+            )
+        } else {
+            format!(
+                "backend 'cuda' runs {runs}; {algorithm} with the {projector} projector runs on \
+                 the CPU (use backend 'cpu' or 'auto')"
+            )
+        })
+    }
+}
+
+/// A circular cone-beam scan (see `tomors.fdk` for the parameters): the
+/// Python layer's dict of these keys, values converted.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct ConeScan {
+    /// Source to rotation axis.
+    pub sod: f64,
+    /// Rotation axis to detector.
+    pub odd: f64,
+    /// Detector pixel (width, height).
+    pub pixel_size: (f64, f64),
+    /// The principal point (column, row), default the detector's centre.
+    pub principal_point: Option<(f64, f64)>,
+    /// The voxel side (default: the largest the detector covers).
+    pub voxel_size: Option<f32>,
+}
+
+impl ConeScan {
+    /// The geometry of `theta` over projections `(angles, rows, cols)` and
+    /// the volume of `shape` (see [`cone_volume`]).
+    pub fn setup(
+        &self,
+        theta: Vec<f32>,
+        (na, nr, nc): (usize, usize, usize),
+        shape: Option<(usize, usize, usize)>,
+    ) -> Result<(ConeGeometry, ConeVolume)> {
+        let g = cone_geometry(
+            theta,
+            na,
+            self.sod,
+            self.odd,
+            nr,
+            nc,
+            self.pixel_size,
+            self.principal_point,
+        )?;
+        let vol = cone_volume(&g, shape, self.voxel_size)?;
+        Ok((g, vol))
+    }
+}
+
+/// The filter of `filter`, `cutoff`, `padding`, checked.
+pub fn filter_spec(filter: &str, cutoff: f32, padding: &str) -> Result<FilterSpec> {
+    let filter = FilterSpec {
+        kind: parse_name::<FilterKind>(filter)?,
+        cutoff,
+        padding: parse_name::<Padding>(padding)?,
+    };
+    filter.validate()?;
+    Ok(filter)
+}
+
+/// FDK's scan: `None` finds out, `Some(true)` a short scan (Parker
+/// weights), `Some(false)` a full one.
+pub fn scan_mode(short_scan: Option<bool>) -> ScanMode {
+    match short_scan {
+        None => ScanMode::Auto,
+        Some(true) => ScanMode::Short,
+        Some(false) => ScanMode::Full,
+    }
+}
+
+/// `(angles, rows, bins)` of projections of `shape`, or of sinograms with
+/// `sinogram_order`.
+pub fn scan_dims(shape: (usize, usize, usize), sinogram_order: bool) -> (usize, usize, usize) {
+    let (a, b, c) = shape;
+    if sinogram_order {
+        (b, a, c)
+    } else {
+        (a, b, c)
+    }
+}
+
+/// The device order of projections, or of sinograms with `sinogram_order`.
+pub fn device_order(sinogram_order: bool) -> DeviceOrder {
+    if sinogram_order {
+        DeviceOrder::Sinograms
+    } else {
+        DeviceOrder::Projections
+    }
+}
+
+/// The shape of `n` slices of `ny × nx`: one slice as a 2-D array with
+/// `squeeze`.
+pub fn out_dims(squeeze: bool, n: usize, ny: usize, nx: usize) -> Vec<usize> {
+    if squeeze && n == 1 {
+        vec![ny, nx]
+    } else {
+        vec![n, ny, nx]
+    }
+}
+
+/// What `return_info=True` returns besides the volume: the run's report and
+/// the device's name.
+pub fn report_info<'py>(
+    py: Python<'py>,
+    r: &SolveReport,
+    device: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("iterations", r.iterations)?;
+    d.set_item("relaxation", r.relaxation)?;
+    d.set_item("residuals", r.residuals.clone())?;
+    d.set_item("stop", format!("{:?}", r.stop).to_ascii_lowercase())?;
+    d.set_item("device", device)?;
+    Ok(d)
+}
