@@ -3,9 +3,7 @@
 //! ([`tomors_core::iterative::solve`]):
 //!
 //! - [`SlabVector`], the domain: this rank's z-slab of the volume, a vector
-//!   of the *whole* volume — element-wise operations act on the slab,
-//!   reductions (dot products, norms, the maximum that floors the weights,
-//!   finiteness) are taken over every rank;
+//!   of the *whole* volume ([`crate::decomp::Slab`] over a host array);
 //! - [`DistConeOperator`]: forward projection of the slab plus the sum of
 //!   the partial projections over the ranks (`MPI_Allreduce`), so the range
 //!   (the whole projection set, a host array) is the same on every rank;
@@ -18,7 +16,6 @@
 //! offers no ray access).
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use ndarray::Array3;
@@ -26,95 +23,15 @@ use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::iterative::{
     cone_projector, ConeOperator, ProjectorKind, StackOperator, VolumeBox,
 };
-use tomors_core::linalg::{LinearOperator, Vector};
+use tomors_core::linalg::LinearOperator;
 use tomors_core::Result;
 
 use crate::comm::Comm;
+use crate::decomp::{Slab, SumStats};
 
 /// This rank's slab `[1][z·y][x]` of a volume split into z-slabs over the
 /// ranks of `comm`, as a vector of the whole volume.
-pub struct SlabVector<'c> {
-    /// The slab's values, `[1][z·y][x]`.
-    pub x: Array3<f32>,
-    comm: &'c dyn Comm,
-    /// Elements of the whole volume.
-    total: usize,
-}
-
-impl SlabVector<'_> {
-    fn like(&self, x: Array3<f32>) -> Self {
-        Self {
-            x,
-            comm: self.comm,
-            total: self.total,
-        }
-    }
-
-    fn sum(&self, v: f64) -> f64 {
-        let mut b = [v];
-        self.comm.allreduce_sum_f64(&mut b);
-        b[0]
-    }
-}
-
-impl Vector for SlabVector<'_> {
-    type Elem = f32;
-    fn len(&self) -> usize {
-        self.total
-    }
-    fn zeros_like(&self) -> Result<Self> {
-        Ok(self.like(Vector::zeros_like(&self.x)?))
-    }
-    fn fill(&mut self, v: f64) -> Result<()> {
-        Vector::fill(&mut self.x, v)
-    }
-    fn copy_from(&mut self, x: &Self) -> Result<()> {
-        Vector::copy_from(&mut self.x, &x.x)
-    }
-    fn scale(&mut self, a: f64) -> Result<()> {
-        Vector::scale(&mut self.x, a)
-    }
-    fn axpy(&mut self, a: f64, x: &Self) -> Result<()> {
-        Vector::axpy(&mut self.x, a, &x.x)
-    }
-    fn mul_assign(&mut self, x: &Self) -> Result<()> {
-        Vector::mul_assign(&mut self.x, &x.x)
-    }
-    /// As the host vector, with the floor from the maximum over every rank
-    /// (so a slab's weights are floored as the whole volume's are).
-    fn invert_floored(&mut self, rel_floor: f64) -> Result<()> {
-        let local = self.x.iter().fold(0.0f64, |m, &v| m.max(f64::from(v)));
-        let floor = self.comm.allreduce_max_f64(local) * rel_floor;
-        self.x.mapv_inplace(|v| {
-            let d = f64::from(v);
-            (if d > floor && d > 0.0 { 1.0 / d } else { 0.0 }) as f32
-        });
-        Ok(())
-    }
-    fn clip(&mut self, min: Option<f64>, max: Option<f64>) -> Result<()> {
-        Vector::clip(&mut self.x, min, max)
-    }
-    fn dot(&self, x: &Self) -> Result<f64> {
-        Ok(self.sum(Vector::dot(&self.x, &x.x)?))
-    }
-    fn norm_sq(&self) -> Result<f64> {
-        Ok(self.sum(Vector::norm_sq(&self.x)?))
-    }
-    fn all_finite(&self) -> Result<bool> {
-        let local = u64::from(Vector::all_finite(&self.x)?);
-        Ok(self.comm.allreduce_min_u64(local) == 1)
-    }
-    fn update_clipped(
-        &mut self,
-        lambda: f64,
-        g: &Self,
-        t: Option<&Self>,
-        min: Option<f64>,
-        max: Option<f64>,
-    ) -> Result<()> {
-        Vector::update_clipped(&mut self.x, lambda, &g.x, t.map(|t| &t.x), min, max)
-    }
-}
+pub type SlabVector<'c> = Slab<'c, Array3<f32>>;
 
 /// One rank's part of a cone-beam operator whose volume is split into
 /// z-slabs over the ranks of `comm` (see the module documentation).
@@ -122,8 +39,7 @@ pub struct DistConeOperator<'c> {
     local: Box<dyn ConeOperator<f32>>,
     comm: &'c dyn Comm,
     total: usize,
-    /// Sums done, values summed, nanoseconds spent in them.
-    stats: [AtomicU64; 3],
+    stats: SumStats,
 }
 
 impl<'c> DistConeOperator<'c> {
@@ -150,20 +66,12 @@ impl<'c> DistConeOperator<'c> {
 
     /// The slab's values as a domain vector (`x`: `[1][z·y][x]`).
     pub fn domain_vector(&self, x: Array3<f32>) -> SlabVector<'c> {
-        SlabVector {
-            x,
-            comm: self.comm,
-            total: self.total,
-        }
+        Slab::new(x, self.comm, self.total)
     }
 
     /// Communication so far: `(sums, bytes summed per rank, seconds)`.
     pub fn comm_stats(&self) -> (u64, u64, f64) {
-        (
-            self.stats[0].load(Ordering::Relaxed),
-            4 * self.stats[1].load(Ordering::Relaxed),
-            self.stats[2].load(Ordering::Relaxed) as f64 * 1e-9,
-        )
+        self.stats.get()
     }
 
     fn stack(&self) -> StackOperator<'_, f32, dyn ConeOperator<f32>> {
@@ -177,9 +85,7 @@ impl<'c> DistConeOperator<'c> {
             Some(s) => self.comm.allreduce_sum_f32(s),
             None => unreachable!("range vectors are made in standard layout"),
         }
-        self.stats[0].fetch_add(1, Ordering::Relaxed);
-        self.stats[1].fetch_add(y.len() as u64, Ordering::Relaxed);
-        self.stats[2].fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.stats.record(y.len(), t);
     }
 }
 

@@ -2,8 +2,8 @@
 //! rank's slab on its GPU: as [`crate::dist_op`], with device vectors.
 //!
 //! - [`GpuSlabVector`], the domain: this rank's z-slab of the volume on its
-//!   GPU, a vector of the whole volume (element-wise operations on the slab,
-//!   reductions summed or maxed over the ranks);
+//!   GPU, a vector of the whole volume ([`crate::decomp::Slab`] over a
+//!   device vector);
 //! - The operator, [`GpuDistConeOperator`]: the slab projector on the rank's GPU
 //!   ([`CudaConeJoseph::slab`], Joseph or voxel pair); a forward projection
 //!   projects the slab on the GPU, downloads the partial projections, sums
@@ -15,7 +15,6 @@
 //! SART and BLOCK-IT with the Joseph pair).
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -28,90 +27,12 @@ use tomors_core::Result as CoreResult;
 use tomors_cuda::{ConeBackProjector, CudaBackend, CudaConeJoseph, DeviceVec};
 
 use crate::comm::Comm;
+use crate::decomp::{Slab, SumStats};
 use crate::split::split_rows;
 
 /// This rank's slab of a volume split into z-slabs over the ranks of
-/// `comm`, on the rank's GPU, as a vector of the whole volume.
-pub struct GpuSlabVector<'c> {
-    /// The slab's values on the device, `[z][y][x]`.
-    pub x: DeviceVec,
-    comm: &'c dyn Comm,
-    total: usize,
-}
-
-impl GpuSlabVector<'_> {
-    fn like(&self, x: DeviceVec) -> Self {
-        Self {
-            x,
-            comm: self.comm,
-            total: self.total,
-        }
-    }
-
-    fn sum(&self, v: f64) -> f64 {
-        let mut b = [v];
-        self.comm.allreduce_sum_f64(&mut b);
-        b[0]
-    }
-}
-
-impl Vector for GpuSlabVector<'_> {
-    type Elem = f32;
-    fn len(&self) -> usize {
-        self.total
-    }
-    fn zeros_like(&self) -> CoreResult<Self> {
-        Ok(self.like(self.x.zeros_like()?))
-    }
-    fn fill(&mut self, v: f64) -> CoreResult<()> {
-        self.x.fill(v)
-    }
-    fn copy_from(&mut self, x: &Self) -> CoreResult<()> {
-        self.x.copy_from(&x.x)
-    }
-    fn scale(&mut self, a: f64) -> CoreResult<()> {
-        self.x.scale(a)
-    }
-    fn axpy(&mut self, a: f64, x: &Self) -> CoreResult<()> {
-        self.x.axpy(a, &x.x)
-    }
-    fn mul_assign(&mut self, x: &Self) -> CoreResult<()> {
-        self.x.mul_assign(&x.x)
-    }
-    /// The floor from the maximum over every rank, so a slab's weights are
-    /// floored as the whole volume's are.
-    fn invert_floored(&mut self, rel_floor: f64) -> CoreResult<()> {
-        let floor = self.comm.allreduce_max_f64(self.x.max_value()?) * rel_floor;
-        Ok(self.x.invert_above(floor)?)
-    }
-    fn clip(&mut self, min: Option<f64>, max: Option<f64>) -> CoreResult<()> {
-        self.x.clip(min, max)
-    }
-    fn dot(&self, x: &Self) -> CoreResult<f64> {
-        Ok(self.sum(self.x.dot(&x.x)?))
-    }
-    fn norm_sq(&self) -> CoreResult<f64> {
-        Ok(self.sum(self.x.norm_sq()?))
-    }
-    fn all_finite(&self) -> CoreResult<bool> {
-        let local = u64::from(self.x.all_finite()?);
-        Ok(self.comm.allreduce_min_u64(local) == 1)
-    }
-    fn residual_weighted(&mut self, b: &Self, w: Option<&Self>) -> CoreResult<()> {
-        self.x.residual_weighted(&b.x, w.map(|w| &w.x))
-    }
-    fn update_clipped(
-        &mut self,
-        lambda: f64,
-        g: &Self,
-        t: Option<&Self>,
-        min: Option<f64>,
-        max: Option<f64>,
-    ) -> CoreResult<()> {
-        self.x
-            .update_clipped(lambda, &g.x, t.map(|t| &t.x), min, max)
-    }
-}
+/// `comm`, on the rank's GPU (`[z][y][x]`), as a vector of the whole volume.
+pub type GpuSlabVector<'c> = Slab<'c, DeviceVec>;
 
 /// One rank's part of a cone-beam operator whose volume is split into
 /// z-slabs over the ranks of `comm`, its slab on the rank's GPU (see the
@@ -122,9 +43,8 @@ pub struct GpuDistConeOperator<'c> {
     total: usize,
     /// Host buffer of the sums.
     host: Mutex<Vec<f32>>,
-    /// Sums done, values summed, nanoseconds spent in them (download, sum,
-    /// upload).
-    stats: [AtomicU64; 3],
+    /// The sums (their time: download, sum, upload).
+    stats: SumStats,
 }
 
 impl<'c> GpuDistConeOperator<'c> {
@@ -156,20 +76,12 @@ impl<'c> GpuDistConeOperator<'c> {
 
     /// Wraps a device slab as a domain vector.
     pub fn domain_vector(&self, x: DeviceVec) -> GpuSlabVector<'c> {
-        GpuSlabVector {
-            x,
-            comm: self.comm,
-            total: self.total,
-        }
+        Slab::new(x, self.comm, self.total)
     }
 
     /// Communication so far: `(sums, bytes summed per rank, seconds)`.
     pub fn comm_stats(&self) -> (u64, u64, f64) {
-        (
-            self.stats[0].load(Ordering::Relaxed),
-            4 * self.stats[1].load(Ordering::Relaxed),
-            self.stats[2].load(Ordering::Relaxed) as f64 * 1e-9,
-        )
+        self.stats.get()
     }
 
     /// Sums `y` over the ranks, in place (through host memory).
@@ -186,9 +98,7 @@ impl<'c> GpuDistConeOperator<'c> {
         y.download_into(&mut host)?;
         self.comm.allreduce_sum_f32(&mut host);
         y.upload_from(&host)?;
-        self.stats[0].fetch_add(1, Ordering::Relaxed);
-        self.stats[1].fetch_add(host.len() as u64, Ordering::Relaxed);
-        self.stats[2].fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.stats.record(host.len(), t);
         Ok(())
     }
 }

@@ -25,6 +25,7 @@
 
 pub mod comm;
 pub mod cone;
+pub mod decomp;
 pub mod dist_op;
 pub mod gpu_op;
 pub mod job;

@@ -1,13 +1,13 @@
 //! The arguments several entry points take alike, parsed and checked in one
 //! place: the iterative method ([`Method`]) and the circular cone-beam scan
-//! ([`ConeScan`]), each handed over by the Python layer as one dict; the
-//! filter ([`filter_spec`]); the order of projections or sinograms
+//! ([`ConeScan`]), each handed over by the Python layer as one dict; FDK's
+//! filter and scan ([`fdk_options`]); the order of projections or sinograms
 //! ([`scan_dims`], [`device_order`]); the shape of a result ([`out_dims`]);
 //! and what an iterative run reports ([`report_info`]).
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tomors_core::cone::{ConeGeometry, ConeVolume, ScanMode};
+use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions, ScanMode};
 use tomors_core::iterative::{
     Algorithm, Constraint, IterativeOptions, ProjectorKind, RayOrder, SolveReport, Weighting,
 };
@@ -220,25 +220,31 @@ impl ConeScan {
     }
 }
 
-/// The filter of `filter`, `cutoff`, `padding`, checked.
-pub fn filter_spec(filter: &str, cutoff: f32, padding: &str) -> Result<FilterSpec> {
+/// FDK's options: the filter of `filter`, `cutoff`, `padding`, checked,
+/// and the scan of `short_scan` (`None` finds out, `Some(true)` a short
+/// scan with Parker weights, `Some(false)` a full one).
+pub fn fdk_options(
+    filter: &str,
+    cutoff: f32,
+    padding: &str,
+    short_scan: Option<bool>,
+) -> Result<FdkOptions> {
     let filter = FilterSpec {
         kind: parse_name::<FilterKind>(filter)?,
         cutoff,
         padding: parse_name::<Padding>(padding)?,
     };
     filter.validate()?;
-    Ok(filter)
-}
-
-/// FDK's scan: `None` finds out, `Some(true)` a short scan (Parker
-/// weights), `Some(false)` a full one.
-pub fn scan_mode(short_scan: Option<bool>) -> ScanMode {
-    match short_scan {
+    let scan = match short_scan {
         None => ScanMode::Auto,
         Some(true) => ScanMode::Short,
         Some(false) => ScanMode::Full,
-    }
+    };
+    Ok(FdkOptions {
+        filter,
+        scan,
+        slab: 0,
+    })
 }
 
 /// `(angles, rows, bins)` of projections of `shape`, or of sinograms with

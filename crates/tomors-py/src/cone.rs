@@ -9,11 +9,11 @@ use ndarray::Array3;
 use numpy::{IntoPyArray, PyArray3, PyReadonlyArray1, PyReadonlyArray3};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tomors_core::cone::{fdk as run_fdk, ConeGeometry, ConeVolume, FdkOptions};
+use tomors_core::cone::{fdk as run_fdk, ConeGeometry, ConeVolume};
 use tomors_core::fbp::check_finite;
 use tomors_core::iterative::{all_angles, cone_projector, reconstruct_cone, ProjectorKind};
 
-use crate::args::{filter_spec, scan_mode, Beam, ConeScan, Method};
+use crate::args::{fdk_options, Beam, ConeScan, Method};
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::gpu::{cone_backend, open_gpu, Choice};
 use crate::parallel::{parse_name, result_info};
@@ -81,15 +81,10 @@ pub fn fdk<'py>(
     let proj = proj.as_array();
     let theta = theta.as_array().to_vec();
     let (out, voxel) = compute(py, || {
-        let filter = filter_spec(filter, cutoff, padding)?;
+        let options = fdk_options(filter, cutoff, padding, short_scan)?;
         let choice = Choice::parse(backend)?;
         check_finite(proj.view(), "the projections")?;
         let (g, vol) = scan.setup(theta, proj.dim(), shape)?;
-        let options = FdkOptions {
-            filter,
-            scan: scan_mode(short_scan),
-            slab: 0,
-        };
         let backend = cone_backend(choice, devices.as_deref())?;
         Ok((
             run_fdk(backend.as_ref(), proj.view(), &g, &vol, &options)?,

@@ -14,19 +14,18 @@
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tomors_core::cone::FdkOptions;
-use tomors_core::iterative::{all_angles, solve, ProjectorKind};
+use tomors_core::iterative::{all_angles, ProjectorKind};
 use tomors_core::linalg::{LinearOperator, Vector};
 use tomors_core::{Interpolation, SliceGrid};
 use tomors_cuda::{CudaConeJoseph, CudaJoseph, DeviceOrder, DeviceVec, OnQueue};
 
 use crate::args::{
-    device_order, filter_spec, out_dims, report_info, scan_dims, scan_mode, Beam, ConeScan,
-    Method,
+    device_order, fdk_options, out_dims, report_info, scan_dims, Beam, ConeScan, Method,
 };
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::cone::cone_back;
 use crate::device::{borrow_init, open_on_device, DeviceArray, GpuIn};
+use crate::device_solve::solve_reported;
 use crate::parallel::{parallel_geometry, parse_name};
 
 /// Checks that a vector read from device memory is finite (the host
@@ -217,15 +216,10 @@ pub fn fdk_device(
 ) -> PyResult<(DeviceArray, f32)> {
     let theta = theta.as_array().to_vec();
     compute(py, || {
-        let filter = filter_spec(filter, cutoff, padding)?;
+        let options = fdk_options(filter, cutoff, padding, short_scan)?;
         let (na, nr, nc) = proj.1;
         let (g, vol) = scan.setup(theta, proj.1, shape)?;
         let (input, gpus, _) = open_on_device(proj, na * nr * nc, devices.as_deref())?;
-        let options = FdkOptions {
-            filter,
-            scan: scan_mode(short_scan),
-            slab: 0,
-        };
         let out = gpus.devices()[0].fdk_foreign(&input, &g, &vol, &options)?;
         Ok((
             DeviceArray::new(out, vec![vol.nz, vol.ny, vol.nx], input.ordinal()),
@@ -268,11 +262,7 @@ pub fn recon_cone_device<'py>(
             None => op.domain_zeros()?,
             Some(x0) => DeviceVec::flat_from_device(p.queue(), &x0, dims, "init")?,
         };
-        let report = solve(&op, &b, &mut x, &options, &mut |state| {
-            progress.report(state.iteration, options.iterations)
-        })
-        .map_err(Into::into);
-        let report = progress.finish(report)?;
+        let report = solve_reported(&op, &b, &mut x, &options, &progress)?;
         drop(b);
         Ok((
             DeviceArray::new(

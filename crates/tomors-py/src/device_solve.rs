@@ -10,13 +10,13 @@
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tomors_core::iterative::solve;
+use tomors_core::iterative::{solve, IterativeOptions, SolveReport};
 use tomors_core::linalg::LinearOperator;
 use tomors_core::SliceGrid;
 use tomors_cuda::{CudaJoseph, DeviceOrder};
 
 use crate::args::{device_order, out_dims, report_info, scan_dims, Beam, Method};
-use crate::boundary::{check_size, compute, Progress};
+use crate::boundary::{check_size, compute, Progress, Result};
 use crate::device::{borrow_init, open_on_device, DeviceArray, GpuIn};
 use crate::parallel::parallel_geometry;
 
@@ -58,15 +58,27 @@ pub fn recon_iterative_device<'py>(
             None => op.domain_zeros()?,
             Some(x0) => p.stack_from_device(&x0, dims, DeviceOrder::Sinograms)?,
         };
-        let report = solve(&op, &b, &mut x, &options, &mut |state| {
-            progress.report(state.iteration, options.iterations)
-        })
-        .map_err(Into::into);
-        let report = progress.finish(report)?;
+        let report = solve_reported(&op, &b, &mut x, &options, &progress)?;
         drop(b);
         let out = p.stack_to_device(&x, DeviceOrder::Sinograms)?;
         let dims = out_dims(squeeze, nr, grid.ny, grid.nx);
         Ok((DeviceArray::new(out, dims, input.ordinal()), report, name))
     })?;
     Ok((out, report_info(py, &report, &name)?))
+}
+
+/// tomors-core's [`solve`] of `op·x = b` from `x`, each iteration reported
+/// to `progress` (whose callback or a signal may stop it).
+pub(crate) fn solve_reported<O: LinearOperator>(
+    op: &O,
+    b: &O::Range,
+    x: &mut O::Domain,
+    options: &IterativeOptions,
+    progress: &Progress,
+) -> Result<SolveReport> {
+    let report = solve(op, b, x, options, &mut |state| {
+        progress.report(state.iteration, options.iterations)
+    })
+    .map_err(Into::into);
+    progress.finish(report)
 }

@@ -41,7 +41,7 @@ mod sirt;
 mod vectors;
 
 pub use sirt::{cone_sirt_cuda_multi, cone_sirt_multi_bytes};
-pub use vectors::{ReplicaVec, SlabsVec};
+pub use vectors::{Copies, PartsVec, ReplicaVec, Slabs, SlabsVec, Spread};
 
 /// How the partial projections of the slabs are summed across devices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -189,7 +189,7 @@ impl CudaConeSlabs {
     /// Errors: a shape other than the geometry's, driver errors.
     pub fn upload_projections(&self, host: ArrayView3<'_, f32>) -> Result<ReplicaVec> {
         let parts = per_device(&self.slabs, |p| p.upload_projections(host))?;
-        Ok(ReplicaVec { parts })
+        Ok(ReplicaVec::from_parts(parts))
     }
 
     /// Uploads a host volume `[z][y][x]` (the whole volume) as slabs (the
@@ -202,7 +202,7 @@ impl CudaConeSlabs {
         let parts = per_device(&self.slabs, |p| {
             p.upload_volume(host.slice(s![p.z_range(), .., ..]))
         })?;
-        Ok(SlabsVec { parts })
+        Ok(SlabsVec::from_parts(parts))
     }
 
     /// Downloads slab vectors into the whole host volume `[z][y][x]`: each

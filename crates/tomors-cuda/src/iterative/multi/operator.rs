@@ -32,15 +32,13 @@ impl LinearOperator for CudaConeSlabs {
     }
 
     fn domain_zeros(&self) -> CoreResult<SlabsVec> {
-        Ok(SlabsVec {
-            parts: self.per_slab(|o| o.domain_zeros())?,
-        })
+        Ok(SlabsVec::from_parts(self.per_slab(|o| o.domain_zeros())?))
     }
 
     fn range_zeros(&self, angles: &[usize]) -> CoreResult<ReplicaVec> {
-        Ok(ReplicaVec {
-            parts: self.per_slab(|o| o.range_zeros(angles))?,
-        })
+        Ok(ReplicaVec::from_parts(
+            self.per_slab(|o| o.range_zeros(angles))?,
+        ))
     }
 
     /// Each device projects its slab (queued on every device before any
@@ -88,7 +86,7 @@ impl LinearOperator for CudaConeSlabs {
     fn row_norms_sq(&self, angles: &[usize]) -> CoreResult<ReplicaVec> {
         let mut parts = self.per_slab(|o| o.row_norms_sq(angles))?;
         self.sum_partials(&mut parts)?;
-        Ok(ReplicaVec { parts })
+        Ok(ReplicaVec::from_parts(parts))
     }
 
     /// `A·1` of the whole volume (a forward projection, summed).
