@@ -1,5 +1,7 @@
 //! The arguments several entry points take alike, parsed and checked in one
-//! place: the iterative method ([`Method`]) and the circular cone-beam scan
+//! place: names ([`parse_name`]), the parallel-beam and cone-beam
+//! geometries ([`parallel_geometry`], [`cone_geometry`], [`cone_volume`]),
+//! the iterative method ([`Method`]) and the circular cone-beam scan
 //! ([`ConeScan`]), each handed over by the Python layer as one dict; FDK's
 //! filter and scan ([`fdk_options`]); the order of projections or sinograms
 //! ([`scan_dims`], [`device_order`]); the shape of a result ([`out_dims`]);
@@ -11,13 +13,90 @@ use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions, ScanMode};
 use tomors_core::iterative::{
     Algorithm, Constraint, IterativeOptions, ProjectorKind, RayOrder, SolveReport, Weighting,
 };
-use tomors_core::{FilterKind, FilterSpec, Padding};
+use tomors_core::{FilterKind, FilterSpec, Padding, ParallelGeometry};
 use tomors_cuda::DeviceOrder;
 
-use crate::boundary::{value, Error, Result};
-use crate::cone::{cone_geometry, cone_volume};
+use crate::boundary::{check_size, value, Error, Result};
 use crate::gpu::Choice;
-use crate::parallel::parse_name;
+
+/// Parses a name with the library's `FromStr` (whose error is a message).
+pub fn parse_name<T: std::str::FromStr>(s: &str) -> Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    s.parse::<T>().map_err(|e| value(e.to_string()))
+}
+
+/// The geometry of `theta` (radians) on `n_bins` bins with the axis at
+/// `center` (one for all projections) or `centers` (one per projection).
+pub fn parallel_geometry(
+    theta: Vec<f32>,
+    n_angles: usize,
+    n_bins: usize,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+) -> Result<ParallelGeometry> {
+    if theta.len() != n_angles {
+        return Err(value(format!(
+            "theta has {} angles for {n_angles} projections",
+            theta.len()
+        )));
+    }
+    let mut g = ParallelGeometry::new(theta, n_bins)?;
+    if let Some(c) = center {
+        if !c.is_finite() {
+            return Err(value(format!("center {c} is not finite")));
+        }
+        g = g.with_center(c)?;
+    }
+    if let Some(cs) = centers {
+        g = g.with_centers(cs)?;
+    }
+    Ok(g)
+}
+
+/// A circular cone-beam geometry (see `tomors.fdk` for the parameters).
+#[allow(clippy::too_many_arguments)]
+pub fn cone_geometry(
+    theta: Vec<f32>,
+    n_angles: usize,
+    sod: f64,
+    odd: f64,
+    n_rows: usize,
+    n_cols: usize,
+    pixel_size: (f64, f64),
+    principal_point: Option<(f64, f64)>,
+) -> Result<ConeGeometry> {
+    if theta.len() != n_angles {
+        return Err(value(format!(
+            "theta has {} angles for {n_angles} projections",
+            theta.len()
+        )));
+    }
+    let mut g = ConeGeometry::new(theta, sod, odd, n_rows, n_cols, pixel_size.0, pixel_size.1)?;
+    if let Some((c, r)) = principal_point {
+        g = g.with_principal_point(c, r)?;
+    }
+    Ok(g)
+}
+
+/// The volume `shape = (nz, ny, nx)` (default: `n_cols × n_cols × n_rows`
+/// as the CLI) of voxels of `voxel_size` (default: the largest whose volume
+/// the detector covers at every angle), checked against the geometry.
+pub fn cone_volume(
+    g: &ConeGeometry,
+    shape: Option<(usize, usize, usize)>,
+    voxel_size: Option<f32>,
+) -> Result<ConeVolume> {
+    let (nz, ny, nx) = shape.unwrap_or((g.n_rows(), g.n_cols(), g.n_cols()));
+    check_size("the volume", &[nz, ny, nx])?;
+    let v = match voxel_size {
+        Some(s) => ConeVolume::new(nx, ny, nz, s)?,
+        None => g.fitting_volume(nx, ny, nz)?,
+    };
+    g.check_volume(&v)?;
+    Ok(v)
+}
 
 /// The iterative method of a call: `algorithm=` with its options and
 /// `projector=` (the Python layer's dict of these keys, values converted).
@@ -74,7 +153,9 @@ impl Beam {
     /// What the GPU runs, for the messages.
     fn gpu_methods(self) -> &'static str {
         match self {
-            Self::Parallel => "sirt, landweber, cimmino, sart and block-it with the joseph projector",
+            Self::Parallel => {
+                "sirt, landweber, cimmino, sart and block-it with the joseph projector"
+            }
             Self::Cone => {
                 "cone-beam sirt, landweber and cimmino with the joseph or voxel projector, sart \
                  and block-it with the joseph projector"

@@ -9,57 +9,14 @@ use ndarray::Array3;
 use numpy::{IntoPyArray, PyArray3, PyReadonlyArray1, PyReadonlyArray3};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tomors_core::cone::{fdk as run_fdk, ConeGeometry, ConeVolume};
+use tomors_core::cone::fdk as run_fdk;
 use tomors_core::fbp::check_finite;
 use tomors_core::iterative::{all_angles, cone_projector, reconstruct_cone, ProjectorKind};
 
-use crate::args::{fdk_options, Beam, ConeScan, Method};
+use crate::args::{fdk_options, parse_name, Beam, ConeScan, Method};
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::gpu::{cone_backend, open_gpu, Choice};
-use crate::parallel::{parse_name, result_info};
-
-/// A circular cone-beam geometry (see `tomors.fdk` for the parameters).
-#[allow(clippy::too_many_arguments)]
-pub fn cone_geometry(
-    theta: Vec<f32>,
-    n_angles: usize,
-    sod: f64,
-    odd: f64,
-    n_rows: usize,
-    n_cols: usize,
-    pixel_size: (f64, f64),
-    principal_point: Option<(f64, f64)>,
-) -> Result<ConeGeometry> {
-    if theta.len() != n_angles {
-        return Err(value(format!(
-            "theta has {} angles for {n_angles} projections",
-            theta.len()
-        )));
-    }
-    let mut g = ConeGeometry::new(theta, sod, odd, n_rows, n_cols, pixel_size.0, pixel_size.1)?;
-    if let Some((c, r)) = principal_point {
-        g = g.with_principal_point(c, r)?;
-    }
-    Ok(g)
-}
-
-/// The volume `shape = (nz, ny, nx)` (default: `n_cols × n_cols × n_rows`
-/// as the CLI) of voxels of `voxel_size` (default: the largest whose volume
-/// the detector covers at every angle), checked against the geometry.
-pub fn cone_volume(
-    g: &ConeGeometry,
-    shape: Option<(usize, usize, usize)>,
-    voxel_size: Option<f32>,
-) -> Result<ConeVolume> {
-    let (nz, ny, nx) = shape.unwrap_or((g.n_rows(), g.n_cols(), g.n_cols()));
-    check_size("the volume", &[nz, ny, nx])?;
-    let v = match voxel_size {
-        Some(s) => ConeVolume::new(nx, ny, nz, s)?,
-        None => g.fitting_volume(nx, ny, nz)?,
-    };
-    g.check_volume(&v)?;
-    Ok(v)
-}
+use crate::parallel::result_info;
 
 /// `tomors.fdk`.
 #[pyfunction]

@@ -22,9 +22,9 @@ use pyo3::types::PyDict;
 use tomors_core::{FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
 use tomors_cuda::{DeviceBuffer, DeviceOrder, ForeignDevicePtr, MultiCudaBackend};
 
+use crate::args::{parallel_geometry, parse_name};
 use crate::boundary::{check_size, compute, value, Result};
 use crate::gpu::{gpu_backend, open_gpus};
-use crate::parallel::{parallel_geometry, parse_name};
 
 /// A float32 C-contiguous array in GPU memory owned by tomors (the result
 /// of a call on GPU arrays). `__cuda_array_interface__` (version 3) lets

@@ -20,13 +20,13 @@ use tomors_core::{Interpolation, SliceGrid};
 use tomors_cuda::{CudaConeJoseph, CudaJoseph, DeviceOrder, DeviceVec, OnQueue};
 
 use crate::args::{
-    device_order, fdk_options, out_dims, report_info, scan_dims, Beam, ConeScan, Method,
+    device_order, fdk_options, out_dims, parallel_geometry, parse_name, report_info, scan_dims,
+    Beam, ConeScan, Method,
 };
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::cone::cone_back;
 use crate::device::{borrow_init, open_on_device, DeviceArray, GpuIn};
 use crate::device_solve::solve_reported;
-use crate::parallel::{parallel_geometry, parse_name};
 
 /// Checks that a vector read from device memory is finite (the host
 /// paths check their input too).

@@ -15,10 +15,11 @@ use tomors_core::linalg::LinearOperator;
 use tomors_core::SliceGrid;
 use tomors_cuda::{CudaJoseph, DeviceOrder};
 
-use crate::args::{device_order, out_dims, report_info, scan_dims, Beam, Method};
+use crate::args::{
+    device_order, out_dims, parallel_geometry, report_info, scan_dims, Beam, Method,
+};
 use crate::boundary::{check_size, compute, Progress, Result};
 use crate::device::{borrow_init, open_on_device, DeviceArray, GpuIn};
-use crate::parallel::parallel_geometry;
 
 /// `tomors.recon(x, theta, algorithm=...)` of a GPU array `tomo`
 /// (projections `[angle][row][col]`, or sinograms with `sinogram_order`),

@@ -21,8 +21,8 @@ use tomors_io::tiffio::TiffDepth;
 use tomors_io::writer::create_writer_with;
 use tomors_io::{AngleUnit, CenterOptions, FrameGroup, OpenOptions, VolumeFormat, VolumeMeta};
 
+use crate::args::parse_name;
 use crate::boundary::{compute, value, Result};
-use crate::parallel::parse_name;
 
 /// `tomors.read`: the raw projections, flats and darks of detector rows
 /// `rows` (all by default), the angles (radians) and what was read.

@@ -26,11 +26,10 @@ use tomors_cuda::{
     ForeignDevicePtr, OnQueue,
 };
 
+use crate::args::{cone_geometry, cone_volume, parallel_geometry, parse_name};
 use crate::boundary::{check_size, compute, value, Error, Result};
-use crate::cone::{cone_geometry, cone_volume};
 use crate::device::DeviceArray;
 use crate::gpu::{gpu_backend, Choice};
-use crate::parallel::{parallel_geometry, parse_name};
 
 /// The operator and where it runs.
 enum Model {

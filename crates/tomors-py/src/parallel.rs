@@ -15,50 +15,12 @@ use tomors_core::fbp::{check_finite, projections_to_sinograms, projections_to_si
 use tomors_core::iterative::{
     all_angles, projector, reconstruct, IterativeResult, ProjectorKind, SolveReport,
 };
-use tomors_core::{
-    Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, ParallelGeometry, SliceGrid,
-};
+use tomors_core::{Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
 
-use crate::args::{report_info, Beam, Method};
+use crate::args::{parallel_geometry, parse_name, report_info, Beam, Method};
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::gpu::{fbp_backend, open_gpus, Choice};
 use crate::timing::Phases;
-
-/// Parses a name with the library's `FromStr` (whose error is a message).
-pub fn parse_name<T: std::str::FromStr>(s: &str) -> Result<T>
-where
-    T::Err: std::fmt::Display,
-{
-    s.parse::<T>().map_err(|e| value(e.to_string()))
-}
-
-/// The geometry of `theta` (radians) on `n_bins` bins with the axis at
-/// `center` (one for all projections) or `centers` (one per projection).
-pub fn parallel_geometry(
-    theta: Vec<f32>,
-    n_angles: usize,
-    n_bins: usize,
-    center: Option<f32>,
-    centers: Option<Vec<f32>>,
-) -> Result<ParallelGeometry> {
-    if theta.len() != n_angles {
-        return Err(value(format!(
-            "theta has {} angles for {n_angles} projections",
-            theta.len()
-        )));
-    }
-    let mut g = ParallelGeometry::new(theta, n_bins)?;
-    if let Some(c) = center {
-        if !c.is_finite() {
-            return Err(value(format!("center {c} is not finite")));
-        }
-        g = g.with_center(c)?;
-    }
-    if let Some(cs) = centers {
-        g = g.with_centers(cs)?;
-    }
-    Ok(g)
-}
 
 /// `(angles, rows, bins)` of projections or sinograms.
 fn scan_dims(tomo: &ArrayView3<'_, f32>, sinogram_order: bool) -> (usize, usize, usize) {

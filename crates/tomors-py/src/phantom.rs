@@ -12,8 +12,8 @@ use tomors_core::metrics;
 use tomors_core::phantom::{Phantom2d, Phantom3d};
 use tomors_core::{ParallelGeometry, SliceGrid};
 
+use crate::args::{cone_geometry, cone_volume};
 use crate::boundary::{check_size, compute, value, Result};
-use crate::cone::{cone_geometry, cone_volume};
 
 fn check_n(n: usize) -> Result<()> {
     if n < 2 {
