@@ -3,7 +3,7 @@
 //! geometries ([`parallel_geometry`], [`cone_geometry`], [`cone_volume`]),
 //! the iterative method ([`Method`]) and the circular cone-beam scan
 //! ([`ConeScan`]), each handed over by the Python layer as one dict; FDK's
-//! filter and scan ([`fdk_options`]); the order of projections or sinograms
+//! filter and scan ([`FdkSpec`]); the order of projections or sinograms
 //! ([`scan_dims`], [`device_order`]); the shape of a result ([`out_dims`]);
 //! and what an iterative run reports ([`report_info`]).
 
@@ -301,31 +301,42 @@ impl ConeScan {
     }
 }
 
-/// FDK's options: the filter of `filter`, `cutoff`, `padding`, checked,
-/// and the scan of `short_scan` (`None` finds out, `Some(true)` a short
-/// scan with Parker weights, `Some(false)` a full one).
-pub fn fdk_options(
-    filter: &str,
-    cutoff: f32,
-    padding: &str,
-    short_scan: Option<bool>,
-) -> Result<FdkOptions> {
-    let filter = FilterSpec {
-        kind: parse_name::<FilterKind>(filter)?,
-        cutoff,
-        padding: parse_name::<Padding>(padding)?,
-    };
-    filter.validate()?;
-    let scan = match short_scan {
-        None => ScanMode::Auto,
-        Some(true) => ScanMode::Short,
-        Some(false) => ScanMode::Full,
-    };
-    Ok(FdkOptions {
-        filter,
-        scan,
-        slab: 0,
-    })
+/// FDK's filter and scan: the Python layer's dict of these keys, values
+/// converted.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct FdkSpec {
+    /// The filter's name.
+    pub filter: String,
+    /// Its cutoff (a fraction of Nyquist).
+    pub cutoff: f32,
+    /// The padding's name.
+    pub padding: String,
+    /// `None` finds out, `Some(true)` a short scan (Parker weights),
+    /// `Some(false)` a full one.
+    pub short_scan: Option<bool>,
+}
+
+impl FdkSpec {
+    /// The core's FDK options, the filter checked.
+    pub fn options(&self) -> Result<FdkOptions> {
+        let filter = FilterSpec {
+            kind: parse_name::<FilterKind>(&self.filter)?,
+            cutoff: self.cutoff,
+            padding: parse_name::<Padding>(&self.padding)?,
+        };
+        filter.validate()?;
+        let scan = match self.short_scan {
+            None => ScanMode::Auto,
+            Some(true) => ScanMode::Short,
+            Some(false) => ScanMode::Full,
+        };
+        Ok(FdkOptions {
+            filter,
+            scan,
+            slab: 0,
+        })
+    }
 }
 
 /// `(angles, rows, bins)` of projections of `shape`, or of sinograms with

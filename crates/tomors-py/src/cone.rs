@@ -13,14 +13,14 @@ use tomors_core::cone::fdk as run_fdk;
 use tomors_core::fbp::check_finite;
 use tomors_core::iterative::{all_angles, cone_projector, reconstruct_cone, ProjectorKind};
 
-use crate::args::{fdk_options, parse_name, Beam, ConeScan, Method};
+use crate::args::{parse_name, Beam, ConeScan, FdkSpec, Method};
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::gpu::{cone_backend, open_gpu, Choice};
 use crate::parallel::result_info;
 
 /// `tomors.fdk`.
 #[pyfunction]
-#[pyo3(signature = (proj, theta, scan, shape, short_scan, filter, cutoff, padding, backend, devices))]
+#[pyo3(signature = (proj, theta, scan, shape, fdk, backend, devices))]
 #[allow(clippy::too_many_arguments)]
 pub fn fdk<'py>(
     py: Python<'py>,
@@ -28,17 +28,14 @@ pub fn fdk<'py>(
     theta: PyReadonlyArray1<'py, f32>,
     scan: ConeScan,
     shape: Option<(usize, usize, usize)>,
-    short_scan: Option<bool>,
-    filter: &str,
-    cutoff: f32,
-    padding: &str,
+    fdk: FdkSpec,
     backend: &str,
     devices: Option<String>,
 ) -> PyResult<(Bound<'py, PyArray3<f32>>, f32)> {
     let proj = proj.as_array();
     let theta = theta.as_array().to_vec();
     let (out, voxel) = compute(py, || {
-        let options = fdk_options(filter, cutoff, padding, short_scan)?;
+        let options = fdk.options()?;
         let choice = Choice::parse(backend)?;
         check_finite(proj.view(), "the projections")?;
         let (g, vol) = scan.setup(theta, proj.dim(), shape)?;

@@ -20,8 +20,8 @@ use tomors_core::{Interpolation, SliceGrid};
 use tomors_cuda::{CudaConeJoseph, CudaJoseph, DeviceOrder, DeviceVec, OnQueue};
 
 use crate::args::{
-    device_order, fdk_options, out_dims, parallel_geometry, parse_name, report_info, scan_dims,
-    Beam, ConeScan, Method,
+    device_order, out_dims, parallel_geometry, parse_name, report_info, scan_dims, Beam, ConeScan,
+    FdkSpec, Method,
 };
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::cone::cone_back;
@@ -200,23 +200,19 @@ pub fn project_cone_device(
 /// `tomors.fdk` of a GPU array `proj` (`[angle][row][col]`): the volume
 /// `[z][y][x]` in new device memory, and the voxel size.
 #[pyfunction]
-#[pyo3(signature = (proj, theta, scan, shape, short_scan, filter, cutoff, padding, devices))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (proj, theta, scan, shape, fdk, devices))]
 pub fn fdk_device(
     py: Python<'_>,
     proj: GpuIn,
     theta: PyReadonlyArray1<'_, f32>,
     scan: ConeScan,
     shape: Option<(usize, usize, usize)>,
-    short_scan: Option<bool>,
-    filter: &str,
-    cutoff: f32,
-    padding: &str,
+    fdk: FdkSpec,
     devices: Option<String>,
 ) -> PyResult<(DeviceArray, f32)> {
     let theta = theta.as_array().to_vec();
     compute(py, || {
-        let options = fdk_options(filter, cutoff, padding, short_scan)?;
+        let options = fdk.options()?;
         let (na, nr, nc) = proj.1;
         let (g, vol) = scan.setup(theta, proj.1, shape)?;
         let (input, gpus, _) = open_on_device(proj, na * nr * nc, devices.as_deref())?;

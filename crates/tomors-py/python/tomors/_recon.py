@@ -346,6 +346,16 @@ def _gpu_model(projector: str, func: str) -> None:
         )
 
 
+def _gpu_slices(a: Any, name: str, func: str, backend: str, projector: str):
+    """A 2-D or 3-D GPU array of a parallel-beam projection call, checked
+    (backend, model): ``((ptr, 3-D shape, stream), flat)``."""
+    _gpu.refuse_backend(backend, func)
+    _gpu_model(projector, func)
+    g = _gpu.cuda_array(a, name, func, (2, 3))
+    flat = len(g.shape) == 2
+    return (g.ptr, (1,) + g.shape if flat else g.shape, g.stream), flat
+
+
 def _method(
     alg: str, iterations: Any, relaxation: Any, projector: Any, min: Any, max: Any,
     block_size: Any, tolerance: Any, random_order: Any,
@@ -455,20 +465,22 @@ def fdk(
     th = A.angles(theta, func)
     scan = _cone_scan(sod, odd, pixel_size, principal_point, voxel_size, func)
     sh = _shape3(shape, func)
-    short = None if short_scan is None else bool(short_scan)
-    filt = (A.filter_name(filter), float(cutoff), str(padding))
+    spec = {
+        "filter": A.filter_name(filter),
+        "cutoff": float(cutoff),
+        "padding": str(padding),
+        "short_scan": None if short_scan is None else bool(short_scan),
+    }
     if _gpu.is_gpu_array(proj):
         _gpu.refuse_backend(backend, func)
         g = _gpu.cuda_array(proj, "proj", func, (3,))
         out, voxel = _native.fdk_device(
-            (g.ptr, g.shape, g.stream), th, scan, sh, short, *filt, A.devices(devices),
+            (g.ptr, g.shape, g.stream), th, scan, sh, spec, A.devices(devices),
         )
         out = _gpu.wrap_result(out, proj)
         return (out, {"voxel_size": voxel}) if return_info else out
     arr = A.f32(proj, "proj", func, (3,))
-    out, voxel = _native.fdk(
-        arr, th, scan, sh, short, *filt, str(backend), A.devices(devices),
-    )
+    out, voxel = _native.fdk(arr, th, scan, sh, spec, str(backend), A.devices(devices))
     return (out, {"voxel_size": voxel}) if return_info else out
 
 
@@ -598,15 +610,11 @@ def project(
     """
     func = "project"
     if _gpu.is_gpu_array(volume):
-        _gpu.refuse_backend(backend, func)
-        _gpu_model(projector, func)
-        g = _gpu.cuda_array(volume, "volume", func, (2, 3))
-        flat = len(g.shape) == 2
+        x, flat = _gpu_slices(volume, "volume", func, backend, projector)
         c, cs = A.center(center, func)
         out = _native.project_device(
-            (g.ptr, (1,) + g.shape if flat else g.shape, g.stream), A.angles(theta, func), c,
-            cs, None if n_bins is None else int(n_bins), str(projector), bool(sinogram_order),
-            flat, A.devices(devices),
+            x, A.angles(theta, func), c, cs, None if n_bins is None else int(n_bins),
+            str(projector), bool(sinogram_order), flat, A.devices(devices),
         )
         return _gpu.wrap_result(out, volume)
     vol = A.f32(volume, "volume", func, (2, 3))
@@ -660,15 +668,12 @@ def backproject(
     """
     func = "backproject"
     if _gpu.is_gpu_array(tomo):
-        _gpu.refuse_backend(backend, func)
-        _gpu_model(projector, func)
-        g = _gpu.cuda_array(tomo, "tomo", func, (2, 3))
-        flat = len(g.shape) == 2
+        x, flat = _gpu_slices(tomo, "tomo", func, backend, projector)
         c, cs = A.center(center, func)
         sh = None if shape is None else tuple(int(v) for v in shape)
         out = _native.backproject_device(
-            (g.ptr, (1,) + g.shape if flat else g.shape, g.stream), A.angles(theta, func), c,
-            cs, bool(sinogram_order) or flat, sh, str(projector), flat, A.devices(devices),
+            x, A.angles(theta, func), c, cs, bool(sinogram_order) or flat, sh, str(projector),
+            flat, A.devices(devices),
         )
         return _gpu.wrap_result(out, tomo)
     arr = A.f32(tomo, "tomo", func, (2, 3))
