@@ -1,7 +1,7 @@
 //! The arguments several entry points take alike, parsed and checked in one
 //! place: names ([`parse_name`]), the parallel-beam and cone-beam
 //! geometries ([`parallel_geometry`], [`cone_geometry`], [`cone_volume`]),
-//! the iterative method ([`Method`]) and the circular cone-beam scan
+//! the iterative method ([`IterativeMethod`]) and the circular cone-beam scan
 //! ([`ConeScan`]), each handed over by the Python layer as one dict; FDK's
 //! filter and scan ([`FdkSpec`]); the order of projections or sinograms
 //! ([`scan_dims`], [`device_order`]); the shape of a result ([`out_dims`]);
@@ -102,7 +102,7 @@ pub fn cone_volume(
 /// `projector=` (the Python layer's dict of these keys, values converted).
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-pub struct Method {
+pub struct IterativeMethod {
     /// The CLI's `--algorithm` name (sirt, landweber, ..., art).
     pub algorithm: String,
     /// Iterations (at most, with a tolerance).
@@ -164,7 +164,7 @@ impl Beam {
     }
 }
 
-impl Method {
+impl IterativeMethod {
     /// The core's options for the CLI's `--algorithm` names and flags.
     pub fn options(&self) -> Result<IterativeOptions> {
         let name = self.algorithm.trim().to_ascii_lowercase().replace('_', "-");

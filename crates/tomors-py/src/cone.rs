@@ -13,7 +13,7 @@ use tomors_core::cone::fdk as run_fdk;
 use tomors_core::fbp::check_finite;
 use tomors_core::iterative::{all_angles, cone_projector, reconstruct_cone, ProjectorKind};
 
-use crate::args::{parse_name, Beam, ConeScan, FdkSpec, Method};
+use crate::args::{parse_name, Beam, ConeScan, FdkSpec, IterativeMethod};
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::gpu::{cone_backend, open_gpu, Choice};
 use crate::parallel::result_info;
@@ -50,7 +50,7 @@ pub fn fdk<'py>(
 
 /// `tomors.recon_cone`: the iterative methods in cone beam.
 #[pyfunction]
-#[pyo3(signature = (proj, theta, scan, shape, method, init, backend, devices, progress))]
+#[pyo3(signature = (proj, theta, scan, shape, iterative, init, backend, devices, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn recon_cone<'py>(
     py: Python<'py>,
@@ -58,7 +58,7 @@ pub fn recon_cone<'py>(
     theta: PyReadonlyArray1<'py, f32>,
     scan: ConeScan,
     shape: Option<(usize, usize, usize)>,
-    method: Method,
+    iterative: IterativeMethod,
     init: Option<PyReadonlyArray3<'py, f32>>,
     backend: &str,
     devices: Option<String>,
@@ -69,7 +69,7 @@ pub fn recon_cone<'py>(
     let init = init.as_ref().map(|a| a.as_array());
     let progress = Progress::new(progress);
     let (result, device, voxel) = compute(py, || {
-        let (options, kind, choice, capable) = method.parse(Beam::Cone, Some(backend))?;
+        let (options, kind, choice, capable) = iterative.parse(Beam::Cone, Some(backend))?;
         check_finite(proj.view(), "the projections")?;
         let (g, vol) = scan.setup(theta, proj.dim(), shape)?;
         if choice.on_gpu(capable) {

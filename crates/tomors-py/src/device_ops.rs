@@ -21,7 +21,7 @@ use tomors_cuda::{CudaConeJoseph, CudaJoseph, DeviceOrder, DeviceVec, OnQueue};
 
 use crate::args::{
     device_order, out_dims, parallel_geometry, parse_name, report_info, scan_dims, Beam, ConeScan,
-    FdkSpec, Method,
+    FdkSpec, IterativeMethod,
 };
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::cone::cone_back;
@@ -230,7 +230,7 @@ pub fn fdk_device(
 /// with the joseph or voxel pair, sart and block-it with joseph's), the
 /// iterate resident there; the volume in new device memory.
 #[pyfunction]
-#[pyo3(signature = (proj, theta, scan, shape, method, init, devices, progress))]
+#[pyo3(signature = (proj, theta, scan, shape, iterative, init, devices, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn recon_cone_device<'py>(
     py: Python<'py>,
@@ -238,7 +238,7 @@ pub fn recon_cone_device<'py>(
     theta: PyReadonlyArray1<'py, f32>,
     scan: ConeScan,
     shape: Option<(usize, usize, usize)>,
-    method: Method,
+    iterative: IterativeMethod,
     init: Option<GpuIn>,
     devices: Option<String>,
     progress: Option<Py<PyAny>>,
@@ -246,7 +246,7 @@ pub fn recon_cone_device<'py>(
     let theta = theta.as_array().to_vec();
     let progress = Progress::new(progress);
     let (out, report, name, voxel) = compute(py, || {
-        let (options, kind, ..) = method.parse(Beam::Cone, None)?;
+        let (options, kind, ..) = iterative.parse(Beam::Cone, None)?;
         let (na, nr, nc) = proj.1;
         let (g, vol) = scan.setup(theta, proj.1, shape)?;
         let dims = (vol.nz, vol.ny, vol.nx);

@@ -16,7 +16,7 @@ use tomors_core::SliceGrid;
 use tomors_cuda::{CudaJoseph, DeviceOrder};
 
 use crate::args::{
-    device_order, out_dims, parallel_geometry, report_info, scan_dims, Beam, Method,
+    device_order, out_dims, parallel_geometry, report_info, scan_dims, Beam, IterativeMethod,
 };
 use crate::boundary::{check_size, compute, Progress, Result};
 use crate::device::{borrow_init, open_on_device, DeviceArray, GpuIn};
@@ -26,7 +26,7 @@ use crate::device::{borrow_init, open_on_device, DeviceArray, GpuIn};
 /// with an optional GPU array `init` (`[slice][y][x]`); `squeeze`: one
 /// slice is returned as a 2-D `[y][x]` array.
 #[pyfunction]
-#[pyo3(signature = (tomo, squeeze, theta, center, centers, sinogram_order, method, init, devices, progress))]
+#[pyo3(signature = (tomo, squeeze, theta, center, centers, sinogram_order, iterative, init, devices, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn recon_iterative_device<'py>(
     py: Python<'py>,
@@ -36,7 +36,7 @@ pub fn recon_iterative_device<'py>(
     center: Option<f32>,
     centers: Option<Vec<f32>>,
     sinogram_order: bool,
-    method: Method,
+    iterative: IterativeMethod,
     init: Option<GpuIn>,
     devices: Option<String>,
     progress: Option<Py<PyAny>>,
@@ -44,7 +44,7 @@ pub fn recon_iterative_device<'py>(
     let theta = theta.as_array().to_vec();
     let progress = Progress::new(progress);
     let (out, report, name) = compute(py, || {
-        let (options, ..) = method.parse(Beam::Parallel, None)?;
+        let (options, ..) = iterative.parse(Beam::Parallel, None)?;
         let (na, nr, nb) = scan_dims(tomo.1, sinogram_order);
         let geometry = parallel_geometry(theta, na, nb, center, centers)?;
         let grid = SliceGrid::for_geometry(&geometry);

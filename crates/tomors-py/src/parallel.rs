@@ -17,7 +17,7 @@ use tomors_core::iterative::{
 };
 use tomors_core::{Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
 
-use crate::args::{parallel_geometry, parse_name, report_info, Beam, Method};
+use crate::args::{parallel_geometry, parse_name, report_info, Beam, IterativeMethod};
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::gpu::{fbp_backend, open_gpus, Choice};
 use crate::timing::Phases;
@@ -243,7 +243,7 @@ pub fn result_info<'py>(
 
 /// `tomors.recon` with an iterative algorithm.
 #[pyfunction]
-#[pyo3(signature = (tomo, theta, center, centers, sinogram_order, method, init, backend, devices, progress))]
+#[pyo3(signature = (tomo, theta, center, centers, sinogram_order, iterative, init, backend, devices, progress))]
 #[allow(clippy::too_many_arguments)]
 pub fn recon_iterative<'py>(
     py: Python<'py>,
@@ -252,7 +252,7 @@ pub fn recon_iterative<'py>(
     center: Option<f32>,
     centers: Option<Vec<f32>>,
     sinogram_order: bool,
-    method: Method,
+    iterative: IterativeMethod,
     init: Option<PyReadonlyArray3<'py, f32>>,
     backend: &str,
     devices: Option<String>,
@@ -263,7 +263,7 @@ pub fn recon_iterative<'py>(
     let init = init.as_ref().map(|a| a.as_array());
     let progress = Progress::new(progress);
     let (result, device) = compute(py, || {
-        let (options, kind, choice, capable) = method.parse(Beam::Parallel, Some(backend))?;
+        let (options, kind, choice, capable) = iterative.parse(Beam::Parallel, Some(backend))?;
         let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
         check_finite(tomo.view(), "the projections")?;
         let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;

@@ -221,12 +221,12 @@ def recon(
             if x0.ndim == 2:
                 x0 = x0[None]
         with reporter(progress, verbose, alg, "iterations") as cb:
-            method = _method(
+            it_method = _iterative(
                 alg, iterations, relaxation, projector, min, max, block_size, tolerance,
                 random_order,
             )
             out, info = _native.recon_iterative(
-                arr, th, c, cs, bool(sinogram_order), method, x0, str(backend), devs, cb,
+                arr, th, c, cs, bool(sinogram_order), it_method, x0, str(backend), devs, cb,
             )
     if flat:
         out = out[0]
@@ -309,12 +309,12 @@ def _recon_gpu_array(
             ishape = gi.shape if len(gi.shape) == 3 else (1,) + gi.shape
             x0 = (gi.ptr, ishape, gi.stream)
         with reporter(progress, verbose, alg, "iterations") as cb:
-            method = _method(
+            it_method = _iterative(
                 alg, it["iterations"], it["relaxation"], it["projector"], it["min"], it["max"],
                 it["block_size"], it["tolerance"], False,
             )
             out, info = _native.recon_iterative_device(
-                (g.ptr, shape, g.stream), flat, th, c, cs, bool(sinogram_order), method, x0,
+                (g.ptr, shape, g.stream), flat, th, c, cs, bool(sinogram_order), it_method, x0,
                 A.devices(devices), cb,
             )
         out = _gpu.wrap_result(out, tomo)
@@ -356,12 +356,12 @@ def _gpu_slices(a: Any, name: str, func: str, backend: str, projector: str):
     return (g.ptr, (1,) + g.shape if flat else g.shape, g.stream), flat
 
 
-def _method(
+def _iterative(
     alg: str, iterations: Any, relaxation: Any, projector: Any, min: Any, max: Any,
     block_size: Any, tolerance: Any, random_order: Any,
 ) -> Dict[str, Any]:
     """The iterative method as the native calls take it (tomors-py's
-    ``args::Method``): one dict, values converted."""
+    ``args::IterativeMethod``): one dict, values converted."""
     return {
         "algorithm": alg,
         "iterations": int(iterations),
@@ -529,7 +529,7 @@ def recon_cone(
     th = A.angles(theta, func)
     scan = _cone_scan(sod, odd, pixel_size, principal_point, voxel_size, func)
     alg = str(algorithm).lower().replace("_", "-")
-    method = _method(
+    it_method = _iterative(
         alg, iterations, relaxation, projector, min, max, block_size, tolerance, random_order,
     )
     if _gpu.is_gpu_array(proj):
@@ -553,7 +553,7 @@ def recon_cone(
             x0 = (gi.ptr, gi.shape, gi.stream)
         with reporter(progress, verbose, alg, "iterations") as cb:
             out, info = _native.recon_cone_device(
-                (g.ptr, g.shape, g.stream), th, scan, _shape3(shape, func), method, x0,
+                (g.ptr, g.shape, g.stream), th, scan, _shape3(shape, func), it_method, x0,
                 A.devices(devices), cb,
             )
         out = _gpu.wrap_result(out, proj)
@@ -562,7 +562,7 @@ def recon_cone(
     x0 = None if init is None else A.f32(init, "init", func, (3,))
     with reporter(progress, verbose, alg, "iterations") as cb:
         out, info = _native.recon_cone(
-            arr, th, scan, _shape3(shape, func), method, x0, str(backend), A.devices(devices),
+            arr, th, scan, _shape3(shape, func), it_method, x0, str(backend), A.devices(devices),
             cb,
         )
     return (out, info) if return_info else out
