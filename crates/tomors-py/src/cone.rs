@@ -14,7 +14,7 @@ use tomors_core::fbp::check_finite;
 use tomors_core::iterative::{all_angles, cone_projector, reconstruct_cone, ProjectorKind};
 
 use crate::args::{parse_name, Beam, ConeScan, FdkSpec, IterativeMethod};
-use crate::boundary::{check_size, compute, value, Progress, Result};
+use crate::boundary::{check_size, compute, value, Progress};
 use crate::gpu::{cone_backend, open_gpu, Choice};
 use crate::parallel::result_info;
 

@@ -18,7 +18,7 @@ use tomors_core::iterative::{
 use tomors_core::{Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
 
 use crate::args::{parallel_geometry, parse_name, report_info, Beam, IterativeMethod};
-use crate::boundary::{check_size, compute, value, Progress, Result};
+use crate::boundary::{check_size, compute, Progress, Result};
 use crate::gpu::{fbp_backend, open_gpus, Choice};
 use crate::timing::Phases;
 
