@@ -7,7 +7,7 @@
 mod common;
 
 use common::{gpu_or_skip, random, reference_bp, rel_l2, stack, tie_pixels};
-use ndarray::{s, Array3};
+use ndarray::{s, Array3, ArrayView3};
 use tomors_core::cpu::CpuBackend;
 use tomors_core::filter::RowFilter;
 use tomors_core::geometry::uniform_angles;
@@ -24,6 +24,28 @@ use tomors_cuda::{
 
 fn poisoned(k: usize, ny: usize, nx: usize) -> Array3<f32> {
     Array3::from_elem((k, ny, nx), f32::NAN)
+}
+
+/// `be`'s FBP of `sino` with the default filter into a new volume of
+/// `grid`'s slices, poisoned before the call (every value read back was
+/// written).
+fn fbp_default(
+    be: &dyn Backend,
+    sino: ArrayView3<'_, f32>,
+    geom: &ParallelGeometry,
+    grid: &SliceGrid,
+    interp: Interpolation,
+) -> tomors_core::Result<Array3<f32>> {
+    let mut out = poisoned(sino.dim().0, grid.ny, grid.nx);
+    be.fbp(
+        sino,
+        geom,
+        grid,
+        &FilterSpec::default(),
+        interp,
+        out.view_mut(),
+    )?;
+    Ok(out)
 }
 
 /// Every configuration × interpolation against the CPU model of the texture
@@ -227,16 +249,7 @@ fn fbp_shepp_logan_512() {
         for variant in [FftVariant::RealToComplex, FftVariant::ComplexPair] {
             be.set_kernel(choice);
             be.set_fft(variant);
-            let mut out = poisoned(3, n, n);
-            be.fbp(
-                sino.view(),
-                &geom,
-                &grid,
-                &FilterSpec::default(),
-                interp,
-                out.view_mut(),
-            )
-            .unwrap();
+            let out = fbp_default(&be, sino.view(), &geom, &grid, interp).unwrap();
             let cpu_img = if interp == Interpolation::Linear {
                 &cpu_lin
             } else {
@@ -314,30 +327,12 @@ fn pipeline_over_many_slabs_equals_single_slabs() {
             ..CudaOptions::default()
         };
         let be = CudaBackend::with_options(0, opts).unwrap();
-        let mut out = poisoned(k, 40, 40);
-        be.fbp(
-            sino,
-            &geom,
-            &grid,
-            &FilterSpec::default(),
-            interp,
-            out.view_mut(),
-        )
-        .unwrap();
+        let out = fbp_default(&be, sino, &geom, &grid, interp).unwrap();
         let st = be.last_stats();
         eprintln!("{kernel}: {st}");
         assert_eq!(st.slabs, 3);
         let one = CudaBackend::with_options(0, CudaOptions { slab: 1, ..opts }).unwrap();
-        let mut single = poisoned(k, 40, 40);
-        one.fbp(
-            sino,
-            &geom,
-            &grid,
-            &FilterSpec::default(),
-            interp,
-            single.view_mut(),
-        )
-        .unwrap();
+        let single = fbp_default(&one, sino, &geom, &grid, interp).unwrap();
         let e = rel_l2(out.as_slice().unwrap(), single.as_slice().unwrap());
         assert!(e < 1e-6, "{kernel}: {e}");
     }
@@ -367,27 +362,8 @@ fn multi_device_equals_one_device() {
     let geom = ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), nb).unwrap();
     let grid = SliceGrid::for_geometry(&geom);
     let sino = Array3::from_shape_vec((k, na, nb), random(k * na * nb, seed)).unwrap();
-    let mut a = poisoned(k, nb, nb);
-    let mut b = poisoned(k, nb, nb);
-    be.fbp(
-        sino.view(),
-        &geom,
-        &grid,
-        &FilterSpec::default(),
-        Interpolation::Linear,
-        a.view_mut(),
-    )
-    .unwrap();
-    multi
-        .fbp(
-            sino.view(),
-            &geom,
-            &grid,
-            &FilterSpec::default(),
-            Interpolation::Linear,
-            b.view_mut(),
-        )
-        .unwrap();
+    let a = fbp_default(&be, sino.view(), &geom, &grid, Interpolation::Linear).unwrap();
+    let b = fbp_default(&multi, sino.view(), &geom, &grid, Interpolation::Linear).unwrap();
     eprintln!("{} device(s): {}", n, multi.name());
     let e = rel_l2(b.as_slice().unwrap(), a.as_slice().unwrap());
     assert!(e < 1e-6, "{e}");
@@ -462,16 +438,7 @@ fn overlapped_filtering_matches_cpu_fbp() {
     let be = CudaBackend::with_options(0, opts).unwrap();
     let mut first: Option<Array3<f32>> = None;
     for run in 0..3 {
-        let mut out = poisoned(k, 64, 64);
-        be.fbp(
-            sino.view(),
-            &geom,
-            &grid,
-            &FilterSpec::default(),
-            Interpolation::Linear,
-            out.view_mut(),
-        )
-        .unwrap();
+        let out = fbp_default(&be, sino.view(), &geom, &grid, Interpolation::Linear).unwrap();
         let st = be.last_stats();
         assert_eq!(st.slabs, 7);
         let e = rel_l2(out.as_slice().unwrap(), cpu_out.as_slice().unwrap());
