@@ -137,6 +137,21 @@ impl Operator {
         }
     }
 
+    /// `A·x` (`forward`) or `B·y` of the NumPy array `a`, a new NumPy array.
+    fn run_host<'py>(
+        &self,
+        py: Python<'py>,
+        a: PyReadonlyArray3<'py, f32>,
+        forward: bool,
+    ) -> PyResult<Bound<'py, PyArray3<f32>>> {
+        let a = a.as_array();
+        let out = compute(py, || match self.run(Input::Host(a), forward, false)? {
+            Output::Host(out) => Ok(out),
+            Output::Device(_) => unreachable!("asked for host output"),
+        })?;
+        Ok(out.into_pyarray(py))
+    }
+
     /// `A·x` (`forward`) or `B·y` of `input` (on the side `forward` reads),
     /// returned on the host or the device (`to_device`).
     fn run(&self, input: Input<'_>, forward: bool, to_device: bool) -> Result<Output> {
@@ -424,12 +439,7 @@ impl Operator {
         py: Python<'py>,
         x: PyReadonlyArray3<'py, f32>,
     ) -> PyResult<Bound<'py, PyArray3<f32>>> {
-        let x = x.as_array();
-        let y = compute(py, || match self.run(Input::Host(x), true, false)? {
-            Output::Host(y) => Ok(y),
-            Output::Device(_) => unreachable!("asked for host output"),
-        })?;
-        Ok(y.into_pyarray(py))
+        self.run_host(py, x, true)
     }
 
     /// `B·y` (`Aᵀ·y` for matched models) of a NumPy array.
@@ -438,12 +448,7 @@ impl Operator {
         py: Python<'py>,
         y: PyReadonlyArray3<'py, f32>,
     ) -> PyResult<Bound<'py, PyArray3<f32>>> {
-        let y = y.as_array();
-        let x = compute(py, || match self.run(Input::Host(y), false, false)? {
-            Output::Host(x) => Ok(x),
-            Output::Device(_) => unreachable!("asked for host output"),
-        })?;
-        Ok(x.into_pyarray(py))
+        self.run_host(py, y, false)
     }
 
     /// `A·x` of a GPU array (device pointer `ptr` of C-contiguous float32
