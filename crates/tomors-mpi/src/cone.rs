@@ -23,6 +23,7 @@ use tomors_io::VolumeMeta;
 use tomors_cuda::ConeBackProjector;
 
 use crate::comm::Comm;
+use crate::decomp::{log_sums, rank_slab, slab_result};
 pub use crate::dist_op::{DistConeOperator, SlabVector};
 pub use crate::gpu_op::{reconstruct_distributed_gpu, GpuDistConeOperator, GpuSlabVector};
 use crate::job::{bar, Method, ReconJob};
@@ -47,14 +48,7 @@ pub fn reconstruct_distributed(
     options: &IterativeOptions,
     callback: &mut dyn FnMut(&IterationState<'_, SlabVector<'_>>) -> bool,
 ) -> Result<(Range<usize>, IterativeResult<f32>)> {
-    let z = split_rows(&(0..volume.nz), comm.size(), comm.rank());
-    if z.is_empty() {
-        bail!(
-            "{} ranks for {} slices: at most one rank per slice",
-            comm.size(),
-            volume.nz
-        );
-    }
+    let z = rank_slab(comm, volume.nz)?;
     let op = DistConeOperator::new(comm, kind, geometry, volume, z.clone())?;
     let (na, nr, nc) = projections.dim();
     if (na, nr, nc) != (geometry.n_angles(), geometry.n_rows(), geometry.n_cols()) {
@@ -72,25 +66,9 @@ pub fn reconstruct_distributed(
     let mut x = op.domain_zeros()?;
     let t = Instant::now();
     let report = solve(&op, &b, &mut x, options, callback)?;
-    let (sums, bytes, seconds) = op.comm_stats();
-    if comm.rank() == 0 {
-        tracing::info!(
-            "rank 0: {:.3} s iterating, of which {seconds:.3} s in {sums} sums of partial projections over the ranks ({:.1} MiB each)",
-            t.elapsed().as_secs_f64(),
-            bytes as f64 / sums.max(1) as f64 / (1 << 20) as f64
-        );
-    }
+    log_sums(comm, t, op.comm_stats(), "", "");
     let slab = x.x.into_shape_with_order((z.len(), volume.ny, volume.nx))?;
-    Ok((
-        z,
-        IterativeResult {
-            x: slab,
-            residuals: report.residuals,
-            iterations: report.iterations,
-            relaxation: report.relaxation,
-            stop: report.stop,
-        },
-    ))
+    Ok((z, slab_result(report, slab)))
 }
 
 /// The sanity of a distributed cone iterative method, before any work.

@@ -8,17 +8,22 @@
 //!   are taken over every rank. The slab is a host array or a device vector
 //!   ([`Part`]);
 //! - [`SumStats`]: the count, size and time of the sums of partial
-//!   projections over the ranks.
+//!   projections over the ranks, logged by [`log_sums`];
+//! - [`rank_slab`], [`slab_result`]: a rank's slices, and its part of the
+//!   result.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use ndarray::Array3;
+use tomors_core::iterative::{IterativeResult, SolveReport};
 use tomors_core::linalg::Vector;
 use tomors_core::Result;
 use tomors_cuda::DeviceVec;
 
 use crate::comm::Comm;
+use crate::split::split_rows;
 
 /// A rank's part of a slab vector: a [`Vector`] that also gives the two
 /// halves of [`Vector::invert_floored`], so the floor can come from the
@@ -159,5 +164,45 @@ impl SumStats {
             4 * self.0[1].load(Ordering::Relaxed),
             self.0[2].load(Ordering::Relaxed) as f64 * 1e-9,
         )
+    }
+}
+
+/// This rank's slices of a volume of `nz` slices split into z-slabs over
+/// the ranks of `comm`; an error when there are more ranks than slices.
+pub fn rank_slab(comm: &dyn Comm, nz: usize) -> anyhow::Result<Range<usize>> {
+    let z = split_rows(&(0..nz), comm.size(), comm.rank());
+    if z.is_empty() {
+        anyhow::bail!(
+            "{} ranks for {nz} slices: at most one rank per slice",
+            comm.size()
+        );
+    }
+    Ok(z)
+}
+
+/// Logs on rank 0 the time iterating since `start` and the sums of partial
+/// projections `stats` (`(sums, bytes, seconds)`, [`SumStats::get`]): `who`
+/// names rank 0's device (e.g. `" (GPU 0)"`), `how` says how the sums
+/// travel (e.g. `", through host memory"`).
+pub fn log_sums(comm: &dyn Comm, start: Instant, stats: (u64, u64, f64), who: &str, how: &str) {
+    let (sums, bytes, seconds) = stats;
+    if comm.rank() == 0 {
+        tracing::info!(
+            "rank 0{who}: {:.3} s iterating, of which {seconds:.3} s in {sums} sums of partial projections over the ranks ({:.1} MiB each{how})",
+            start.elapsed().as_secs_f64(),
+            bytes as f64 / sums.max(1) as f64 / (1 << 20) as f64
+        );
+    }
+}
+
+/// This rank's part of the result: its slab `x` (`[z][y][x]`) and the
+/// solver's `report`.
+pub fn slab_result(report: SolveReport, x: Array3<f32>) -> IterativeResult<f32> {
+    IterativeResult {
+        x,
+        residuals: report.residuals,
+        iterations: report.iterations,
+        relaxation: report.relaxation,
+        stop: report.stop,
     }
 }

@@ -18,7 +18,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use ndarray::{s, Array3, ArrayView3};
 use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::iterative::{solve, IterationState, IterativeOptions, IterativeResult};
@@ -27,8 +27,7 @@ use tomors_core::Result as CoreResult;
 use tomors_cuda::{ConeBackProjector, CudaBackend, CudaConeJoseph, DeviceVec};
 
 use crate::comm::Comm;
-use crate::decomp::{Slab, SumStats};
-use crate::split::split_rows;
+use crate::decomp::{log_sums, rank_slab, slab_result, Slab, SumStats};
 
 /// This rank's slab of a volume split into z-slabs over the ranks of
 /// `comm`, on the rank's GPU (`[z][y][x]`), as a vector of the whole volume.
@@ -187,14 +186,7 @@ pub fn reconstruct_distributed_gpu(
     options: &IterativeOptions,
     callback: &mut dyn FnMut(&IterationState<'_, GpuSlabVector<'_>>) -> bool,
 ) -> Result<(Range<usize>, IterativeResult<f32>)> {
-    let z = split_rows(&(0..volume.nz), comm.size(), comm.rank());
-    if z.is_empty() {
-        bail!(
-            "{} ranks for {} slices: at most one rank per slice",
-            comm.size(),
-            volume.nz
-        );
-    }
+    let z = rank_slab(comm, volume.nz)?;
     let backend =
         CudaBackend::new(device).map_err(|e| anyhow!("opening CUDA device {device}: {e}"))?;
     let op = GpuDistConeOperator::new(comm, &backend, back, geometry, volume, z.clone())?;
@@ -202,25 +194,10 @@ pub fn reconstruct_distributed_gpu(
     let mut x = op.domain_zeros()?;
     let t = Instant::now();
     let report = solve(&op, &b, &mut x, options, callback)?;
-    let (sums, bytes, seconds) = op.comm_stats();
-    if comm.rank() == 0 {
-        tracing::info!(
-            "rank 0 (GPU {device}): {:.3} s iterating, of which {seconds:.3} s in {sums} sums of partial projections over the ranks ({:.1} MiB each, through host memory)",
-            t.elapsed().as_secs_f64(),
-            bytes as f64 / sums.max(1) as f64 / (1 << 20) as f64
-        );
-    }
+    let who = format!(" (GPU {device})");
+    log_sums(comm, t, op.comm_stats(), &who, ", through host memory");
     let slab = op.local().download(&x.x)?;
-    Ok((
-        z,
-        IterativeResult {
-            x: slab,
-            residuals: report.residuals,
-            iterations: report.iterations,
-            relaxation: report.relaxation,
-            stop: report.stop,
-        },
-    ))
+    Ok((z, slab_result(report, slab)))
 }
 
 /// The whole volume from the ranks' slabs in rank order (for tests: each
