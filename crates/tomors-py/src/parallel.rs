@@ -17,7 +17,10 @@ use tomors_core::iterative::{
 };
 use tomors_core::{Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
 
-use crate::args::{parallel_geometry, parse_name, report_info, Beam, IterativeMethod};
+use crate::args::{report_info, Beam, IterativeMethod};
+// Where they were before `args` (modules written against the old paths,
+// e.g. a branch merged after this one, keep compiling).
+pub use crate::args::{parallel_geometry, parse_name};
 use crate::boundary::{check_size, compute, Progress, Result};
 use crate::gpu::{fbp_backend, open_gpus, Choice};
 use crate::timing::Phases;
