@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! fourier_bench [--sizes 512,1024,2048] [--slices 256] [--width 6] [--reps 3]
-//!               [--host pageable|pinned|both] [--gather tile,point] [--widths 4,6]
-//!               [--configs tile:4,point:6] [--disc 2048] [--shepp 2048] [--cpu-size 512]
+//!               [--host pageable|pinned|both] [--gather warp,tile,point] [--widths 4,6]
+//!               [--configs warp:4,tile:4,point:6] [--disc 2048] [--shepp 2048] [--cpu-size 512]
 //! ```
 //! - speed: for each size n (bins = angles = slice side, angles over π), a
 //!   warm-up on 2 slices (compilation, plans, buffers), then `reps` timed
@@ -63,6 +63,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn geometry(n: usize) -> ParallelGeometry {
     ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n).unwrap()
+}
+
+/// The gather named `point`, `tile` or (anything else) `warp`.
+fn gather_kind(name: &str) -> GatherKind {
+    match name {
+        "point" => GatherKind::Point,
+        "tile" => GatherKind::Tile,
+        _ => GatherKind::Warp,
+    }
 }
 
 /// One (gather, width) configuration of the speed runs.
@@ -289,7 +298,7 @@ fn main() {
         eprintln!("fourier_bench: {e}");
         std::process::exit(1)
     });
-    let gathers: String = arg(&args, "--gather", "tile".to_string());
+    let gathers: String = arg(&args, "--gather", "warp".to_string());
     let widths: String = arg(&args, "--widths", width.to_string());
     let mut configs = Vec::new();
     for g in gathers.split(',') {
@@ -297,11 +306,7 @@ fn main() {
             .split(',')
             .filter_map(|w| w.trim().parse::<usize>().ok())
         {
-            let gather = if g.trim() == "point" {
-                GatherKind::Point
-            } else {
-                GatherKind::Tile
-            };
+            let gather = gather_kind(g.trim());
             configs.push(Config { gather, width: w });
         }
     }
@@ -311,11 +316,7 @@ fn main() {
             .split(',')
             .filter_map(|c| {
                 let (g, w) = c.split_once(':')?;
-                let gather = if g == "point" {
-                    GatherKind::Point
-                } else {
-                    GatherKind::Tile
-                };
+                let gather = gather_kind(g);
                 Some(Config {
                     gather,
                     width: w.parse().ok()?,
