@@ -112,6 +112,7 @@ fn speed(
     );
     let sino = ndarray::ArrayView3::from_shape((slices, n, n), &*sino_buf).unwrap();
     let mut out = ndarray::ArrayViewMut3::from_shape((slices, n, n), out_buf).unwrap();
+    let mut first: Option<(String, Array3<f32>)> = None;
     for c in configs {
         let opts = FourierOptions {
             width: c.width,
@@ -142,6 +143,23 @@ fn speed(
             times.push(w);
             gpu_ms.push(st.fft_ms + st.gather_ms + st.ifft_ms);
             println!("  n={n} {name} rep {r}: {w:.4} s host to host; {st}");
+        }
+        // The first two slices of each configuration against the first
+        // configuration's (random data: any indexing or race shows here).
+        let head = out.slice(s![..2.min(slices), .., ..]).to_owned();
+        match &first {
+            None => first = Some((name.clone(), head)),
+            Some((n0, f)) => {
+                let (mut num, mut den) = (0.0f64, 0.0f64);
+                for (a, b) in head.iter().zip(f.iter()) {
+                    num += ((a - b) as f64).powi(2);
+                    den += (*b as f64).powi(2);
+                }
+                println!(
+                    "  n={n} {name}: first 2 slices vs {n0}: relative L2 {:.3e}",
+                    (num / den).sqrt()
+                );
+            }
         }
         let m = median(times);
         let g = median(gpu_ms) / 1e3;
