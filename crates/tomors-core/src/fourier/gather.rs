@@ -3,8 +3,10 @@
 //! products, ported line by line to tomors-cuda's kernels: per point
 //! ([`gather_point`], `gr_gather` in `kernels/gridrec.cu`: the reference) and
 //! per tile ([`gather_tile`], `gr_tile` in `kernels/gridrec_tile.cu`: each
-//! sample's separable weights computed once per tile; the CPU method and the
-//! GPU default).
+//! sample's separable weights computed once per tile; the CPU method). The
+//! GPU default, `gr_warp` in `kernels/gridrec_warp.cu`, enumerates the same
+//! samples per tile as [`gather_tile`] and adds the same products in another
+//! fixed order (per-warp copies of the tile, summed at the end).
 
 use std::f32::consts::PI;
 

@@ -23,6 +23,7 @@ def recon(
     center: _Center = ...,
     algorithm: str = ...,
     *,
+    method: str = ...,
     filter: str = ...,
     cutoff: float = ...,
     padding: str = ...,
