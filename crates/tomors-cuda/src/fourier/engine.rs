@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ndarray::{ArrayView3, ArrayViewMut3, Axis};
-use rayon::prelude::*;
 use tomors_core::fourier::gather::GatherParams;
 use tomors_core::fourier::FourierPlan;
 use tomors_core::Padding;
@@ -16,6 +15,7 @@ use tomors_core::Padding;
 use super::fft2::C2cPlan;
 use super::FourierStats;
 use crate::error::Result;
+use crate::fbp::engine::{copy_in, copy_out};
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{
     ensure, ensure_pinned, launch, Arg, Context, DeviceBuffer, Event, Function, Module,
@@ -627,8 +627,6 @@ impl FourierEngine {
     }
 }
 
-const COPY_CHUNK: usize = 1 << 18;
-
 /// Whether `p` lies in page-locked host memory known to the driver
 /// (allocated by `cuMemHostAlloc` or registered).
 fn is_pinned(p: *const f32) -> bool {
@@ -643,37 +641,4 @@ fn is_pinned(p: *const f32) -> bool {
         )
     };
     r == sys::CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
-}
-
-/// Copies a slab into contiguous staging memory (in parallel).
-fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
-    match src.as_slice() {
-        Some(s) => dst
-            .par_chunks_mut(COPY_CHUNK)
-            .zip(s.par_chunks(COPY_CHUNK))
-            .for_each(|(d, s)| d.copy_from_slice(s)),
-        None => {
-            let plane = (src.shape()[1] * src.shape()[2]).max(1);
-            let planes: Vec<_> = src.outer_iter().collect();
-            dst.par_chunks_mut(plane)
-                .zip(planes.par_iter())
-                .for_each(|(d, p)| d.iter_mut().zip(p.iter()).for_each(|(d, v)| *d = *v));
-        }
-    }
-}
-
-/// Copies contiguous staging memory into a slab (in parallel).
-fn copy_out(src: &[f32], dst: &mut ArrayViewMut3<'_, f32>) {
-    let plane = (dst.shape()[1] * dst.shape()[2]).max(1);
-    match dst.as_slice_mut() {
-        Some(d) => d
-            .par_chunks_mut(COPY_CHUNK)
-            .zip(src.par_chunks(COPY_CHUNK))
-            .for_each(|(d, s)| d.copy_from_slice(s)),
-        None => dst
-            .outer_iter_mut()
-            .into_par_iter()
-            .zip(src.par_chunks(plane))
-            .for_each(|(mut d, s)| d.iter_mut().zip(s).for_each(|(d, v)| *d = *v)),
-    }
 }
