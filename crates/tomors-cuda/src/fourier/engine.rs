@@ -15,11 +15,10 @@ use tomors_core::Padding;
 use super::fft2::C2cPlan;
 use super::FourierStats;
 use crate::error::Result;
-use crate::fbp::engine::{copy_in, copy_out};
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{
-    ensure, ensure_pinned, launch, Arg, Context, DeviceBuffer, Event, Function, Module,
-    PinnedBuffer, Stream,
+    copy_in, copy_out, ensure, ensure_pinned, is_pinned, launch, Arg, Context, DeviceBuffer, Event,
+    Function, Module, PinnedBuffer, Stream,
 };
 
 /// The CUDA source of the gridding kernels.
@@ -625,20 +624,4 @@ impl FourierEngine {
         self.stats = stats;
         Ok(())
     }
-}
-
-/// Whether `p` lies in page-locked host memory known to the driver
-/// (allocated by `cuMemHostAlloc` or registered).
-fn is_pinned(p: *const f32) -> bool {
-    use cudarc::driver::sys;
-    let mut kind = 0u32;
-    // SAFETY: the driver writes one CUmemorytype (a u32) or fails.
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            &mut kind as *mut u32 as *mut std::ffi::c_void,
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-            p as sys::CUdeviceptr,
-        )
-    };
-    r == sys::CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
 }
