@@ -1,7 +1,9 @@
-// The atomic-free tiled gather of the gridding method (tomors `--method
-// fourier`, the default): see gridrec.cu for the layout, gridrec_tile.cu for
-// the enumeration of a tile's samples (the same loops), and tomors-core's
-// fourier module for the reference (`gather_point`).
+// The tiled gather of the gridding method (tomors `--method fourier`, the
+// default): see gridrec.cu for the layout, and tomors-core's fourier module
+// for the reference (`gather_point`) and the CPU model of this kernel's
+// enumeration of a tile's samples (`gather_tile`: the same loops). An earlier
+// version added into one shared tile with float atomicAdd, which sm_90
+// compiles to a compare-and-swap loop (ATOMS.CAST.SPIN): 2x slower.
 //
 // One block per TILE x TILE cells; each of its WARPS warps owns a private
 // copy of the tile in shared memory and takes every WARPS-th angle of the
@@ -30,6 +32,9 @@
 #ifndef COLS
 #define COLS 1  // lane layout: 1 = one footprint column per lane, 0 = one cell per lane
 #endif
+#ifndef F2
+#define F2 0  // accumulators: 1 = one float2 (re, im) per cell, 0 = two float arrays
+#endif
 #define CELLS (KW * KW)
 // Samples in flight per warp step, and (cell layout) lane passes per sample.
 #if COLS
@@ -44,7 +49,7 @@
 // fourier::kernel::es) in a branch-free form: sqrt(t) as t * rsqrt(t) and the
 // exponential as 2^(beta2 (sqrt(t) - 1)) with beta2 = beta log2(e), both on
 // the SFU (relative error ~1e-6 at these arguments, below the method's
-// error; gridrec_tile.cu evaluates the same function with IEEE sqrtf).
+// error; the CPU evaluates the same function with IEEE sqrt and exp).
 __device__ __forceinline__ float gw_rsqrt(float x) {
     float y;
     asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -67,8 +72,28 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
     gr_warp(const float2* __restrict__ spec, float2* __restrict__ grid, const float* __restrict__ cosv,
             const float* __restrict__ sinv, int na, int P, int G, int images, float alpha, float rmax,
             float half_w, float beta, float edge, float theta0, float dtheta) {
+#if F2
+    __shared__ float2 sacc[WARPS][TILE * WSTRIDE];
+#define GW_ADD(w_, i_, x_, y_)           \
+    {                                    \
+        float2 a_ = sacc[w_][i_];        \
+        a_.x += (x_);                    \
+        a_.y += (y_);                    \
+        sacc[w_][i_] = a_;               \
+    }
+#define GW_RE(w_, i_) sacc[w_][i_].x
+#define GW_IM(w_, i_) sacc[w_][i_].y
+#else
     __shared__ float sre[WARPS][TILE * WSTRIDE];
     __shared__ float sim[WARPS][TILE * WSTRIDE];
+#define GW_ADD(w_, i_, x_, y_) \
+    {                          \
+        sre[w_][i_] += (x_);   \
+        sim[w_][i_] += (y_);   \
+    }
+#define GW_RE(w_, i_) sre[w_][i_]
+#define GW_IM(w_, i_) sim[w_][i_]
+#endif
     const int pq = blockIdx.z;
     const float2* sp = spec + (long long)pq * na * P;
     const int x0 = -G / 2 + (int)blockIdx.x * TILE;
@@ -76,8 +101,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
     const int x1 = min(x0 + TILE, G / 2);  // exclusive
     const int y1 = min(y0 + TILE, G / 2);
     for (int i = threadIdx.x; i < WARPS * TILE * WSTRIDE; i += blockDim.x) {
-        (&sre[0][0])[i] = 0.0f;
-        (&sim[0][0])[i] = 0.0f;
+        GW_RE(i / (TILE * WSTRIDE), i % (TILE * WSTRIDE)) = 0.0f;
+        GW_IM(i / (TILE * WSTRIDE), i % (TILE * WSTRIDE)) = 0.0f;
     }
     __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -192,8 +217,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
                                 if (wx != 0.0f && gy >= y0 && gy < y1) {
                                     const float w = wx * wy;
                                     const int idx = gy * WSTRIDE + col;
-                                    sre[warp][idx] += v.x * w;
-                                    sim[warp][idx] += v.y * w;
+                                    GW_ADD(warp, idx, v.x * w, v.y * w);
                                 }
                             }
 #else
@@ -211,8 +235,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
                                         const float w = gw_es(beta2, edge, ((float)gx + sx - X) * inv) *
                                                         gw_es(beta2, edge, ((float)gy + sy - Y) * inv);
                                         const int idx = corner + coff[p];
-                                        sre[warp][idx] += v.x * w;
-                                        sim[warp][idx] += v.y * w;
+                                        GW_ADD(warp, idx, v.x * w, v.y * w);
                                     }
                                 }
                             }
@@ -232,8 +255,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
         float re = 0.0f, im = 0.0f;
 #pragma unroll
         for (int w = 0; w < WARPS; ++w) {
-            re += sre[w][ly * WSTRIDE + lx];
-            im += sim[w][ly * WSTRIDE + lx];
+            re += GW_RE(w, ly * WSTRIDE + lx);
+            im += GW_IM(w, ly * WSTRIDE + lx);
         }
         const int ix = gx < 0 ? gx + G : gx, iy = gy < 0 ? gy + G : gy;
         grid[((long long)pq * G + iy) * G + ix] = make_float2(re, im);

@@ -23,8 +23,6 @@ use crate::runtime::{
 
 /// The CUDA source of the gridding kernels.
 pub const GRIDREC_CU: &str = include_str!("../../kernels/gridrec.cu");
-/// The CUDA source of the tiled gather with shared-memory atomics.
-pub const GRIDREC_TILE_CU: &str = include_str!("../../kernels/gridrec_tile.cu");
 /// The CUDA source of the atomic-free tiled gather (warp-private tiles).
 pub const GRIDREC_WARP_CU: &str = include_str!("../../kernels/gridrec_warp.cu");
 
@@ -36,11 +34,10 @@ struct Kernels {
     crop: Function,
 }
 
-/// A tiled gather (`gr_tile` or `gr_warp`) of one kernel width.
+/// The tiled gather (`gr_warp`) of one kernel width.
 struct TileKernel {
     _module: Module,
     func: Function,
-    name: &'static str,
     side: usize,
     threads: u32,
 }
@@ -55,79 +52,75 @@ fn env_usize(name: &str, range: std::ops::RangeInclusive<usize>, default: usize)
 }
 
 impl TileKernel {
-    fn load(ctx: &Arc<Context>, kind: GatherKind, width: usize) -> Result<Self> {
-        let mut defines = vec![("KW".to_string(), width.to_string())];
-        let (file, src, name, side, threads) = if kind == GatherKind::Tile {
-            // Side of the tiles: `TOMORS_FOURIER_TILE` (16–64) or 64.
-            let side = env_usize("TOMORS_FOURIER_TILE", 16..=64, 64);
-            ("gridrec_tile", GRIDREC_TILE_CU, "gr_tile", side, 256)
-        } else {
-            // Side `TOMORS_FOURIER_WARP_TILE` (16–64, default 32), warps per
-            // block `TOMORS_FOURIER_WARPS` (1–8, default 4; fewer where the
-            // private copies, 2 floats per cell in rows of side + 4, would
-            // pass 48 KB of static shared memory), lane layout
-            // `TOMORS_FOURIER_WARP_COLS` (1: a footprint column per lane, the
-            // default; 0: a cell per lane).
-            let side = env_usize("TOMORS_FOURIER_WARP_TILE", 16..=64, 32);
-            let mut warps = env_usize("TOMORS_FOURIER_WARPS", 1..=8, 4);
-            while warps > 1 && warps * side * (side + 4) * 8 > 48 * 1024 {
-                warps -= 1;
-            }
-            defines.push(("WARPS".to_string(), warps.to_string()));
-            let cols = env_usize("TOMORS_FOURIER_WARP_COLS", 0..=1, 1);
-            defines.push(("COLS".to_string(), cols.to_string()));
-            ("gridrec_warp", GRIDREC_WARP_CU, "gr_warp", side, warps * 32)
-        };
-        defines.push(("TILE".to_string(), side.to_string()));
-        let (cubin, _) = cubin_cached(file, src, &defines, &ctx.name, ctx.cc, ctx.driver)?;
+    /// Side `TOMORS_FOURIER_WARP_TILE` (16–64, default 32), warps per block
+    /// `TOMORS_FOURIER_WARPS` (1–8, default 4; fewer where the private
+    /// copies, 2 floats per cell in rows of side + 4, would pass 48 KB of
+    /// static shared memory), lane layout `TOMORS_FOURIER_WARP_COLS` (1: a
+    /// footprint column per lane, the default; 0: a cell per lane),
+    /// accumulators `TOMORS_FOURIER_WARP_F2` (0: separate re and im arrays,
+    /// the default; 1: one float2 per cell).
+    fn load(ctx: &Arc<Context>, width: usize) -> Result<Self> {
+        let side = env_usize("TOMORS_FOURIER_WARP_TILE", 16..=64, 32);
+        let mut warps = env_usize("TOMORS_FOURIER_WARPS", 1..=8, 4);
+        while warps > 1 && warps * side * (side + 4) * 8 > 48 * 1024 {
+            warps -= 1;
+        }
+        let cols = env_usize("TOMORS_FOURIER_WARP_COLS", 0..=1, 1);
+        let f2 = env_usize("TOMORS_FOURIER_WARP_F2", 0..=1, 0);
+        let defines = vec![
+            ("KW".to_string(), width.to_string()),
+            ("TILE".to_string(), side.to_string()),
+            ("WARPS".to_string(), warps.to_string()),
+            ("COLS".to_string(), cols.to_string()),
+            ("F2".to_string(), f2.to_string()),
+        ];
+        let (cubin, _) = cubin_cached(
+            "gridrec_warp",
+            GRIDREC_WARP_CU,
+            &defines,
+            &ctx.name,
+            ctx.cc,
+            ctx.driver,
+        )?;
         let module = Module::load(ctx, &cubin)?;
         Ok(Self {
-            func: module.function(name)?,
-            name,
+            func: module.function("gr_warp")?,
             side,
-            threads: threads as u32,
+            threads: (warps * 32) as u32,
             _module: module,
         })
     }
 }
 
-/// How grid points are computed.
+/// How grid points are computed. Both gathers add in a fixed order, so
+/// repeated runs give the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum GatherKind {
     /// One block per 32×32 tile; each warp spreads whole lines of samples
-    /// into its own copy of the tile in shared memory, with samples in
-    /// flight far enough apart that no two lanes touch one cell, so without
-    /// atomics; the copies are summed in a fixed order (the default, the
-    /// fastest, and bitwise reproducible).
+    /// into its own copy of the tile in shared memory, with the samples in
+    /// flight far enough apart that no two lanes touch one cell (no
+    /// atomics); the copies are summed in a fixed order (the default, the
+    /// fastest).
     #[default]
     Warp,
-    /// One block per 64×64 tile: the samples touching the tile, spread into
-    /// shared memory with float atomics. The additions happen in a varying
-    /// order, so repeated runs differ by f32 rounding (≈ 1e-7 relative).
-    Tile,
-    /// One thread per grid point, summing the samples in its support in a
-    /// fixed order: bitwise reproducible (the CPU reference's formulation).
+    /// One thread per grid point, summing the samples in its support (the
+    /// CPU reference's formulation, `gather_point`).
     Point,
 }
 
 impl GatherKind {
-    /// `TOMORS_FOURIER_GATHER` (warp, tile or point), else the default.
+    /// `TOMORS_FOURIER_GATHER` (warp or point), else the default.
     pub fn from_env() -> Self {
         match std::env::var("TOMORS_FOURIER_GATHER").as_deref() {
             Ok("point") => Self::Point,
-            Ok("tile") => Self::Tile,
             _ => Self::Warp,
         }
     }
 
-    /// The gather for `deterministic` runs (one whose additions happen in a
-    /// fixed order: the default unless the environment names the tile
-    /// gather, then the per-point one) or else the environment's.
-    pub fn for_determinism(deterministic: bool) -> Self {
-        match Self::from_env() {
-            Self::Tile if deterministic => Self::Point,
-            k => k,
-        }
+    /// The gather for `--deterministic` runs: both gathers add in a fixed
+    /// order, so the environment's (or the default).
+    pub fn for_determinism(_deterministic: bool) -> Self {
+        Self::from_env()
     }
 }
 
@@ -163,7 +156,7 @@ pub(crate) struct FourierEngine {
     comp: Stream,
     down: Stream,
     k: Kernels,
-    tiles: HashMap<(GatherKind, usize), TileKernel>,
+    tiles: HashMap<usize, TileKernel>,
     /// The gather variant.
     pub gather: GatherKind,
     plans: HashMap<(Vec<usize>, usize), C2cPlan>,
@@ -380,11 +373,11 @@ impl FourierEngine {
                     let dims = (gb, gb, pairs as u32);
                     launch(&kern.gather, "gr_gather", dims, (16, 16, 1), 0, s, &a)?;
                 }
-                kind => {
-                    let tk = &self.tiles[&(kind, plan.kernel.width)];
+                GatherKind::Warp => {
+                    let tk = &self.tiles[&plan.kernel.width];
                     let tb = g.div_ceil(tk.side) as u32;
                     let dims = (tb, tb, pairs as u32);
-                    launch(&tk.func, tk.name, dims, (tk.threads, 1, 1), 0, s, &a)?;
+                    launch(&tk.func, "gr_warp", dims, (tk.threads, 1, 1), 0, s, &a)?;
                 }
             }
             marks[1].record(s)?;
@@ -423,10 +416,9 @@ impl FourierEngine {
         }
         self.upload_tables(plan)?;
         let w = plan.kernel.width;
-        let key = (self.gather, w);
-        if self.gather != GatherKind::Point && !self.tiles.contains_key(&key) {
-            let k = TileKernel::load(&self.ctx, self.gather, w)?;
-            self.tiles.insert(key, k);
+        if self.gather == GatherKind::Warp && !self.tiles.contains_key(&w) {
+            let k = TileKernel::load(&self.ctx, w)?;
+            self.tiles.insert(w, k);
         }
         let mut ss = self.slab_size(plan, total);
         loop {
