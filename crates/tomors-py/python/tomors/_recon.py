@@ -31,11 +31,11 @@ def recon(
     center: Union[None, float, Sequence[float]] = None,
     algorithm: str = "fbp",
     *,
-    method: str = "direct",
     filter: str = "ram-lak",
     cutoff: float = 1.0,
     padding: str = "zero",
     interp: str = "linear",
+    method: str = "direct",
     iterations: int = 50,
     relaxation: Optional[float] = None,
     projector: str = "joseph",
@@ -84,13 +84,6 @@ def recon(
         ``'fbp'`` (default), or an iterative method: ``'sirt'`` (ASTRA's SIRT),
         ``'landweber'``, ``'cimmino'``, ``'sart'``, ``'block-it'``,
         ``'block-parallel'``, ``'art'`` (docs/iterative.md).
-    method : str
-        How FBP is computed (the CLI's ``--method``): ``'direct'`` (default,
-        the exact back projection) or ``'fourier'`` (direct Fourier
-        reconstruction by gridding, TomoPy's ``gridrec``: the same filters
-        and output, O(n² log n) per slice, the fastest for large jobs on the
-        GPU; evenly spaced angles only; no ``interp`` or ``kernel``;
-        docs/fourier.md). NumPy input only.
     filter : str
         FBP filter: ``'ram-lak'`` (TomoPy's ``'ramlak'``), ``'shepp-logan'``
         (``'shepp'``), ``'cosine'``, ``'hamming'``, ``'hann'``.
@@ -100,6 +93,13 @@ def recon(
         FBP row padding before the FFT: ``'zero'`` or ``'edge'``.
     interp : str
         FBP detector interpolation: ``'linear'`` or ``'nearest'``.
+    method : str
+        How FBP is computed (the CLI's ``--method``): ``'direct'`` (default,
+        the exact back projection) or ``'fourier'`` (direct Fourier
+        reconstruction by gridding, TomoPy's ``gridrec``: the same filters
+        and output, O(n² log n) per slice, the fastest for large jobs on the
+        GPU; evenly spaced angles only; no ``interp`` or ``kernel``;
+        docs/fourier.md). NumPy input only.
     iterations : int
         Iterations of an iterative method (sweeps for art and the block methods).
     relaxation : float, optional
