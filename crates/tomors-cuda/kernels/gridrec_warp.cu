@@ -6,16 +6,19 @@
 // compiles to a compare-and-swap loop (ATOMS.CAST.SPIN): 2x slower.
 //
 // One block per TILE x TILE cells; each of its WARPS warps owns a private
-// copy of the tile in shared memory and takes every WARPS-th angle of the
-// tile's window. A warp walks the radial samples of its line in rounds:
-// the lanes are split into SLOTS groups of KW*KW lanes (lane = one cell of a
-// sample's KW x KW footprint); group s takes sample base + s*d + i in step i,
-// with d so large that the footprints of samples d apart are disjoint
-// (max(|dX|, |dY|) >= KW + 1.5 cells). So within one step no two lanes touch
-// the same cell, and each cell is updated by plain shared-memory adds in a
-// fixed order (a __syncwarp between steps orders them): no atomics, and the
-// result is bitwise reproducible. At the end the block sums the WARPS copies
-// in a fixed order and writes each cell once.
+// copy of the tile in shared memory (one float2 (re, im) per cell) and takes
+// every WARPS-th angle of the tile's window. A warp walks the radial samples
+// of its line in rounds: the lanes are SLOTS = 32 / KW groups of KW lanes,
+// group s taking sample base + s*d + i in step i, lane c of a group the
+// footprint column c of its sample. d is so large that the footprints of
+// samples d apart are disjoint (max(|dX|, |dY|) >= KW + 1.5 cells), so within
+// one step no two lanes touch the same cell, and each cell is updated by
+// plain shared-memory adds in a fixed order (a __syncwarp between steps
+// orders them): no atomics, and the result is bitwise reproducible. At the
+// end the block sums the WARPS copies in a fixed order and writes each cell
+// once. Measured on an H200 (docs/perf-notes.md): one cell per lane instead
+// of one column was 1.4x slower, separate re and im arrays 1.16x slower,
+// tiles of 20, 24 or 28 cells (more warps per SM) 1.15-1.4x slower.
 
 #ifndef KW
 #define KW 4  // kernel width in cells
@@ -26,24 +29,10 @@
 #ifndef WARPS
 #define WARPS 4  // warps per block (private tile copies)
 #endif
-// Row stride of a private tile: TILE + 4, so that the 4 x 4 footprint of a
-// sample (rows 4 banks apart) falls in 16 different banks.
+// Row stride of a private tile in cells: TILE + 4 (float2 rows 8 banks apart).
 #define WSTRIDE (TILE + 4)
-#ifndef COLS
-#define COLS 1  // lane layout: 1 = one footprint column per lane, 0 = one cell per lane
-#endif
-#ifndef F2
-#define F2 0  // accumulators: 1 = one float2 (re, im) per cell, 0 = two float arrays
-#endif
-#define CELLS (KW * KW)
-// Samples in flight per warp step, and (cell layout) lane passes per sample.
-#if COLS
+// Samples in flight per warp step.
 #define SLOTS (32 / KW)
-#define PASSES 1
-#else
-#define SLOTS ((CELLS <= 16) ? (32 / CELLS) : 1)
-#define PASSES ((CELLS + 31) / 32)
-#endif
 
 // The ES kernel lowered by its edge value e^{-beta} (tomors-core
 // fourier::kernel::es) in a branch-free form: sqrt(t) as t * rsqrt(t) and the
@@ -72,28 +61,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
     gr_warp(const float2* __restrict__ spec, float2* __restrict__ grid, const float* __restrict__ cosv,
             const float* __restrict__ sinv, int na, int P, int G, int images, float alpha, float rmax,
             float half_w, float beta, float edge, float theta0, float dtheta) {
-#if F2
     __shared__ float2 sacc[WARPS][TILE * WSTRIDE];
-#define GW_ADD(w_, i_, x_, y_)           \
-    {                                    \
-        float2 a_ = sacc[w_][i_];        \
-        a_.x += (x_);                    \
-        a_.y += (y_);                    \
-        sacc[w_][i_] = a_;               \
-    }
-#define GW_RE(w_, i_) sacc[w_][i_].x
-#define GW_IM(w_, i_) sacc[w_][i_].y
-#else
-    __shared__ float sre[WARPS][TILE * WSTRIDE];
-    __shared__ float sim[WARPS][TILE * WSTRIDE];
-#define GW_ADD(w_, i_, x_, y_) \
-    {                          \
-        sre[w_][i_] += (x_);   \
-        sim[w_][i_] += (y_);   \
-    }
-#define GW_RE(w_, i_) sre[w_][i_]
-#define GW_IM(w_, i_) sim[w_][i_]
-#endif
     const int pq = blockIdx.z;
     const float2* sp = spec + (long long)pq * na * P;
     const int x0 = -G / 2 + (int)blockIdx.x * TILE;
@@ -101,31 +69,14 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
     const int x1 = min(x0 + TILE, G / 2);  // exclusive
     const int y1 = min(y0 + TILE, G / 2);
     for (int i = threadIdx.x; i < WARPS * TILE * WSTRIDE; i += blockDim.x) {
-        GW_RE(i / (TILE * WSTRIDE), i % (TILE * WSTRIDE)) = 0.0f;
-        GW_IM(i / (TILE * WSTRIDE), i % (TILE * WSTRIDE)) = 0.0f;
+        (&sacc[0][0])[i] = make_float2(0.0f, 0.0f);
     }
     __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    // This lane's slot (sample group) and first footprint cell (COLS: its column).
-#if COLS
+    // This lane's slot (sample) and footprint column.
     const int slot = lane / KW;
-    const int cell0 = lane % KW;
-#else
-    const int slot = (SLOTS > 1) ? lane / CELLS : 0;
-    const int cell0 = (SLOTS > 1) ? lane % CELLS : lane;
-#endif
+    const int col0 = lane % KW;
     const bool lane_ok = slot < SLOTS;
-    // The footprint cells (column, row, offset in the tile) of this lane's passes.
-    int ctx[PASSES], cty[PASSES], coff[PASSES];
-    bool cok[PASSES];
-#pragma unroll
-    for (int p = 0; p < PASSES; ++p) {
-        const int c = cell0 + 32 * p;
-        cok[p] = c < CELLS;
-        ctx[p] = c % KW;
-        cty[p] = c / KW;
-        coff[p] = cty[p] * WSTRIDE + ctx[p];
-    }
     const float beta2 = beta * 1.44269504088896341f;
     const float hw = half_w, inv = 1.0f / hw;
     const float PI_F = 3.14159265358979323846f;
@@ -193,7 +144,6 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
                     for (int base = k0; base <= k1; base += SLOTS * d) {
                         for (int i = 0; i < d; ++i) {
                             const int k = base + slot * d + i;
-#if COLS
                             // Lane (slot, c) evaluates column weight c and row weight c of its
                             // slot's sample; the row weights go round the slot by shuffles.
                             const bool act = lane_ok && k <= k1;
@@ -204,10 +154,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
                                 const float r = alpha * (float)k;
                                 const float X = r * cs, Y = r * sn;
                                 v = __ldg(row + (k < 0 ? k + P : k));
-                                gx = (int)floorf(X - sx - hw) + 1 + cell0;
+                                gx = (int)floorf(X - sx - hw) + 1 + col0;
                                 gys = (int)floorf(Y - sy - hw) + 1;
                                 wx = (gx >= x0 && gx < x1) ? gw_es(beta2, edge, ((float)gx + sx - X) * inv) : 0.0f;
-                                wys = gw_es(beta2, edge, ((float)(gys + cell0) + sy - Y) * inv);
+                                wys = gw_es(beta2, edge, ((float)(gys + col0) + sy - Y) * inv);
                             }
                             const int col = (gx - x0) - y0 * WSTRIDE;
 #pragma unroll
@@ -217,29 +167,12 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
                                 if (wx != 0.0f && gy >= y0 && gy < y1) {
                                     const float w = wx * wy;
                                     const int idx = gy * WSTRIDE + col;
-                                    GW_ADD(warp, idx, v.x * w, v.y * w);
+                                    float2 a = sacc[warp][idx];
+                                    a.x += v.x * w;
+                                    a.y += v.y * w;
+                                    sacc[warp][idx] = a;
                                 }
                             }
-#else
-                            if (lane_ok && k <= k1) {
-                                const float r = alpha * (float)k;
-                                const float X = r * cs, Y = r * sn;
-                                const float2 v = __ldg(row + (k < 0 ? k + P : k));
-                                const int gxs = (int)floorf(X - sx - hw) + 1;
-                                const int gys = (int)floorf(Y - sy - hw) + 1;
-                                const int corner = (gys - y0) * WSTRIDE + (gxs - x0);
-#pragma unroll
-                                for (int p = 0; p < PASSES; ++p) {
-                                    const int gx = gxs + ctx[p], gy = gys + cty[p];
-                                    if (cok[p] && gx >= x0 && gx < x1 && gy >= y0 && gy < y1) {
-                                        const float w = gw_es(beta2, edge, ((float)gx + sx - X) * inv) *
-                                                        gw_es(beta2, edge, ((float)gy + sy - Y) * inv);
-                                        const int idx = corner + coff[p];
-                                        GW_ADD(warp, idx, v.x * w, v.y * w);
-                                    }
-                                }
-                            }
-#endif
                             __syncwarp();
                         }
                     }
@@ -255,8 +188,9 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
         float re = 0.0f, im = 0.0f;
 #pragma unroll
         for (int w = 0; w < WARPS; ++w) {
-            re += GW_RE(w, ly * WSTRIDE + lx);
-            im += GW_IM(w, ly * WSTRIDE + lx);
+            const float2 a = sacc[w][ly * WSTRIDE + lx];
+            re += a.x;
+            im += a.y;
         }
         const int ix = gx < 0 ? gx + G : gx, iy = gy < 0 ? gy + G : gy;
         grid[((long long)pq * G + iy) * G + ix] = make_float2(re, im);

@@ -52,27 +52,20 @@ fn env_usize(name: &str, range: std::ops::RangeInclusive<usize>, default: usize)
 }
 
 impl TileKernel {
-    /// Side `TOMORS_FOURIER_WARP_TILE` (16–64, default 32), warps per block
-    /// `TOMORS_FOURIER_WARPS` (1–8, default 4; fewer where the private
-    /// copies, 2 floats per cell in rows of side + 4, would pass 48 KB of
-    /// static shared memory), lane layout `TOMORS_FOURIER_WARP_COLS` (1: a
-    /// footprint column per lane, the default; 0: a cell per lane),
-    /// accumulators `TOMORS_FOURIER_WARP_F2` (0: separate re and im arrays,
-    /// the default; 1: one float2 per cell).
+    /// Side `TOMORS_FOURIER_WARP_TILE` (16–64, default 32) and warps per
+    /// block `TOMORS_FOURIER_WARPS` (1–8, default 4; fewer where the private
+    /// copies, one float2 per cell in rows of side + 4, would pass 48 KB of
+    /// static shared memory).
     fn load(ctx: &Arc<Context>, width: usize) -> Result<Self> {
         let side = env_usize("TOMORS_FOURIER_WARP_TILE", 16..=64, 32);
         let mut warps = env_usize("TOMORS_FOURIER_WARPS", 1..=8, 4);
         while warps > 1 && warps * side * (side + 4) * 8 > 48 * 1024 {
             warps -= 1;
         }
-        let cols = env_usize("TOMORS_FOURIER_WARP_COLS", 0..=1, 1);
-        let f2 = env_usize("TOMORS_FOURIER_WARP_F2", 0..=1, 0);
         let defines = vec![
             ("KW".to_string(), width.to_string()),
             ("TILE".to_string(), side.to_string()),
             ("WARPS".to_string(), warps.to_string()),
-            ("COLS".to_string(), cols.to_string()),
-            ("F2".to_string(), f2.to_string()),
         ];
         let (cubin, _) = cubin_cached(
             "gridrec_warp",
