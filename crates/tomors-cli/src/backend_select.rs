@@ -34,9 +34,10 @@ pub struct BackendArgs {
     pub kernel: Option<String>,
     /// Reproducible bits: the GPU back projection of cone-beam iterative
     /// methods (joseph projector) adds in fixed point instead of with float
-    /// atomics, and `--method fourier` gathers per grid point instead of
-    /// per tile, so every run gives the same volume (slower; every other
-    /// path is deterministic already).
+    /// atomics, so every run gives the same volume (slower); `--method
+    /// fourier` keeps a gather of fixed summation order (its default is one;
+    /// where `TOMORS_FOURIER_GATHER=tile` picks the atomic one, the per-point
+    /// gather instead). Every other path is deterministic already.
     #[arg(long)]
     pub deterministic: bool,
 }

@@ -1,5 +1,5 @@
-//! The tiled gather (tomors-core's CPU method, and a line-by-line model of
-//! the CUDA `gr_tile`) against the per-point gather (the reference): the
+//! The tiled gather (tomors-core's CPU method, whose sample enumeration the
+//! CUDA `gr_warp` uses too) against the per-point gather (the reference): the
 //! tile's sample enumeration (angular window, dilated rectangle, periodic
 //! images, clipping) must find every sample each point sums, so the grids
 //! agree to f32 rounding.

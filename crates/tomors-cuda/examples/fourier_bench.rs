@@ -2,8 +2,9 @@
 //!
 //! ```text
 //! fourier_bench [--sizes 512,1024,2048] [--slices 256] [--width 6] [--reps 3]
-//!               [--host pageable|pinned|both] [--gather tile,point] [--widths 4,6]
-//!               [--configs tile:4,point:6] [--disc 2048] [--shepp 2048] [--cpu-size 512]
+//!               [--host pageable|pinned|both] [--gather warp,point] [--widths 4,6]
+//!               [--configs warp:4,point:6] [--disc 2048] [--shepp 2048] [--cpu-size 512]
+//!               [--register-gb 8]
 //! ```
 //! - speed: for each size n (bins = angles = slice side, angles over π), a
 //!   warm-up on 2 slices (compilation, plans, buffers), then `reps` timed
@@ -19,7 +20,9 @@
 //! - `--shepp n`: exact modified Shepp–Logan projections, NRMSE inside the
 //!   0.45 disc of fourier and direct (CPU f32) vs the rasterised phantom and
 //!   of fourier vs direct, plus the RMS difference over the phantom's range;
-//! - `--cpu-size n`: CPU time of the fourier method on 8 slices of n².
+//! - `--cpu-size n`: CPU time of the fourier method on 8 slices of n²;
+//! - `--register-gb g`: time of page-locking g GB of touched pageable memory
+//!   in place (`cuMemHostRegister`), whole and in slab-sized pieces.
 
 use std::time::Instant;
 
@@ -65,6 +68,14 @@ fn geometry(n: usize) -> ParallelGeometry {
     ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n).unwrap()
 }
 
+/// The gather named `point` or (anything else) `warp`.
+fn gather_kind(name: &str) -> GatherKind {
+    match name {
+        "point" => GatherKind::Point,
+        _ => GatherKind::Warp,
+    }
+}
+
 /// One (gather, width) configuration of the speed runs.
 #[derive(Clone, Copy)]
 struct Config {
@@ -103,6 +114,7 @@ fn speed(
     );
     let sino = ndarray::ArrayView3::from_shape((slices, n, n), &*sino_buf).unwrap();
     let mut out = ndarray::ArrayViewMut3::from_shape((slices, n, n), out_buf).unwrap();
+    let mut first: Option<(String, Array3<f32>)> = None;
     for c in configs {
         let opts = FourierOptions {
             width: c.width,
@@ -133,6 +145,23 @@ fn speed(
             times.push(w);
             gpu_ms.push(st.fft_ms + st.gather_ms + st.ifft_ms);
             println!("  n={n} {name} rep {r}: {w:.4} s host to host; {st}");
+        }
+        // The first two slices of each configuration against the first
+        // configuration's (random data: any indexing or race shows here).
+        let head = out.slice(s![..2.min(slices), .., ..]).to_owned();
+        match &first {
+            None => first = Some((name.clone(), head)),
+            Some((n0, f)) => {
+                let (mut num, mut den) = (0.0f64, 0.0f64);
+                for (a, b) in head.iter().zip(f.iter()) {
+                    num += ((a - b) as f64).powi(2);
+                    den += (*b as f64).powi(2);
+                }
+                println!(
+                    "  n={n} {name}: first 2 slices vs {n0}: relative L2 {:.3e}",
+                    (num / den).sqrt()
+                );
+            }
         }
         let m = median(times);
         let g = median(gpu_ms) / 1e3;
@@ -275,6 +304,49 @@ fn cpu_time(n: usize, opts: &FourierOptions) {
     );
 }
 
+/// Time of page-locking an already-touched pageable array in place
+/// (`cuMemHostRegister`, the alternative to staging copies) and of
+/// releasing it, whole and in slab-sized pieces.
+fn register_test(gb: f64) {
+    use cudarc::driver::sys;
+    let ctx = tomors_cuda::runtime::Context::new(0).unwrap();
+    ctx.bind().unwrap();
+    let len = (gb * 1e9 / 4.0) as usize;
+    let mut v = vec![0.0f32; len];
+    fill(&mut v, 5);
+    let bytes = len * 4;
+    let reg = |p: *mut f32, b: usize| -> (f64, f64) {
+        let t = Instant::now();
+        // SAFETY: p..p+b lies in `v`, alive and not moved; unregistered below.
+        let r = unsafe { sys::cuMemHostRegister_v2(p as *mut std::ffi::c_void, b, 0) };
+        let tr = t.elapsed().as_secs_f64();
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "cuMemHostRegister: {r:?}");
+        let t = Instant::now();
+        // SAFETY: registered just above.
+        let r = unsafe { sys::cuMemHostUnregister(p as *mut std::ffi::c_void) };
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "cuMemHostUnregister: {r:?}");
+        (tr, t.elapsed().as_secs_f64())
+    };
+    let (r, u) = reg(v.as_mut_ptr(), bytes);
+    println!(
+        "RESULT register {gb} GB whole: register {r:.3} s ({:.1} GB/s), unregister {u:.3} s",
+        gb / r
+    );
+    let chunk = 14 * 2048 * 2048;
+    let (mut rs, mut us, mut n) = (0.0, 0.0, 0);
+    for c in v.chunks_mut(chunk) {
+        let (r, u) = reg(c.as_mut_ptr(), c.len() * 4);
+        rs += r;
+        us += u;
+        n += 1;
+    }
+    println!(
+        "RESULT register {gb} GB in {n} pieces of {} MB: register {rs:.3} s ({:.1} GB/s), unregister {us:.3} s",
+        chunk * 4 / 1_000_000,
+        gb / rs
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let sizes: String = arg(&args, "--sizes", "512,1024,2048".to_string());
@@ -289,7 +361,7 @@ fn main() {
         eprintln!("fourier_bench: {e}");
         std::process::exit(1)
     });
-    let gathers: String = arg(&args, "--gather", "tile".to_string());
+    let gathers: String = arg(&args, "--gather", "warp".to_string());
     let widths: String = arg(&args, "--widths", width.to_string());
     let mut configs = Vec::new();
     for g in gathers.split(',') {
@@ -297,11 +369,7 @@ fn main() {
             .split(',')
             .filter_map(|w| w.trim().parse::<usize>().ok())
         {
-            let gather = if g.trim() == "point" {
-                GatherKind::Point
-            } else {
-                GatherKind::Tile
-            };
+            let gather = gather_kind(g.trim());
             configs.push(Config { gather, width: w });
         }
     }
@@ -311,11 +379,7 @@ fn main() {
             .split(',')
             .filter_map(|c| {
                 let (g, w) = c.split_once(':')?;
-                let gather = if g == "point" {
-                    GatherKind::Point
-                } else {
-                    GatherKind::Tile
-                };
+                let gather = gather_kind(g);
                 Some(Config {
                     gather,
                     width: w.parse().ok()?,
@@ -337,6 +401,10 @@ fn main() {
                 speed(&gpu, n, slices, reps, &configs, pinned);
             }
         }
+    }
+    let reg_gb: f64 = arg(&args, "--register-gb", 0.0);
+    if reg_gb > 0.0 {
+        register_test(reg_gb);
     }
     if disc_n > 0 {
         disc_test(&gpu, disc_n);

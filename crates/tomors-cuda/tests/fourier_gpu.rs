@@ -120,6 +120,43 @@ fn gpu_fourier_matches_cpu_reference() {
             k: 1,
             ..base
         },
+        // Every lane layout of the warp gather: W = 2 (16 samples in flight
+        // per warp), 3 and 5 (idle lanes), 8, 12 (2 in flight).
+        Case {
+            name: "W=2, 2 slices",
+            width: 2,
+            k: 2,
+            ..base
+        },
+        Case {
+            name: "W=3, 2 slices",
+            width: 3,
+            k: 2,
+            ..base
+        },
+        Case {
+            name: "W=5, grid 90x70 of 1.3 bins",
+            width: 5,
+            grid: Some((90, 70, 1.3)),
+            k: 2,
+            ..base
+        },
+        Case {
+            name: "W=8, 360 degrees, centre 60.3",
+            width: 8,
+            range: 2.0 * PI,
+            na: 200,
+            center: Some(60.3),
+            k: 2,
+            ..base
+        },
+        Case {
+            name: "W=12, grid 150x160 of 0.7 bins",
+            width: 12,
+            grid: Some((150, 160, 0.7)),
+            k: 2,
+            ..base
+        },
         Case {
             name: "7 slices in slabs of 2",
             k: 7,
@@ -144,7 +181,7 @@ fn gpu_fourier_matches_cpu_reference() {
         };
         let sino = sinograms(c.k, &geom, seed);
         let cpu = fourier_sinograms(sino.view(), &geom, &grid, &opts).unwrap();
-        for kind in [GatherKind::Tile, GatherKind::Point] {
+        for kind in [GatherKind::Warp, GatherKind::Point] {
             gpu.set_gather(kind).unwrap();
             let mut out = Array3::from_elem((c.k, grid.ny, grid.nx), f32::NAN);
             gpu.set_slab(c.slab).unwrap();
@@ -215,9 +252,8 @@ fn gpu_fourier_refuses_uneven_angles_and_bad_shapes() {
 }
 
 /// Page-locked input and output (copied by DMA without staging) give the
-/// same volume as pageable arrays, over several slabs: bitwise with the
-/// per-point gather (fixed summation order), to f32 rounding with the tiled
-/// gather (shared-memory additions in varying order).
+/// same volume as pageable arrays, over several slabs, bit for bit with
+/// either gather (both add in a fixed order).
 #[test]
 fn gpu_fourier_page_locked_arrays_match_pageable() {
     let Some(gpu) = fourier_or_skip("gpu_fourier_page_locked_arrays_match_pageable") else {
@@ -234,7 +270,7 @@ fn gpu_fourier_page_locked_arrays_match_pageable() {
         .as_mut_slice()
         .copy_from_slice(sino.as_slice().unwrap());
     let mut pin_out = gpu.pinned(sino.len()).unwrap();
-    for kind in [GatherKind::Point, GatherKind::Tile] {
+    for kind in [GatherKind::Point, GatherKind::Warp] {
         gpu.set_gather(kind).unwrap();
         let mut pageable = Array3::from_elem((k, 96, 96), f32::NAN);
         gpu.reconstruct(sino.view(), &geom, &grid, &opts, pageable.view_mut())
@@ -252,26 +288,29 @@ fn gpu_fourier_page_locked_arrays_match_pageable() {
         assert!(stats.pinned_in && stats.pinned_out, "{stats}");
         let e = rel_l2(pin_out.as_slice(), pageable.as_slice().unwrap());
         println!("page-locked vs pageable ({kind:?}): relative L2 {e:.3e}");
-        match kind {
-            GatherKind::Point => assert_eq!(pin_out.as_slice(), pageable.as_slice().unwrap()),
-            GatherKind::Tile => assert!(e <= 1e-6, "{e:e}"),
-        }
+        assert_eq!(pin_out.as_slice(), pageable.as_slice().unwrap());
     }
     gpu.set_slab(0).unwrap();
     gpu.set_gather(GatherKind::default()).unwrap();
 }
 
-/// `CudaBackend`'s `Backend::fourier` (the CLI's path) with the per-point
-/// gather (`--deterministic`) repeats bitwise and equals the CPU method to
-/// f32 rounding.
+/// `CudaBackend`'s `Backend::fourier` (the CLI's path) with the gathers
+/// of fixed summation order (the default warp gather, and the per-point
+/// one) repeats bitwise and equals the CPU method to f32 rounding.
 #[test]
 fn backend_fourier_per_point_is_reproducible() {
     let Some(_) = fourier_or_skip("backend_fourier_per_point_is_reproducible") else {
         return;
     };
+    for kind in [GatherKind::Point, GatherKind::Warp] {
+        backend_reproducible(kind);
+    }
+}
+
+fn backend_reproducible(kind: GatherKind) {
     use tomors_core::Backend;
     let opts = tomors_cuda::CudaOptions {
-        fourier_gather: GatherKind::Point,
+        fourier_gather: kind,
         ..tomors_cuda::CudaOptions::default()
     };
     let be = tomors_cuda::CudaBackend::with_options(0, opts).unwrap();
@@ -289,6 +328,6 @@ fn backend_fourier_per_point_is_reproducible() {
     assert_eq!(a, b);
     let cpu = fourier_sinograms(sino.view(), &geom, &grid, &f).unwrap();
     let e = rel_l2(a.as_slice().unwrap(), cpu.as_slice().unwrap());
-    println!("backend fourier (point) vs CPU: relative L2 {e:.3e}");
+    println!("backend fourier ({kind:?}) vs CPU: relative L2 {e:.3e}");
     assert!(e <= BOUND, "{e:e}");
 }

@@ -30,6 +30,7 @@ pub mod device;
 pub mod device_ops;
 pub mod device_solve;
 pub mod dlpack;
+pub mod fourier;
 pub mod gpu;
 pub mod io;
 pub mod operator;
@@ -44,6 +45,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parallel::fbp, m)?)?;
+    m.add_function(wrap_pyfunction!(fourier::fourier, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::recon_iterative, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::project, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::backproject, m)?)?;

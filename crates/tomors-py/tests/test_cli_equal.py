@@ -52,6 +52,47 @@ def test_fbp_equals_cli(cli, scan, opts, kwargs):
 @pytest.mark.parametrize(
     "opts, kwargs",
     [
+        ((), {}),
+        (("--center", "23.25", "--filter", "hann", "--cutoff", "0.8", "--padding", "edge"),
+         dict(center=23.25, filter="hann", cutoff=0.8, padding="edge")),
+    ],
+)
+def test_fourier_equals_cli(cli, scan, opts, kwargs):
+    """method='fourier' is the CLI's --method fourier (gridding, CPU)."""
+    d, proj, theta = scan
+    want = _cli_volume(cli, d, "fourier", "--method", "fourier", *opts)
+    got = tomors.recon(proj, theta, method="fourier", backend="cpu", **kwargs)
+    assert got.dtype == np.float32 and got.shape == want.shape == (ROWS, N, N)
+    assert np.array_equal(got, want)
+    sino = np.ascontiguousarray(proj.transpose(1, 0, 2))
+    got = tomors.recon(sino, theta, sinogram_order=True, method="fourier", backend="cpu", **kwargs)
+    assert np.array_equal(got, want)
+    # Not the direct method's volume: the interpolations differ (docs/fourier.md).
+    direct = tomors.recon(proj, theta, backend="cpu", **kwargs)
+    assert not np.array_equal(got, direct)
+    assert np.linalg.norm(got - direct) < 0.2 * np.linalg.norm(direct)
+
+
+def test_fourier_refuses_direct_options(scan):
+    _, proj, theta = scan
+    for kwargs, words in [
+        (dict(interp="nearest"), "interp"),
+        (dict(kernel="standard"), "kernel"),
+        (dict(algorithm="sirt"), "algorithm"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            tomors.recon(proj, theta, method="fourier", backend="cpu", **kwargs)
+    with pytest.raises(ValueError, match="method"):
+        tomors.recon(proj, theta, method="gridrec", backend="cpu")
+    uneven = theta.copy()
+    uneven[3] += 0.01
+    with pytest.raises(ValueError, match="evenly spaced"):
+        tomors.recon(proj, uneven, method="fourier", backend="cpu")
+
+
+@pytest.mark.parametrize(
+    "opts, kwargs",
+    [
         (("--algorithm", "sirt", "--iterations", "8", "--min", "0"),
          dict(algorithm="sirt", iterations=8, min=0)),
         (("--algorithm", "sart", "--iterations", "2", "--projector", "line", "--block-size", "3"),

@@ -188,8 +188,9 @@ impl Job {
                 "chooses GPUs and their kernels; --backend cpu uses none",
             )?;
         }
-        // The GPU's fourier method adds in shared memory in varying order
-        // unless --deterministic picks its per-point gather.
+        // The GPU's fourier method keeps a fixed-order gather under
+        // --deterministic (its default warp gather is one; the atomic tile
+        // gather, chosen only through TOMORS_FOURIER_GATHER, is not).
         let fourier = m.fbp.method == Some(tomors_core::fourier::Method::Fourier);
         if b.deterministic {
             if route != Route::ConeIterative && !(route == Route::Fbp && fourier) {

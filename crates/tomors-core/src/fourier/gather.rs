@@ -2,9 +2,12 @@
 //! samples within the kernel's support. Two formulations with the same f32
 //! products, ported line by line to tomors-cuda's kernels: per point
 //! ([`gather_point`], `gr_gather` in `kernels/gridrec.cu`: the reference) and
-//! per tile ([`gather_tile`], `gr_tile` in `kernels/gridrec_tile.cu`: each
-//! sample's separable weights computed once per tile; the CPU method and the
-//! GPU default).
+//! per tile ([`gather_tile`]: each sample's separable weights computed once
+//! per tile; the CPU method). The GPU default, `gr_warp` in
+//! `kernels/gridrec_warp.cu`, enumerates a tile's samples with the loops of
+//! [`gather_tile`] and adds the same products (its weights from the SFU's
+//! square root and exponential) in another fixed order: per-warp copies of
+//! the tile, summed at the end.
 
 use std::f32::consts::PI;
 
@@ -152,8 +155,8 @@ pub fn gather_point(
     acc
 }
 
-/// The tiled gather (the model of `gr_tile` in tomors-cuda's
-/// `kernels/gridrec_tile.cu`, line by line): the values of the grid cells of
+/// The tiled gather (the CPU method; its sample enumeration is that of
+/// `gr_warp` in tomors-cuda's `kernels/gridrec_warp.cu`): the values of the grid cells of
 /// tile (bx, by) of side `t`, `[t][t]` (cells outside the grid left zero).
 /// The tile enumerates every sample whose `W × W` footprint touches its
 /// cells — the angles within its angular window, the radial samples within

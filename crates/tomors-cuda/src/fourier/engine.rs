@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ndarray::{ArrayView3, ArrayViewMut3, Axis};
-use rayon::prelude::*;
 use tomors_core::fourier::gather::GatherParams;
 use tomors_core::fourier::FourierPlan;
 use tomors_core::Padding;
@@ -18,14 +17,14 @@ use super::FourierStats;
 use crate::error::Result;
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{
-    ensure, ensure_pinned, launch, Arg, Context, DeviceBuffer, Event, Function, Module,
-    PinnedBuffer, Stream,
+    copy_in, copy_out, ensure, ensure_pinned, is_pinned, launch, Arg, Context, DeviceBuffer, Event,
+    Function, Module, PinnedBuffer, Stream,
 };
 
 /// The CUDA source of the gridding kernels.
 pub const GRIDREC_CU: &str = include_str!("../../kernels/gridrec.cu");
-/// The CUDA source of the tiled gather.
-pub const GRIDREC_TILE_CU: &str = include_str!("../../kernels/gridrec_tile.cu");
+/// The CUDA source of the atomic-free tiled gather (warp-private tiles).
+pub const GRIDREC_WARP_CU: &str = include_str!("../../kernels/gridrec_warp.cu");
 
 struct Kernels {
     _module: Module,
@@ -35,23 +34,42 @@ struct Kernels {
     crop: Function,
 }
 
-/// The tiled gather of one kernel width.
+/// The tiled gather (`gr_warp`) of one kernel width.
 struct TileKernel {
     _module: Module,
-    tile: Function,
+    func: Function,
     side: usize,
+    threads: u32,
+}
+
+/// A positive integer from the environment within `range`, else `default`.
+fn env_usize(name: &str, range: std::ops::RangeInclusive<usize>, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|t| range.contains(t))
+        .unwrap_or(default)
 }
 
 impl TileKernel {
+    /// Side `TOMORS_FOURIER_WARP_TILE` (16–64, default 32) and warps per
+    /// block `TOMORS_FOURIER_WARPS` (1–8, default 4; fewer where the private
+    /// copies, one float2 per cell in rows of side + 4, would pass 48 KB of
+    /// static shared memory).
     fn load(ctx: &Arc<Context>, width: usize) -> Result<Self> {
-        let side = tile_side();
+        let side = env_usize("TOMORS_FOURIER_WARP_TILE", 16..=64, 32);
+        let mut warps = env_usize("TOMORS_FOURIER_WARPS", 1..=8, 4);
+        while warps > 1 && warps * side * (side + 4) * 8 > 48 * 1024 {
+            warps -= 1;
+        }
         let defines = vec![
             ("KW".to_string(), width.to_string()),
             ("TILE".to_string(), side.to_string()),
+            ("WARPS".to_string(), warps.to_string()),
         ];
         let (cubin, _) = cubin_cached(
-            "gridrec_tile",
-            GRIDREC_TILE_CU,
+            "gridrec_warp",
+            GRIDREC_WARP_CU,
             &defines,
             &ctx.name,
             ctx.cc,
@@ -59,53 +77,43 @@ impl TileKernel {
         )?;
         let module = Module::load(ctx, &cubin)?;
         Ok(Self {
-            tile: module.function("gr_tile")?,
+            func: module.function("gr_warp")?,
             side,
+            threads: (warps * 32) as u32,
             _module: module,
         })
     }
 }
 
-/// Side of the tiled gather's tiles (the `TILE` of gridrec_tile.cu):
-/// `TOMORS_FOURIER_TILE` (16–64) or 64.
-fn tile_side() -> usize {
-    std::env::var("TOMORS_FOURIER_TILE")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|t| (16..=64).contains(t))
-        .unwrap_or(64)
-}
-
-/// How grid points are computed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// How grid points are computed. Both gathers add in a fixed order, so
+/// repeated runs give the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum GatherKind {
-    /// One block per 64×64 tile: the samples touching the tile, spread into
-    /// shared memory (the default, the fastest). The shared-memory additions
-    /// happen in a varying order, so repeated runs differ by f32 rounding
-    /// (≈ 1e-7 relative).
+    /// One block per 32×32 tile; each warp spreads whole lines of samples
+    /// into its own copy of the tile in shared memory, with the samples in
+    /// flight far enough apart that no two lanes touch one cell (no
+    /// atomics); the copies are summed in a fixed order (the default, the
+    /// fastest).
     #[default]
-    Tile,
-    /// One thread per grid point, summing the samples in its support in a
-    /// fixed order: bitwise reproducible.
+    Warp,
+    /// One thread per grid point, summing the samples in its support (the
+    /// CPU reference's formulation, `gather_point`).
     Point,
 }
 
 impl GatherKind {
-    /// `TOMORS_FOURIER_GATHER` (tile or point), else the default.
+    /// `TOMORS_FOURIER_GATHER` (warp or point), else the default.
     pub fn from_env() -> Self {
         match std::env::var("TOMORS_FOURIER_GATHER").as_deref() {
             Ok("point") => Self::Point,
-            _ => Self::Tile,
+            _ => Self::Warp,
         }
     }
 
-    /// The gather for `deterministic` runs (point) or else the default.
-    pub fn for_determinism(deterministic: bool) -> Self {
-        if deterministic {
-            Self::Point
-        } else {
-            Self::from_env()
-        }
+    /// The gather for `--deterministic` runs: both gathers add in a fixed
+    /// order, so the environment's (or the default).
+    pub fn for_determinism(_deterministic: bool) -> Self {
+        Self::from_env()
     }
 }
 
@@ -151,7 +159,7 @@ pub(crate) struct FourierEngine {
     spec: Option<DeviceBuffer>,
     grid: Option<DeviceBuffer>,
     pin_in: [Option<PinnedBuffer>; 2],
-    pin_out: [Option<PinnedBuffer>; 2],
+    pin_out: [Option<PinnedBuffer>; 3],
     /// Slices per slab (0 = automatic).
     pub slab_override: usize,
     pub stats: FourierStats,
@@ -184,7 +192,7 @@ impl FourierEngine {
             spec: None,
             grid: None,
             pin_in: [None, None],
-            pin_out: [None, None],
+            pin_out: [None, None, None],
             slab_override: 0,
             stats: FourierStats::default(),
         })
@@ -198,7 +206,7 @@ impl FourierEngine {
         self.spec = None;
         self.grid = None;
         self.pin_in = [None, None];
-        self.pin_out = [None, None];
+        self.pin_out = [None, None, None];
     }
 
     fn upload_tables(&mut self, plan: &FourierPlan) -> Result<()> {
@@ -280,8 +288,6 @@ impl FourierEngine {
                 "fourier slab sinograms",
             )?;
             ensure(&mut self.out[b], &self.ctx, out * 4, "fourier slab slices")?;
-            ensure_pinned(&mut self.pin_in[b], &self.ctx, raw)?;
-            ensure_pinned(&mut self.pin_out[b], &self.ctx, out)?;
         }
         let spec = pairs * plan.n_angles * plan.padded * 8;
         ensure(&mut self.spec, &self.ctx, spec, "fourier spectra")?;
@@ -360,11 +366,11 @@ impl FourierEngine {
                     let dims = (gb, gb, pairs as u32);
                     launch(&kern.gather, "gr_gather", dims, (16, 16, 1), 0, s, &a)?;
                 }
-                GatherKind::Tile => {
+                GatherKind::Warp => {
                     let tk = &self.tiles[&plan.kernel.width];
                     let tb = g.div_ceil(tk.side) as u32;
                     let dims = (tb, tb, pairs as u32);
-                    launch(&tk.tile, "gr_tile", dims, (256, 1, 1), 0, s, &a)?;
+                    launch(&tk.func, "gr_warp", dims, (tk.threads, 1, 1), 0, s, &a)?;
                 }
             }
             marks[1].record(s)?;
@@ -403,7 +409,7 @@ impl FourierEngine {
         }
         self.upload_tables(plan)?;
         let w = plan.kernel.width;
-        if self.gather == GatherKind::Tile && !self.tiles.contains_key(&w) {
+        if self.gather == GatherKind::Warp && !self.tiles.contains_key(&w) {
             let k = TileKernel::load(&self.ctx, w)?;
             self.tiles.insert(w, k);
         }
@@ -428,17 +434,20 @@ impl FourierEngine {
             gather: format!("{:?}", self.gather).to_lowercase(),
             ..Default::default()
         };
-        let ev =
-            |ctx: &Arc<Context>| -> Result<[Event; 2]> { Ok([Event::new(ctx)?, Event::new(ctx)?]) };
+        // Events of slab i live in set i % 3: slab i waits for slab i − 2
+        // (buffer reuse) and the host unstages slab i − 2, so three sets.
+        let ev3 = |ctx: &Arc<Context>| -> Result<[Event; 3]> {
+            Ok([Event::new(ctx)?, Event::new(ctx)?, Event::new(ctx)?])
+        };
         let (up0, up1, c0, c1, c2, c3, d0, d1) = (
-            ev(&self.ctx)?,
-            ev(&self.ctx)?,
-            ev(&self.ctx)?,
-            ev(&self.ctx)?,
-            ev(&self.ctx)?,
-            ev(&self.ctx)?,
-            ev(&self.ctx)?,
-            ev(&self.ctx)?,
+            ev3(&self.ctx)?,
+            ev3(&self.ctx)?,
+            ev3(&self.ctx)?,
+            ev3(&self.ctx)?,
+            ev3(&self.ctx)?,
+            ev3(&self.ctx)?,
+            ev3(&self.ctx)?,
+            ev3(&self.ctx)?,
         );
         let mut inputs = Vec::new();
         let mut outputs = Vec::new();
@@ -465,6 +474,17 @@ impl FourierEngine {
         });
         stats.pinned_in = direct_in;
         stats.pinned_out = direct_out;
+        // Staging buffers only for pageable arrays (two in, three out).
+        if !direct_in {
+            for b in &mut self.pin_in {
+                ensure_pinned(b, &self.ctx, ss * na * n)?;
+            }
+        }
+        if !direct_out {
+            for b in &mut self.pin_out {
+                ensure_pinned(b, &self.ctx, ss * plane_out)?;
+            }
+        }
         if !direct_in {
             let th = Instant::now();
             let k = inputs[0].len_of(Axis(0));
@@ -473,10 +493,13 @@ impl FourierEngine {
             stats.host_in_ms += th.elapsed().as_secs_f64() * 1e3;
         }
         // Slab i: upload (staged in the previous step), compute, download;
-        // meanwhile the host stages slab i + 1 and unstages slab i − 1 at once.
-        for i in 0..=ns {
+        // meanwhile the host stages slab i + 1 and unstages slab i − 2 at
+        // once (two slabs behind, so that waiting for a download never holds
+        // back the next upload).
+        for i in 0..ns + 2 {
             if i < ns {
-                let b = i % 2;
+                let (b, e) = (i % 2, i % 3);
+                let prev = (i + 1) % 3; // the set of slab i − 2
                 let k = inputs[i].len_of(Axis(0));
                 let src = if direct_in {
                     inputs[i].as_slice().expect("checked contiguous").as_ptr()
@@ -488,42 +511,43 @@ impl FourierEngine {
                         .as_ptr()
                 };
                 if i >= 2 {
-                    self.up.wait(&c3[b])?;
+                    self.up.wait(&c3[prev])?;
                 }
-                up0[b].record(&self.up)?;
+                up0[e].record(&self.up)?;
                 let raw = self.raw[b].as_ref().expect("allocated");
                 // SAFETY: the source (the staging buffer, not written again
-                // until up1[b] completes, or the caller's page-locked array,
+                // until up1[e] completes, or the caller's page-locked array,
                 // borrowed for the whole call) holds k·na·n floats.
                 unsafe {
                     raw.upload_async(0, src as *const u8, k * na * n * 4, &self.up)?;
                 }
-                up1[b].record(&self.up)?;
-                self.comp.wait(&up1[b])?;
+                up1[e].record(&self.up)?;
+                self.comp.wait(&up1[e])?;
                 if i >= 2 {
-                    self.comp.wait(&d1[b])?;
+                    self.comp.wait(&d1[prev])?;
                 }
                 let (rp, op) = (raw.ptr(), self.out[b].as_ref().expect("allocated").ptr());
                 // The last slab may hold fewer pairs: plans for its batch.
                 let pairs = k.div_ceil(2);
                 self.plan_fft(&[plan.padded], pairs * na)?;
                 self.plan_fft(&[plan.grid, plan.grid], pairs)?;
-                c0[b].record(&self.comp)?;
-                self.compute(plan, edge, rp, op, k, [&c1[b], &c2[b]])?;
-                c3[b].record(&self.comp)?;
-                self.down.wait(&c3[b])?;
-                d0[b].record(&self.down)?;
+                c0[e].record(&self.comp)?;
+                self.compute(plan, edge, rp, op, k, [&c1[e], &c2[e]])?;
+                c3[e].record(&self.comp)?;
+                self.down.wait(&c3[e])?;
+                d0[e].record(&self.down)?;
                 let dst = if direct_out {
                     let o = outputs[i].as_mut().expect("slab not yet taken");
                     o.as_slice_mut().expect("checked contiguous").as_mut_ptr()
                 } else {
-                    let pin = self.pin_out[b].as_mut().expect("allocated");
+                    let pin = self.pin_out[e].as_mut().expect("allocated");
                     pin.as_mut_slice().as_mut_ptr()
                 };
-                // SAFETY: the host reads the staging buffer only after d1[b]
-                // completes (and writes slab i + 2 into it only after copying
-                // slab i out); the caller's page-locked slab is borrowed for
-                // the whole call and read only after the final synchronisation.
+                // SAFETY: the host reads staging buffer e only after d1[e]
+                // completes (and slab i + 3, the next to use it, is queued
+                // only after that); the caller's page-locked slab is borrowed
+                // for the whole call and read only after the final
+                // synchronisation.
                 unsafe {
                     self.out[b].as_ref().expect("allocated").download_async(
                         0,
@@ -532,107 +556,57 @@ impl FourierEngine {
                         &self.down,
                     )?;
                 }
-                d1[b].record(&self.down)?;
+                d1[e].record(&self.down)?;
             }
             let stage = (!direct_in && i + 1 < ns).then_some(i + 1);
-            if let Some(next) = stage {
-                if next >= 2 {
-                    up1[next % 2].synchronize()?;
-                }
-            }
-            let unstage = (i >= 1).then(|| i - 1);
-            if let Some(j) = unstage {
-                d1[j % 2].synchronize()?;
-            }
+            let unstage = (i >= 2).then(|| i - 2);
             let mut done = unstage.and_then(|j| outputs[j].take());
             let (pin_in, pin_out) = (&mut self.pin_in, &self.pin_out);
             let inputs = &inputs;
+            let (up1r, d1r) = (&up1, &d1);
             let (t_in, t_out) = rayon::join(
-                || {
-                    let next = stage?;
+                || -> Result<Option<f64>> {
+                    let Some(next) = stage else { return Ok(None) };
+                    // Staging buffer (next % 2) was last read by slab next − 2.
+                    if next >= 2 {
+                        up1r[(next - 2) % 3].synchronize()?;
+                    }
                     let th = Instant::now();
                     let k = inputs[next].len_of(Axis(0));
                     let pin = pin_in[next % 2].as_mut().expect("allocated").as_mut_slice();
                     copy_in(&inputs[next], &mut pin[..k * na * n]);
-                    Some(th.elapsed().as_secs_f64() * 1e3)
+                    Ok(Some(th.elapsed().as_secs_f64() * 1e3))
                 },
-                || {
-                    let (j, dst) = (unstage?, done.as_mut()?);
+                || -> Result<Option<f64>> {
+                    let Some(j) = unstage else { return Ok(None) };
+                    d1r[j % 3].synchronize()?;
+                    let Some(dst) = done.as_mut() else {
+                        return Ok(None);
+                    };
                     if direct_out {
-                        return None;
+                        return Ok(None);
                     }
                     let th = Instant::now();
                     let k = dst.len_of(Axis(0));
                     let src =
-                        &pin_out[j % 2].as_ref().expect("allocated").as_slice()[..k * plane_out];
+                        &pin_out[j % 3].as_ref().expect("allocated").as_slice()[..k * plane_out];
                     copy_out(src, dst);
-                    Some(th.elapsed().as_secs_f64() * 1e3)
+                    Ok(Some(th.elapsed().as_secs_f64() * 1e3))
                 },
             );
-            stats.host_in_ms += t_in.unwrap_or(0.0);
-            stats.host_out_ms += t_out.unwrap_or(0.0);
+            stats.host_in_ms += t_in?.unwrap_or(0.0);
+            stats.host_out_ms += t_out?.unwrap_or(0.0);
             if let Some(j) = unstage {
-                let b = j % 2;
-                stats.upload_ms += up0[b].elapsed_ms(&up1[b])? as f64;
-                stats.fft_ms += c0[b].elapsed_ms(&c1[b])? as f64;
-                stats.gather_ms += c1[b].elapsed_ms(&c2[b])? as f64;
-                stats.ifft_ms += c2[b].elapsed_ms(&c3[b])? as f64;
-                stats.download_ms += d0[b].elapsed_ms(&d1[b])? as f64;
+                let e = j % 3;
+                stats.upload_ms += up0[e].elapsed_ms(&up1[e])? as f64;
+                stats.fft_ms += c0[e].elapsed_ms(&c1[e])? as f64;
+                stats.gather_ms += c1[e].elapsed_ms(&c2[e])? as f64;
+                stats.ifft_ms += c2[e].elapsed_ms(&c3[e])? as f64;
+                stats.download_ms += d0[e].elapsed_ms(&d1[e])? as f64;
             }
         }
         stats.wall_ms = t0.elapsed().as_secs_f64() * 1e3;
         self.stats = stats;
         Ok(())
-    }
-}
-
-const COPY_CHUNK: usize = 1 << 18;
-
-/// Whether `p` lies in page-locked host memory known to the driver
-/// (allocated by `cuMemHostAlloc` or registered).
-fn is_pinned(p: *const f32) -> bool {
-    use cudarc::driver::sys;
-    let mut kind = 0u32;
-    // SAFETY: the driver writes one CUmemorytype (a u32) or fails.
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            &mut kind as *mut u32 as *mut std::ffi::c_void,
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-            p as sys::CUdeviceptr,
-        )
-    };
-    r == sys::CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
-}
-
-/// Copies a slab into contiguous staging memory (in parallel).
-fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
-    match src.as_slice() {
-        Some(s) => dst
-            .par_chunks_mut(COPY_CHUNK)
-            .zip(s.par_chunks(COPY_CHUNK))
-            .for_each(|(d, s)| d.copy_from_slice(s)),
-        None => {
-            let plane = (src.shape()[1] * src.shape()[2]).max(1);
-            let planes: Vec<_> = src.outer_iter().collect();
-            dst.par_chunks_mut(plane)
-                .zip(planes.par_iter())
-                .for_each(|(d, p)| d.iter_mut().zip(p.iter()).for_each(|(d, v)| *d = *v));
-        }
-    }
-}
-
-/// Copies contiguous staging memory into a slab (in parallel).
-fn copy_out(src: &[f32], dst: &mut ArrayViewMut3<'_, f32>) {
-    let plane = (dst.shape()[1] * dst.shape()[2]).max(1);
-    match dst.as_slice_mut() {
-        Some(d) => d
-            .par_chunks_mut(COPY_CHUNK)
-            .zip(src.par_chunks(COPY_CHUNK))
-            .for_each(|(d, s)| d.copy_from_slice(s)),
-        None => dst
-            .outer_iter_mut()
-            .into_par_iter()
-            .zip(src.par_chunks(plane))
-            .for_each(|(mut d, s)| d.iter_mut().zip(s).for_each(|(d, v)| *d = *v)),
     }
 }

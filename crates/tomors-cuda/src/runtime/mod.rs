@@ -26,6 +26,7 @@ mod context;
 mod foreign;
 mod memory;
 mod module;
+mod staging;
 mod texture;
 pub mod transfer;
 
@@ -35,6 +36,7 @@ pub use foreign::{keep_current_context, wait_foreign_stream, CurrentContext, For
 pub(crate) use memory::{ensure, ensure_pinned};
 pub use memory::{DeviceBuffer, PinnedBuffer};
 pub use module::{launch, Arg, Function, Module};
+pub(crate) use staging::{copy_in, copy_out, is_pinned};
 pub use texture::{Array2d, Array3d, TexFilter, TexFormat, Texture};
 
 use std::ffi::CStr;

@@ -27,6 +27,7 @@ def recon(
     cutoff: float = ...,
     padding: str = ...,
     interp: str = ...,
+    method: str = ...,
     iterations: int = ...,
     relaxation: Optional[float] = ...,
     projector: str = ...,

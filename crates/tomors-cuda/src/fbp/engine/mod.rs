@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ndarray::{ArrayView3, ArrayViewMut3, Axis};
-use rayon::prelude::*;
 use tomors_core::filter::{padded_len, RowFilter};
 use tomors_core::{FilterSpec, Interpolation, Padding, ParallelGeometry, SliceGrid};
 
@@ -29,13 +28,14 @@ mod pack;
 mod pipeline;
 mod resident;
 
+pub(crate) use crate::runtime::{copy_in, copy_out};
 pub(crate) use bp::module_defines;
 use bp::{BpKey, BpModule};
 pub use device::DeviceOrder;
 use pack::TexKey;
 pub use pack::TexStorage;
 pub use pipeline::PipelineStats;
-pub(crate) use pipeline::{copy_in, copy_out, NBUF};
+pub(crate) use pipeline::NBUF;
 pub(crate) use resident::median;
 
 struct Filters {

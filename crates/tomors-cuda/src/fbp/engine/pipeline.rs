@@ -336,44 +336,5 @@ impl Engine {
     }
 }
 
-pub(super) const COPY_CHUNK: usize = 1 << 18;
-
 /// Slabs in flight in the pipeline (device and pinned buffers of each).
 pub(crate) const NBUF: usize = 3;
-
-/// Copies a slab into contiguous staging memory (parallel when contiguous).
-pub(crate) fn copy_in(src: &ArrayView3<'_, f32>, dst: &mut [f32]) {
-    match src.as_slice() {
-        Some(s) => dst
-            .par_chunks_mut(COPY_CHUNK)
-            .zip(s.par_chunks(COPY_CHUNK))
-            .for_each(|(d, s)| d.copy_from_slice(s)),
-        None => {
-            // Plane by plane in parallel (a band of detector rows is
-            // contiguous within each projection).
-            let plane = (src.shape()[1] * src.shape()[2]).max(1);
-            let planes: Vec<_> = src.outer_iter().collect();
-            dst.par_chunks_mut(plane)
-                .zip(planes.par_iter())
-                .for_each(|(d, p)| match p.as_slice() {
-                    Some(s) => d.copy_from_slice(s),
-                    None => d.iter_mut().zip(p.iter()).for_each(|(d, v)| *d = *v),
-                });
-        }
-    }
-}
-
-/// Copies contiguous staging memory into a slab (parallel when contiguous).
-pub(crate) fn copy_out(src: &[f32], dst: &mut ArrayViewMut3<'_, f32>) {
-    match dst.as_slice_mut() {
-        Some(d) => d
-            .par_chunks_mut(COPY_CHUNK)
-            .zip(src.par_chunks(COPY_CHUNK))
-            .for_each(|(d, s)| d.copy_from_slice(s)),
-        None => {
-            for (d, v) in dst.iter_mut().zip(src.iter()) {
-                *d = *v;
-            }
-        }
-    }
-}
