@@ -149,17 +149,28 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let bd = vop.upload_projections(b.view())?;
     let mut pd = vop.alloc_projections()?;
     let mut vd = vop.alloc_volume()?;
-    let tb = time(&vop, &mut |op| op.back_dev(&bd, &mut vd))?;
-    println!(
-        "back (voxel): {tb:.4} s, {:.1} GU/s (n {n}, angles {na})",
-        gu / tb
-    );
-    let tf = time(&vop, &mut |op| op.forward_dev(&xd, &mut pd))?;
-    println!(
-        "forward (voxel pair, texture {}): {tf:.4} s, {:.1} GU/s (n {n}, angles {na})",
-        vop.texture_forward(),
-        gu / tf
-    );
+    // The folded kernels (the default where the geometry allows) and the
+    // unfolded ones, on the same data.
+    let mut vop = vop;
+    let fold_default = vop.folded().0;
+    for fold in [fold_default, !fold_default] {
+        vop.set_fold(fold)?;
+        let (ff, fb) = vop.folded();
+        let tb = time(&vop, &mut |op| op.back_dev(&bd, &mut vd))?;
+        println!(
+            "back (voxel, folded {fb}): {tb:.4} s, {:.1} GU/s (n {n}, angles {na})",
+            gu / tb
+        );
+        let tf = time(&vop, &mut |op| op.forward_dev(&xd, &mut pd))?;
+        println!(
+            "forward (voxel pair, texture {}, folded {ff}): {tf:.4} s, {:.1} GU/s (n {n}, \
+             angles {na})",
+            vop.texture_forward(),
+            gu / tf
+        );
+        let tr = time(&vop, &mut |op| op.row_sums(false).map(drop))?;
+        println!("row sums (host to host, folded {ff}): {tr:.4} s");
+    }
     drop((xd, bd, pd, vd, vop));
     if iters == 0 {
         return Ok(());
