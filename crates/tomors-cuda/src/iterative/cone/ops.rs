@@ -34,6 +34,31 @@ impl CudaConeJoseph {
         DeviceVec::upload_flat(&self.queue, host, "device projections")
     }
 
+    /// [`CudaConeJoseph::upload_projections`] on a stream of its own, not
+    /// ordered with the projector's (waits for the upload only): the data
+    /// go up while kernels queued before it run. Nothing queued on the
+    /// projector's stream may use the result before this returns.
+    ///
+    /// Errors: projections of another shape, driver errors.
+    pub(crate) fn upload_projections_beside(
+        &self,
+        host: ArrayView3<'_, f32>,
+    ) -> Result<ConeDeviceArray> {
+        check_dim("projections", host.dim(), self.projections_dim())?;
+        let v = DeviceVec::uninit(&self.queue, Layout::Flat(host.dim()), "device projections")?;
+        let owned;
+        let data: &[f32] = match host.as_slice() {
+            Some(s) => s,
+            None => {
+                owned = host.as_standard_layout().into_owned();
+                owned.as_slice().expect("standard layout")
+            }
+        };
+        let side = Stream::new(self.queue.context())?;
+        crate::iterative::staging::upload_staged(self.queue.context(), &side, v.buffer(), data)?;
+        Ok(v)
+    }
+
     /// Downloads a device array (after the stream's work) into a host array
     /// of its shape.
     pub fn download(&self, dev: &ConeDeviceArray) -> Result<Array3<f32>> {

@@ -203,6 +203,13 @@ pub fn cone_sirt_cuda_with(
     )
 }
 
+/// Whether the projections are uploaded while the weights are computed
+/// (the default; `TOMORS_CONE_UPLOAD=after` uploads after them, for
+/// benchmarks).
+fn beside_default() -> bool {
+    std::env::var("TOMORS_CONE_UPLOAD").map_or(true, |v| v != "after")
+}
+
 /// Device options of [`cone_sirt_cuda_opts`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ConeGpuOptions {
@@ -248,12 +255,20 @@ pub fn cone_sirt_cuda_opts(
     let lin = op.operator();
     let (options, _) = with_relaxation(&lin, options)?;
     ph.mark("relaxation");
+    // The weights are queued on the projector's stream; the data go up on
+    // a stream of their own meanwhile.
     let prepared = Prepared::new(&lin, &options.algorithm)?;
-    op.stream().synchronize()?;
-    ph.mark("weights");
-    let b = op.upload_projections(projections)?;
-    check_finite_on_device(&b, &projections, "the projection data")?;
+    ph.mark("weights (queued)");
+    let b = if beside_default() {
+        op.upload_projections_beside(projections)?
+    } else {
+        op.stream().synchronize()?;
+        op.upload_projections(projections)?
+    };
     ph.mark("upload");
+    op.stream().synchronize()?;
+    ph.mark("weights (the rest)");
+    check_finite_on_device(&b, &projections, "the projection data")?;
     let x = match initial {
         Some(x0) => {
             let x = op.upload_volume(x0)?;
