@@ -219,6 +219,11 @@ pub struct ConeGpuOptions {
     /// ([`CudaConeJoseph::set_deterministic`]: the same bits on every run;
     /// slower). The default is the faster float atomics.
     pub deterministic: bool,
+    /// Keeps the unfolded kernels where the geometry would allow the
+    /// folded ones ([`CudaConeJoseph::set_fold`]): for comparisons with the
+    /// z-slabs of several devices, which cannot fold. The default (`false`)
+    /// folds where it can.
+    pub unfolded: bool,
 }
 
 /// [`cone_sirt_cuda_with`] with the device options `gpu` (back
@@ -245,6 +250,9 @@ pub fn cone_sirt_cuda_opts(
     let mut op = CudaConeJoseph::with_back(backend, geometry, volume, gpu.back)?;
     if gpu.deterministic {
         op.set_deterministic(true)?;
+    }
+    if gpu.unfolded {
+        op.set_fold(false)?;
     }
     ph.mark("projector (module load, textures)");
     fits_on(op.context(), geometry, volume)?;
