@@ -24,9 +24,9 @@ use tomors_core::linalg::{LinearOperator, Vector};
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{
-    cone_sirt_cuda_multi, cone_sirt_cuda_opts, sirt_cuda, sirt_cuda_multi,
-    ConeBackProjector, ConeGpuOptions, CudaBackend, CudaConeJoseph, CudaConeSlabs, CudaOptions,
-    Exchange, GpuSirtOptions, MultiCudaBackend,
+    cone_sirt_cuda_multi, cone_sirt_cuda_opts, sirt_cuda, sirt_cuda_multi, ConeBackProjector,
+    ConeGpuOptions, CudaBackend, CudaConeJoseph, CudaConeSlabs, CudaOptions, Exchange,
+    GpuSirtOptions, MultiCudaBackend,
 };
 
 fn flat(a: &Array3<f32>) -> Vec<f32> {

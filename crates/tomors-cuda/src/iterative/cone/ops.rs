@@ -112,11 +112,7 @@ impl CudaConeJoseph {
         // The folded kernels cover the first half of the rows (each thread
         // also writes the mirrored row).
         let folded = matches!(name, "cj_forward_fold" | "cj_forward_ones_fold");
-        let rows = if folded {
-            self.nr.div_ceil(2)
-        } else {
-            self.nr
-        };
+        let rows = if folded { self.nr.div_ceil(2) } else { self.nr };
         let (gc, gr, ga) = (
             self.nc.div_ceil(tile.0 as usize) as u32,
             rows.div_ceil(tile.1 as usize) as u32,
