@@ -34,16 +34,18 @@ impl CudaConeJoseph {
         DeviceVec::upload_flat(&self.queue, host, "device projections")
     }
 
-    /// [`CudaConeJoseph::upload_projections`] on a stream of its own, not
-    /// ordered with the projector's (waits for the upload only): the data
-    /// go up while kernels queued before it run. Nothing queued on the
-    /// projector's stream may use the result before this returns.
+    /// [`CudaConeJoseph::upload_projections`] on a helper thread and a
+    /// stream of its own while `meanwhile` runs on this thread (queuing the
+    /// weights, say); returns both. The projector's stream is not ordered
+    /// with the upload: nothing queued on it may use the projections before
+    /// this returns.
     ///
     /// Errors: projections of another shape, driver errors.
-    pub(crate) fn upload_projections_beside(
+    pub(crate) fn upload_projections_during<R>(
         &self,
         host: ArrayView3<'_, f32>,
-    ) -> Result<ConeDeviceArray> {
+        meanwhile: impl FnOnce() -> R,
+    ) -> Result<(ConeDeviceArray, R)> {
         check_dim("projections", host.dim(), self.projections_dim())?;
         let v = DeviceVec::uninit(&self.queue, Layout::Flat(host.dim()), "device projections")?;
         let owned;
@@ -54,9 +56,18 @@ impl CudaConeJoseph {
                 owned.as_slice().expect("standard layout")
             }
         };
-        let side = Stream::new(self.queue.context())?;
-        crate::iterative::staging::upload_staged(self.queue.context(), &side, v.buffer(), data)?;
-        Ok(v)
+        let ctx = self.queue.context().clone();
+        let buf = v.buffer();
+        let (up, r) = std::thread::scope(|sc| {
+            let h = sc.spawn(move || -> Result<()> {
+                let side = Stream::new(&ctx)?;
+                crate::iterative::staging::upload_staged(&ctx, &side, buf, data)
+            });
+            let r = meanwhile();
+            (h.join(), r)
+        });
+        up.map_err(|_| CudaError::Parameter("the upload thread panicked".into()))??;
+        Ok((v, r))
     }
 
     /// Downloads a device array (after the stream's work) into a host array

@@ -9,7 +9,7 @@ use tomors_core::linalg::Vector;
 use super::*;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
-    check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases, SirtStats,
+    check_finite, check_finite_on_device, check_options, GpuIteration, Phases, SirtStats,
 };
 
 /// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and
@@ -243,6 +243,14 @@ pub fn cone_sirt_cuda_opts(
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
     let mut ph = Phases::start("cone sirt");
+    // The output's pages are mapped by a thread of its own from the start
+    // (plain writes, not the rayon pool the uploads use).
+    let dim = (volume.nz, volume.ny, volume.nx);
+    let touched = std::thread::spawn(move || {
+        let mut host = Array3::<f32>::zeros(dim);
+        host.iter_mut().for_each(|v| *v = 0.0);
+        host
+    });
     // Non-finite values are found on the device after the uploads.
     check_cone_sirt_shapes(geometry, volume, &projections, initial.as_ref(), options)?;
     ph.mark("input checks");
@@ -263,19 +271,19 @@ pub fn cone_sirt_cuda_opts(
     let lin = op.operator();
     let (options, _) = with_relaxation(&lin, options)?;
     ph.mark("relaxation");
-    // The weights are queued on the projector's stream; the data go up on
-    // a stream of their own meanwhile.
-    let prepared = Prepared::new(&lin, &options.algorithm)?;
-    ph.mark("weights (queued)");
-    let b = if beside_default() {
-        op.upload_projections_beside(projections)?
+    // The data go up on a helper thread (and a stream of their own) while
+    // this thread computes the weights.
+    let (b, prepared) = if beside_default() {
+        let (b, prepared) =
+            op.upload_projections_during(projections, || Prepared::new(&lin, &options.algorithm))?;
+        (b, prepared?)
     } else {
+        let prepared = Prepared::new(&lin, &options.algorithm)?;
         op.stream().synchronize()?;
-        op.upload_projections(projections)?
+        (op.upload_projections(projections)?, prepared)
     };
-    ph.mark("upload");
     op.stream().synchronize()?;
-    ph.mark("weights (the rest)");
+    ph.mark("weights and upload");
     check_finite_on_device(&b, &projections, "the projection data")?;
     let x = match initial {
         Some(x0) => {
@@ -295,32 +303,23 @@ pub fn cone_sirt_cuda_opts(
         callback: progress,
         stop: &stop,
     };
-    let host = Array3::<f32>::zeros((volume.nz, volume.ny, volume.nx));
-    let (report, xh) = std::thread::scope(|sc| {
-        // The output's pages are mapped while the device iterates.
-        let touched = sc.spawn(move || {
-            let mut host = host;
-            prefault(host.view_mut());
-            host
-        });
-        run_resident(
-            &prepared,
-            op.queue(),
-            b,
-            x,
-            &options,
-            &progress,
-            &mut stats,
-            t0,
-            |x| {
-                let mut host = touched
-                    .join()
-                    .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
-                x.download_flat_into(&mut host)?;
-                Ok(host)
-            },
-        )
-    })?;
+    let (report, xh) = run_resident(
+        &prepared,
+        op.queue(),
+        b,
+        x,
+        &options,
+        &progress,
+        &mut stats,
+        t0,
+        |x| {
+            let mut host = touched
+                .join()
+                .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
+            x.download_flat_into(&mut host)?;
+            Ok(host)
+        },
+    )?;
     ph.mark("iterations and download");
     let t_free = Instant::now();
     drop(prepared);
