@@ -508,8 +508,8 @@ extern "C" __global__ void cj_fold_volume(const float* __restrict__ vol, float2*
 // times the per-pixel weights w[row][col]; angle g in texture g / tpg
 // (gf2 float2 apart), rows from (g % tpg)(h + 1), pitch2 float2 apart;
 // folded row i holds rows a_row + i and s_sum - a_row - i (zero outside
-// the detector). n = angles * h * nc. The zero rows between bands are
-// never written (the buffer is cleared once).
+// the detector; src == nullptr reads ones). n = angles * h * nc. The zero
+// rows between bands are never written (the buffer is cleared once).
 extern "C" __global__ void cj_weight_pack_fold(const float* __restrict__ src,
                                                const float* __restrict__ w,
                                                float2* __restrict__ dst, int nr, int nc,
@@ -523,11 +523,32 @@ extern "C" __global__ void cj_weight_pack_fold(const float* __restrict__ src,
         const int r0 = a_row + fi;
         const int r1 = s_sum - a_row - fi;
         float v0 = 0.0f, v1 = 0.0f;
+        // src == nullptr: projections of ones (the column sums B·1).
         if (r0 >= 0 && r0 < nr)
-            v0 = src[(g * nr + r0) * nc + c] * __ldg(w + (long long)r0 * nc + c);
+            v0 = (src ? src[(g * nr + r0) * nc + c] : 1.0f) * __ldg(w + (long long)r0 * nc + c);
         if (r1 >= 0 && r1 < nr)
-            v1 = src[(g * nr + r1) * nc + c] * __ldg(w + (long long)r1 * nc + c);
+            v1 = (src ? src[(g * nr + r1) * nc + c] : 1.0f) * __ldg(w + (long long)r1 * nc + c);
         const long long row = (g % tpg) * (h + 1) + fi;
         dst[(g / tpg) * gf2 + row * pitch2 + c] = make_float2(v0, v1);
+    }
+}
+
+// The sum of the four quarter turns of a volume about its z axis:
+// out[z][y][x] = q at (x, y), (n-1-y, x), (n-1-x, n-1-y) and (y, n-1-x) of
+// slice z (n = nx = ny; total = n * n * nz values). With a set of
+// projections that a quarter turn maps onto itself, the back projection of
+// every projection is this sum of the back projection of a quarter of them
+// (either sense of the turn gives the same four terms).
+extern "C" __global__ void cj_rot4_sum(const float* __restrict__ q, float* __restrict__ out,
+                                       int n, long long total) {
+    const long long plane = (long long)n * n;
+    GRID_LOOP(i, total) {
+        const long long z = i / plane;
+        const int p = (int)(i - z * plane);
+        const int y = p / n, x = p - y * n;
+        const float* s = q + z * plane;
+        const int m = n - 1;
+        out[i] = (__ldg(s + (long long)y * n + x) + __ldg(s + (long long)x * n + (m - y))) +
+                 (__ldg(s + (long long)(m - y) * n + (m - x)) + __ldg(s + (long long)(m - x) * n + y));
     }
 }

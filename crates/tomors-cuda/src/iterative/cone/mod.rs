@@ -159,6 +159,8 @@ struct Fns {
     forward_ones_fold: Function,
     fold_volume: Function,
     weight_pack_fold: Function,
+    /// The sum of a volume's four quarter turns (`cj_rot4_sum`).
+    rot4_sum: Function,
 }
 
 /// The back projection of [`CudaConeJoseph`] and [`cone_sirt_cuda_with`].
@@ -327,6 +329,59 @@ fn voxel_bytes(geometry: &ConeGeometry, volume: &ConeVolume) -> usize {
     stacked.max(folded) + nr * nc * 4 + tex.max(tex_folded)
 }
 
+/// `na / 4` when a quarter turn of the volume about its z axis (a square
+/// `nx = ny` volume, so the turn maps its voxels onto each other) maps
+/// projection `k` onto projection `k + na/4` (mod `na`) for every `k`, in
+/// the same sense for all: the frames in voxel-index coordinates agree
+/// after the turn, to 1e-5 relative (the f32 angles' rounding, ≤ 5e-7 rad,
+/// moves a source by ≈ 1e-3 voxel at 512³).
+fn quarter_turn(frames: &[RayFrame], volume: &ConeVolume) -> Option<usize> {
+    let na = frames.len();
+    if volume.nx != volume.ny || na < 4 || !na.is_multiple_of(4) {
+        return None;
+    }
+    let s = na / 4;
+    let m = volume.nx as f64 - 1.0;
+    let amax = |v: &[f64; 3]| v.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+    // Index coordinates (X, Y): a turn is (m − Y, X) or (Y, m − X).
+    let point = |p: &[f64; 3], sense: bool| {
+        if sense {
+            [m - p[1], p[0], p[2]]
+        } else {
+            [p[1], m - p[0], p[2]]
+        }
+    };
+    let vector = |v: &[f64; 3], sense: bool| {
+        if sense {
+            [-v[1], v[0], v[2]]
+        } else {
+            [v[1], -v[0], v[2]]
+        }
+    };
+    let close =
+        |a: [f64; 3], b: &[f64; 3], tol: f64| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tol);
+    [true, false]
+        .into_iter()
+        .find(|&sense| {
+            frames.iter().enumerate().all(|(k, f)| {
+                let g = &frames[(k + s) % na];
+                let tp = 1e-5 * (1.0 + amax(&f.src).max(amax(&f.base)));
+                let tv = 1e-5 * (1.0 + amax(&f.eu).max(amax(&f.ev)));
+                close(point(&f.src, sense), &g.src, tp)
+                    && close(point(&f.base, sense), &g.base, tp)
+                    && close(vector(&f.eu, sense), &g.eu, tv)
+                    && close(vector(&f.ev, sense), &g.ev, tv)
+            })
+        })
+        .map(|_| s)
+}
+
+/// Whether the weights use a quarter-turn symmetry where the geometry has
+/// one (the default; `TOMORS_CONE_ROT=0` turns it off, for benchmarks).
+fn rotation_default() -> bool {
+    std::env::var("TOMORS_CONE_ROT").map_or(true, |v| v != "0")
+}
+
 /// Whether the folded kernels are used where the geometry allows them
 /// (the default; `TOMORS_CONE_FOLD=0` turns them off, for benchmarks).
 fn fold_default() -> bool {
@@ -456,6 +511,11 @@ pub struct CudaConeJoseph {
     symmetric: bool,
     /// The folded kernels are used ([`CudaConeJoseph::set_fold`]).
     fold: bool,
+    /// `na / 4` when a quarter turn about the z axis maps the projections
+    /// onto themselves (`quarter_turn`; whole volumes only).
+    quarter: Option<usize>,
+    /// The weights use the quarter turn ([`CudaConeJoseph::set_rotation`]).
+    rotate: bool,
 }
 
 /// Detector columns of the warp tile of the merged back projection:
@@ -604,6 +664,29 @@ impl CudaConeJoseph {
         }
         self.queue.stream().synchronize()?;
         Ok(on)
+    }
+
+    /// Turns the quarter-turn symmetry of the weights on or off where the
+    /// geometry has one (a square volume and projections that a quarter turn
+    /// about the z axis maps onto each other, `k → k + na/4`; the default is
+    /// on, `TOMORS_CONE_ROT=0` at construction: off). On, the row sums of
+    /// all projections are computed for the first quarter and copied, and
+    /// the voxel pair's column sums `B·1` (with the folded back projection)
+    /// are the sum of the four quarter turns of the first quarter's back
+    /// projection (`cj_rot4_sum`): a quarter of the work, the same values
+    /// to the rounding of the f32 angles and of the texture coordinates.
+    /// Returns whether it is now used.
+    pub fn set_rotation(&mut self, on: bool) -> bool {
+        self.rotate = on && self.quarter.is_some();
+        self.rotate
+    }
+
+    /// The quarter `na / 4` when the weights of the projections `angles`
+    /// may use the quarter-turn symmetry ([`CudaConeJoseph::set_rotation`]):
+    /// all projections in order.
+    pub(super) fn quarter_for(&self, angles: &[usize]) -> Option<usize> {
+        let all = angles.len() == self.na && angles.iter().enumerate().all(|(i, &a)| i == a);
+        self.quarter.filter(|_| self.rotate && all)
     }
 
     /// Whether the folded kernels are used: `(forward and row sums, voxel

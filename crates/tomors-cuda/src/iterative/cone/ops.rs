@@ -303,7 +303,7 @@ impl CudaConeJoseph {
         out: &ConeDeviceArray,
     ) -> Result<()> {
         if let Some(fb) = &vb.fold {
-            return self.voxel_back_fold(vb, fb, proj, out);
+            return self.voxel_back_fold(vb, fb, proj.buffer().ptr(), self.na, out.buffer().ptr());
         }
         let st = vb.stack.as_ref().ok_or_else(|| {
             CudaError::Parameter("the voxel back projection has no texture layout".into())
@@ -346,22 +346,24 @@ impl CudaConeJoseph {
         )
     }
 
-    /// The folded voxel-driven back projection (whole volume): weight and
-    /// fold-pack (`cj_weight_pack_fold`), then one launch of
-    /// `cone_bp_fold` over every angle and the upper half of the slices
-    /// with their mirrors.
+    /// The folded voxel-driven back projection (whole volume) of the first
+    /// `nang` projections at `src` (`0`: projections of ones) into the
+    /// volume at `out` (overwritten): weight and fold-pack
+    /// (`cj_weight_pack_fold`), then one launch of `cone_bp_fold` over
+    /// those angles and the upper half of the slices with their mirrors.
     fn voxel_back_fold(
         &self,
         vb: &VoxelBack,
         fb: &FoldBack,
-        proj: &ConeDeviceArray,
-        out: &ConeDeviceArray,
+        src: u64,
+        nang: usize,
+        out: u64,
     ) -> Result<()> {
         let l = &fb.layout;
         debug_assert_eq!(fb.textures.len(), l.groups(self.na));
-        let n = self.na * l.h * self.nc;
+        let n = nang * l.h * self.nc;
         let args: [Arg; 12] = [
-            proj.buffer().ptr().into(),
+            src.into(),
             vb.weights.ptr().into(),
             fb.tex.ptr().into(),
             (self.nr as i32).into(),
@@ -374,8 +376,9 @@ impl CudaConeJoseph {
             (l.s_sum as i32).into(),
             (n as i64).into(),
         ];
-        // SAFETY: the parameters of `cj_weight_pack_fold`; `proj` holds all
-        // projections, `fb.tex` their folded layout.
+        // SAFETY: the parameters of `cj_weight_pack_fold`; `src` holds the
+        // first `nang` projections (or is null: ones), `fb.tex` the folded
+        // layout of all.
         unsafe {
             self.queue.launch_raw(
                 &self.f.weight_pack_fold,
@@ -388,14 +391,53 @@ impl CudaConeJoseph {
         let nz = vb.full.nz;
         fb.module.backproject(
             self.queue.stream(),
-            out.buffer().ptr(),
+            out,
             &vb.geometry,
             &vb.full,
             l,
-            (0, self.na),
+            (0, nang),
             (nz / 2, nz - nz / 2),
             false,
         )
+    }
+
+    /// The voxel pair's column sums `B·1` through the quarter-turn symmetry
+    /// ([`CudaConeJoseph::set_rotation`]): the folded back projection of
+    /// ones over the first `quarter` projections, then the sum of its four
+    /// quarter turns (`cj_rot4_sum`). `None` without the folded back
+    /// projection.
+    pub(super) fn column_sums_quarter(&self, quarter: usize) -> Result<Option<ConeDeviceArray>> {
+        let Some(vb) = self.voxel.as_ref() else {
+            return Ok(None);
+        };
+        let Some(fb) = vb.fold.as_ref() else {
+            return Ok(None);
+        };
+        let q = self.alloc(self.volume_dim(), "the column sums of a quarter")?;
+        let out = self.alloc(self.volume_dim(), "column sums")?;
+        let v = &self.volume;
+        let total = v.len();
+        let args: [Arg; 4] = [
+            q.buffer().ptr().into(),
+            out.buffer().ptr().into(),
+            (v.nx as i32).into(),
+            (total as i64).into(),
+        ];
+        self.queue.timed(KernelKind::Back, || {
+            self.voxel_back_fold(vb, fb, 0, quarter, q.buffer().ptr())?;
+            // SAFETY: the parameters of `cj_rot4_sum`; `q` and `out` hold a
+            // volume of nx = ny (`quarter_turn`).
+            unsafe {
+                self.queue.launch_raw(
+                    &self.f.rot4_sum,
+                    "cj_rot4_sum",
+                    Queue::grid(total),
+                    (256, 1, 1),
+                    &args,
+                )
+            }
+        })?;
+        Ok(Some(out))
     }
 
     /// Forward projection of a host volume `[z][y][x]` into host projections

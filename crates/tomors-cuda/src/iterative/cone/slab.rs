@@ -140,6 +140,7 @@ impl CudaConeJoseph {
             forward_ones_fold: module.function("cj_forward_ones_fold")?,
             fold_volume: module.function("cj_fold_volume")?,
             weight_pack_fold: module.function("cj_weight_pack_fold")?,
+            rot4_sum: module.function("cj_rot4_sum")?,
         };
         let queue = Queue::new(ctx)?;
         let frames_host = slab_frames(geometry, volume, z.start);
@@ -147,6 +148,11 @@ impl CudaConeJoseph {
             && z.end == volume.nz
             && mirror_symmetric(&frames_host, volume.nz, geometry.n_rows());
         let fold = symmetric && fold_default();
+        let quarter = if z.start == 0 && z.end == volume.nz {
+            quarter_turn(&frames_host, volume)
+        } else {
+            None
+        };
         let voxel = match back {
             ConeBackProjector::Joseph => None,
             ConeBackProjector::Voxel => Some(VoxelBack::new(
@@ -179,6 +185,8 @@ impl CudaConeJoseph {
             det: None,
             symmetric,
             fold,
+            quarter,
+            rotate: quarter.is_some() && rotation_default(),
         })
     }
 }
