@@ -359,6 +359,12 @@ fn quarter_turn_weights_match_the_direct_ones() {
     for (name, g, v, turn) in all {
         let mut gpu = CudaConeJoseph::with_back(&be, &g, &v, ConeBackProjector::Voxel).unwrap();
         assert_eq!(gpu.set_rotation(true), turn, "{name}");
+        // The matched pair keeps every projection's own weights.
+        let mut jos = CudaConeJoseph::new(&be, &g, &v).unwrap();
+        assert!(
+            !jos.set_rotation(true),
+            "{name}: the Joseph pair is not turned"
+        );
         let jcpu = ConeJosephProjector::new(&g, &v).unwrap();
         let vcpu = ConeVoxelProjector::new(&g, &v).unwrap();
         let ones = Array3::<f32>::ones((v.nz, v.ny, v.nx));

@@ -219,10 +219,11 @@ pub struct ConeGpuOptions {
     /// ([`CudaConeJoseph::set_deterministic`]: the same bits on every run;
     /// slower). The default is the faster float atomics.
     pub deterministic: bool,
-    /// Keeps the unfolded kernels where the geometry would allow the
-    /// folded ones ([`CudaConeJoseph::set_fold`]): for comparisons with the
-    /// z-slabs of several devices, which cannot fold. The default (`false`)
-    /// folds where it can.
+    /// Keeps the unfolded kernels and the direct weights where the geometry
+    /// would allow the folded kernels ([`CudaConeJoseph::set_fold`]) and
+    /// the quarter-turn weights ([`CudaConeJoseph::set_rotation`]): for
+    /// comparisons with the z-slabs of several devices, which use neither.
+    /// The default (`false`) uses both where it can.
     pub unfolded: bool,
 }
 
@@ -261,6 +262,7 @@ pub fn cone_sirt_cuda_opts(
     }
     if gpu.unfolded {
         op.set_fold(false)?;
+        op.set_rotation(false);
     }
     ph.mark("projector (module load, textures)");
     fits_on(op.context(), geometry, volume)?;

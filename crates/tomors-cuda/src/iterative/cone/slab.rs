@@ -148,6 +148,7 @@ impl CudaConeJoseph {
             && z.end == volume.nz
             && mirror_symmetric(&frames_host, volume.nz, geometry.n_rows());
         let fold = symmetric && fold_default();
+        let voxel_pair = back == ConeBackProjector::Voxel;
         let quarter = if z.start == 0 && z.end == volume.nz {
             quarter_turn(&frames_host, volume)
         } else {
@@ -186,7 +187,7 @@ impl CudaConeJoseph {
             symmetric,
             fold,
             quarter,
-            rotate: quarter.is_some() && rotation_default(),
+            rotate: quarter.is_some() && voxel_pair && rotation_default(),
         })
     }
 }
