@@ -165,7 +165,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         relaxation: Some(1.0),
         constraint: Constraint::non_negative(),
         tolerance: None,
-        track_residual: true,
+        // `TOMORS_SIRT_TRACK=0`: no residual history (as ASTRA's run),
+        // which skips the forward projection after the last update.
+        track_residual: std::env::var("TOMORS_SIRT_TRACK").map_or(true, |v| v != "0"),
     };
     let warm = IterativeOptions {
         iterations: 2,
@@ -205,7 +207,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
              host ({total:.3} s for {} iterations: setup+upload {:.3} s, loop {:.3} s, download {:.3} s, \
              free {:.3} s, in the call {:.3} s); \
              per iteration: forward {:.4} s ({:.1} GU/s), back {:.4} s ({:.1} GU/s), update+residual \
-             {:.4} s; final relative residual {:.4e}; {} slab(s)",
+             {:.4} s; final relative residual {:.4e}; {} slab(s), {} forward projections",
             st.loop_s / it,
             total / it,
             res.iterations,
@@ -220,7 +222,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             gu * it / st.back_s,
             st.elementwise_s / it,
             res.residuals.last().copied().unwrap_or(f64::NAN),
-            st.slabs
+            st.slabs,
+            st.forward_count
         );
     }
     Ok(())

@@ -175,13 +175,19 @@ __device__ __forceinline__ void forward_index(int& col, int& row, int& a) {
 // Forward projection: out[a][row][col] = sum of w · vol over the ray; with
 // MODE 1 the squared row norm sum of w², with MODE 2 the row sum sum of w
 // (the forward projection of ones without reading it); vol unused in both.
-template <int MODE>
+//
+// With FOLD (row sums only, MODE 2, on a mirror-symmetric geometry: see
+// cj_forward_fold) the launch covers rows 0 .. (nr + 1) / 2 - 1 and each
+// thread also writes its sum to the mirrored row nr - 1 - row, whose ray is
+// the mirror image of this one (the same weights, to f64 rounding of the
+// set-up).
+template <int MODE, bool FOLD = false>
 __device__ __forceinline__ void forward_impl(const float* __restrict__ vol, float* __restrict__ out,
                                              const ConeFrame* __restrict__ frames, int nx, int ny,
                                              int nz, double h, int nr, int nc) {
     int col, row, a;
     forward_index(col, row, a);
-    if (col >= nc || row >= nr) return;
+    if (col >= nc || row >= (FOLD ? (nr + 1) / 2 : nr)) return;
     Ray r;
     float acc = 0.0f;
     if (setup_ray(frames + a, row, col, nx, ny, nz, h, r)) {
@@ -196,6 +202,7 @@ __device__ __forceinline__ void forward_impl(const float* __restrict__ vol, floa
         acc *= MODE == 1 ? r.len * r.len : r.len;
     }
     out[((size_t)a * nr + row) * nc + col] = acc;
+    if (FOLD && nr - 1 - row != row) out[((size_t)a * nr + (nr - 1 - row)) * nc + col] = acc;
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -218,6 +225,15 @@ extern "C" __global__ void __launch_bounds__(256)
                     const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h,
                     int nr, int nc) {
     forward_impl<2>(vol, out, frames, nx, ny, nz, h, nr, nc);
+}
+
+// Row sums as cj_forward_ones, each thread writing its ray's and the
+// mirrored ray's (launch over the first (nr + 1) / 2 rows).
+extern "C" __global__ void __launch_bounds__(256)
+    cj_forward_ones_fold(const float* __restrict__ vol, float* __restrict__ out,
+                         const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h,
+                         int nr, int nc) {
+    forward_impl<2, true>(vol, out, frames, nx, ny, nz, h, nr, nc);
 }
 
 // Forward projection through a 3D texture of the volume (width nx, height
@@ -257,6 +273,79 @@ extern "C" __global__ void __launch_bounds__(256)
         acc *= r.len;
     }
     out[((size_t)a * nr + row) * nc + col] = acc;
+}
+
+// Folded texture forward projection. On a mirror-symmetric geometry (the
+// source on the volume's middle plane z = zc = (nz - 1) / 2 in index
+// coordinates, the detector's rows level and centred on it: row nr - 1 - r
+// is row r mirrored), the ray of pixel (row, col) and that of
+// (nr - 1 - row, col) are mirror images under z -> 2 zc - z: at every step
+// they have the same position in the other axis and mirrored positions in
+// z. The volume is folded about zc into float2 texels
+// F[j][y][x] = (V[lo + j][y][x], V[hi - j][y][x]), lo = (nz - 1) / 2,
+// hi = nz / 2, j = 0 .. nz / 2 (cj_fold_volume), so that the folded
+// coordinate j = |z - zc| + (hi - lo) / 2 of a position z reads the upper
+// voxel column in .x and its mirror in .y: one trilinear float2 fetch at
+// (x, y, j) gives both rays' bilinear samples, with the same 8-bit weights
+// in the other axis and mirrored ones in z (the unfolded kernel's values to
+// the texture's rounding). z-dominant rays step on slices i, whose folded
+// index |i - zc| + (hi - lo) / 2 is a whole texel. Beyond the last folded
+// texel (outside the volume) the border reads zero for both.
+template <int AX>
+__device__ __forceinline__ void fold_ray(cudaTextureObject_t t, const Ray& r, float zc, float off,
+                                         float& own, float& mir) {
+    float o = 0.0f, m = 0.0f;
+    for (int i = r.first; i < r.end; ++i) {
+        const float s = (float)(i - r.mid);
+        const float pb = fmaf(s, r.db, r.b_mid) + 0.5f;
+        const float pc = fmaf(s, r.dc, r.c_mid);
+        float2 v;
+        bool up;
+        if (AX == 2) {
+            const float d = (float)i - zc;
+            up = d >= 0.0f;
+            v = tex3D<float2>(t, pb, pc + 0.5f, fabsf(d) + off + 0.5f);
+        } else {
+            const float d = pc - zc;
+            up = d >= 0.0f;
+            const float pj = fabsf(d) + off + 0.5f;
+            const float pa = (float)i + 0.5f;
+            if (AX == 0) v = tex3D<float2>(t, pa, pb, pj);
+            else v = tex3D<float2>(t, pb, pa, pj);
+        }
+        o += up ? v.x : v.y;
+        m += up ? v.y : v.x;
+    }
+    own = o;
+    mir = m;
+}
+
+// The launch covers detector rows 0 .. (nr + 1) / 2 - 1; each thread
+// writes its ray and the mirrored one (the middle row of an odd detector
+// once). `tex`: the folded volume (width nx, height ny, depth nz / 2 + 1,
+// float2, linear filtering, border zero).
+extern "C" __global__ void __launch_bounds__(256)
+    cj_forward_fold(unsigned long long tex, float* __restrict__ out,
+                    const ConeFrame* __restrict__ frames, int nx, int ny, int nz, double h, int nr,
+                    int nc) {
+    int col, row, a;
+    forward_index(col, row, a);
+    if (col >= nc || row >= (nr + 1) / 2) return;
+    Ray r;
+    float own = 0.0f, mir = 0.0f;
+    if (setup_ray(frames + a, row, col, nx, ny, nz, h, r)) {
+        const cudaTextureObject_t t = (cudaTextureObject_t)tex;
+        const float zc = 0.5f * (float)(nz - 1);
+        const float off = (nz & 1) ? 0.0f : 0.5f;
+        if (r.ax == 0) fold_ray<0>(t, r, zc, off, own, mir);
+        else if (r.ax == 1) fold_ray<1>(t, r, zc, off, own, mir);
+        else fold_ray<2>(t, r, zc, off, own, mir);
+        own *= r.len;
+        mir *= r.len;
+    }
+    out[((size_t)a * nr + row) * nc + col] = own;
+    const int mrow = nr - 1 - row;
+    if (mrow != row) out[((size_t)a * nr + mrow) * nc + col] = mir;
 }
 
 // Back projection (exact transpose): vol += Aᵀ·proj; `vol` must be zeroed
@@ -398,5 +487,68 @@ extern "C" __global__ void cj_weight_pack(const float* __restrict__ src,
         const int g = (int)(ar / nr);
         const long long row = 1 + (long long)(g % tpg) * (nr + 1) + r;
         dst[(g / tpg) * gfloats + row * pitch + c] = src[i] * __ldg(w + (long long)r * nc + c);
+    }
+}
+
+// The folded volume of cj_forward_fold: dst[j][y][x] = (vol[lo + j][y][x],
+// vol[hi - j][y][x]), lo = (nz - 1) / 2, hi = nz / 2, for j = 0 .. nz / 2
+// (n = (nz / 2 + 1) * plane values, plane = nx * ny).
+extern "C" __global__ void cj_fold_volume(const float* __restrict__ vol, float2* __restrict__ dst,
+                                          int nz, long long plane, long long n) {
+    const long long lo = (nz - 1) / 2, hi = nz / 2;
+    GRID_LOOP(i, n) {
+        const long long j = i / plane;
+        const long long p = i - j * plane;
+        dst[i] = make_float2(__ldg(vol + (lo + j) * plane + p), __ldg(vol + (hi - j) * plane + p));
+    }
+}
+
+// The voxel-driven back projection's input in the folded layout of
+// cone_fold.cu (cone_pack_fold's, plain rows): projections [angle][row][col]
+// times the per-pixel weights w[row][col]; angle g in texture g / tpg
+// (gf2 float2 apart), rows from (g % tpg)(h + 1), pitch2 float2 apart;
+// folded row i holds rows a_row + i and s_sum - a_row - i (zero outside
+// the detector; src == nullptr reads ones). n = angles * h * nc. The zero
+// rows between bands are never written (the buffer is cleared once).
+extern "C" __global__ void cj_weight_pack_fold(const float* __restrict__ src,
+                                               const float* __restrict__ w,
+                                               float2* __restrict__ dst, int nr, int nc,
+                                               int pitch2, int tpg, long long gf2, int h,
+                                               int a_row, int s_sum, long long n) {
+    GRID_LOOP(i, n) {
+        const int c = (int)(i % nc);
+        const long long ai = i / nc;
+        const int fi = (int)(ai % h);
+        const long long g = ai / h;
+        const int r0 = a_row + fi;
+        const int r1 = s_sum - a_row - fi;
+        float v0 = 0.0f, v1 = 0.0f;
+        // src == nullptr: projections of ones (the column sums B·1).
+        if (r0 >= 0 && r0 < nr)
+            v0 = (src ? src[(g * nr + r0) * nc + c] : 1.0f) * __ldg(w + (long long)r0 * nc + c);
+        if (r1 >= 0 && r1 < nr)
+            v1 = (src ? src[(g * nr + r1) * nc + c] : 1.0f) * __ldg(w + (long long)r1 * nc + c);
+        const long long row = (g % tpg) * (h + 1) + fi;
+        dst[(g / tpg) * gf2 + row * pitch2 + c] = make_float2(v0, v1);
+    }
+}
+
+// The sum of the four quarter turns of a volume about its z axis:
+// out[z][y][x] = q at (x, y), (n-1-y, x), (n-1-x, n-1-y) and (y, n-1-x) of
+// slice z (n = nx = ny; total = n * n * nz values). With a set of
+// projections that a quarter turn maps onto itself, the back projection of
+// every projection is this sum of the back projection of a quarter of them
+// (either sense of the turn gives the same four terms).
+extern "C" __global__ void cj_rot4_sum(const float* __restrict__ q, float* __restrict__ out,
+                                       int n, long long total) {
+    const long long plane = (long long)n * n;
+    GRID_LOOP(i, total) {
+        const long long z = i / plane;
+        const int p = (int)(i - z * plane);
+        const int y = p / n, x = p - y * n;
+        const float* s = q + z * plane;
+        const int m = n - 1;
+        out[i] = (__ldg(s + (long long)y * n + x) + __ldg(s + (long long)x * n + (m - y))) +
+                 (__ldg(s + (long long)(m - y) * n + (m - x)) + __ldg(s + (long long)(m - x) * n + y));
     }
 }

@@ -24,9 +24,9 @@ use tomors_core::linalg::{LinearOperator, Vector};
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{
-    cone_sirt_cuda_multi, cone_sirt_cuda_with, sirt_cuda, sirt_cuda_multi, ConeBackProjector,
-    CudaBackend, CudaConeJoseph, CudaConeSlabs, CudaOptions, Exchange, GpuSirtOptions,
-    MultiCudaBackend,
+    cone_sirt_cuda_multi, cone_sirt_cuda_opts, sirt_cuda, sirt_cuda_multi, ConeBackProjector,
+    ConeGpuOptions, CudaBackend, CudaConeJoseph, CudaConeSlabs, CudaOptions, Exchange,
+    GpuSirtOptions, MultiCudaBackend,
 };
 
 fn flat(a: &Array3<f32>) -> Vec<f32> {
@@ -139,14 +139,22 @@ fn cone_multi_vs_one(label: &str, devs: &[&CudaBackend]) -> f64 {
             ConeBackProjector::Voxel => 1e-5,
         };
         for (name, options) in methods(back) {
-            let (one, _) = cone_sirt_cuda_with(
+            // The slabs run the unfolded kernels; so does the reference
+            // (the folded ones are compared with them in
+            // cone_fold_iterative_gpu).
+            let gpu = ConeGpuOptions {
+                back,
+                unfolded: true,
+                ..ConeGpuOptions::default()
+            };
+            let (one, _) = cone_sirt_cuda_opts(
                 devs[0],
                 &g,
                 &v,
                 b.view(),
                 None,
                 &options,
-                back,
+                &gpu,
                 &no_progress(),
             )
             .unwrap();

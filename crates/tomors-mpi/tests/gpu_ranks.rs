@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use ndarray::Array3;
 use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, ProjectorKind, Weighting};
-use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend};
+use tomors_cuda::{cone_sirt_cuda_opts, ConeBackProjector, ConeGpuOptions, CudaBackend};
 use tomors_io::{Preprocess, VolumeFormat};
 use tomors_mpi::cone::{reconstruct_distributed, reconstruct_distributed_gpu};
 use tomors_mpi::gpu_op::assemble;
@@ -81,14 +81,22 @@ fn cone_iterative_on_the_ranks_gpus_matches_one_gpu_and_the_cpu() {
         ),
     ] {
         let opt = options(algorithm);
-        let (one, _) = cone_sirt_cuda_with(
+        // The ranks' slabs use the unfolded kernels and direct weights; so
+        // does the one-GPU reference (tomors-cuda's tests compare the
+        // folded ones with these).
+        let gpu = ConeGpuOptions {
+            back,
+            unfolded: true,
+            ..ConeGpuOptions::default()
+        };
+        let (one, _) = cone_sirt_cuda_opts(
             &be,
             &c.g,
             &c.v,
             c.proj.view(),
             None,
             &opt,
-            back,
+            &gpu,
             &|_: &tomors_cuda::iterative::GpuIteration| true,
         )
         .unwrap();

@@ -215,6 +215,7 @@ fn run_gpu(
         let gpu = ConeGpuOptions {
             back,
             deterministic: job.backend.deterministic,
+            ..ConeGpuOptions::default()
         };
         cone_sirt_cuda_opts(
             &backends[0],

@@ -138,7 +138,8 @@ pub struct IterativeOptions {
     pub tolerance: Option<f64>,
     /// Record the relative residual after every iteration (costs one extra
     /// forward projection per iteration for ART and block methods; free for
-    /// SIRT). Always on when `tolerance` is set.
+    /// SIRT, except after the last iteration: untracked, SIRT skips that
+    /// forward projection). Always on when `tolerance` is set.
     pub track_residual: bool,
 }
 

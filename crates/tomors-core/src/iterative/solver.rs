@@ -415,6 +415,17 @@ impl<O: LinearOperator + ?Sized> Run<'_, '_, O> {
         for it in 1..=iterations {
             op.backward(&self.ax, all, &mut g)?;
             x.update_clipped(self.lambda, &g, t.as_ref(), lo, hi)?;
+            if it == iterations && !self.track {
+                // Nobody asks for the last iterate's residual: its forward
+                // projection is skipped (a pass over `x` checks it instead).
+                if !x.all_finite()? {
+                    return Err(diverged(it, self.lambda, None));
+                }
+                if let Some(s) = self.driver.after(it, None, x)? {
+                    return Ok(s);
+                }
+                break;
+            }
             op.forward(x, all, &mut self.ax)?;
             let r2 = self.ax.residual_weighted_norm_sq(self.b, m.as_ref())?;
             let res = self.relative(r2);

@@ -59,7 +59,7 @@ pub(crate) struct FoldModule {
 struct FoldModules(HashMap<FoldShape, Arc<FoldModule>>);
 
 impl FoldModule {
-    fn load(ctx: &Arc<Context>, shape: FoldShape) -> Result<Self> {
+    pub(crate) fn load(ctx: &Arc<Context>, shape: FoldShape) -> Result<Self> {
         ctx.bind()?;
         let defines = vec![
             ("MAXP".to_string(), CONE_MAX_ANGLES.to_string()),

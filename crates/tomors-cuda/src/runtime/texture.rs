@@ -281,8 +281,8 @@ impl Texture {
     }
 }
 
-/// A 3D CUDA array of `float` texels (block-linear texture storage;
-/// destroyed on drop).
+/// A 3D CUDA array of `float` (or `float2`) texels (block-linear texture
+/// storage; destroyed on drop).
 pub struct Array3d {
     raw: sys::CUarray,
     /// Texels along x.
@@ -291,6 +291,8 @@ pub struct Array3d {
     pub height: usize,
     /// Texels along z.
     pub depth: usize,
+    /// Texel format.
+    pub format: TexFormat,
     ctx: Arc<Context>,
 }
 
@@ -302,33 +304,47 @@ unsafe impl Sync for Array3d {}
 impl Array3d {
     /// Allocates a `width × height × depth` array of `float`s.
     pub fn new(ctx: &Arc<Context>, width: usize, height: usize, depth: usize) -> Result<Self> {
+        Self::with_format(ctx, width, height, depth, TexFormat::Float1)
+    }
+
+    /// Allocates a `width × height × depth` array of `format` texels.
+    pub fn with_format(
+        ctx: &Arc<Context>,
+        width: usize,
+        height: usize,
+        depth: usize,
+        format: TexFormat,
+    ) -> Result<Self> {
         ctx.bind()?;
+        let (fmt, channels, _, _) = format_parts(format);
         let desc = sys::CUDA_ARRAY3D_DESCRIPTOR {
             Width: width,
             Height: height,
             Depth: depth,
-            Format: sys::CUarray_format::CU_AD_FORMAT_FLOAT,
-            NumChannels: 1,
+            Format: fmt,
+            NumChannels: channels,
             Flags: 0,
         };
         let mut raw = std::ptr::null_mut();
         // SAFETY: fully initialised descriptor, out-parameter.
         check(
             unsafe { sys::cuArray3DCreate_v2(&mut raw, &desc) },
-            &format!("cuArray3DCreate ({width}×{height}×{depth} floats)"),
+            &format!("cuArray3DCreate ({width}×{height}×{depth} {format:?})"),
         )?;
         Ok(Self {
             raw,
             width,
             height,
             depth,
+            format,
             ctx: ctx.clone(),
         })
     }
 
-    /// Copies a dense `[depth][height][width]` float array at `src` into
-    /// the array on `stream`.
+    /// Copies a dense `[depth][height][width]` array of texels at `src`
+    /// into the array on `stream`.
     pub fn copy_from_device(&self, src: sys::CUdeviceptr, stream: &Stream) -> Result<()> {
+        let tb = format_parts(self.format).3;
         let m = sys::CUDA_MEMCPY3D {
             srcXInBytes: 0,
             srcY: 0,
@@ -339,7 +355,7 @@ impl Array3d {
             srcDevice: src,
             srcArray: std::ptr::null_mut(),
             reserved0: std::ptr::null_mut(),
-            srcPitch: self.width * 4,
+            srcPitch: self.width * tb,
             srcHeight: self.height,
             dstXInBytes: 0,
             dstY: 0,
@@ -352,7 +368,7 @@ impl Array3d {
             reserved1: std::ptr::null_mut(),
             dstPitch: 0,
             dstHeight: 0,
-            WidthInBytes: self.width * 4,
+            WidthInBytes: self.width * tb,
             Height: self.height,
             Depth: self.depth,
         };
@@ -392,11 +408,12 @@ impl Texture {
         };
         res.res.array =
             sys::CUDA_RESOURCE_DESC_st__bindgen_ty_1__bindgen_ty_1 { hArray: array.raw };
+        let (_, _, flags, _) = format_parts(array.format);
         Self::create(
             ctx,
             &res,
             filter,
-            0,
+            flags,
             &format!(
                 "cuTexObjectCreate (3D array {}×{}×{})",
                 array.width, array.height, array.depth

@@ -66,14 +66,15 @@ use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::iterative::{ray_frames, ConeJosephProjector, RayFrame};
 use tomors_core::CoreError;
 
-use crate::cone::{check_extents, BpSource, ConeModule, StackLayout, CONE_MAX_ANGLES};
+use crate::cone::fold::{FoldLayout, FoldModule};
+use crate::cone::{check_extents, BpSource, ConeModule, FoldShape, StackLayout, CONE_MAX_ANGLES};
 use crate::error::{CudaError, Result};
 use crate::fbp::CudaBackend;
 use crate::iterative::blocks::BlockCache;
 use crate::iterative::device::{DeviceVec, KernelKind, Layout, OnQueue, Queue};
 use crate::runtime::compile::cubin_cached;
 use crate::runtime::{
-    Arg, Array3d, Context, DeviceBuffer, Function, Module, Stream, TexFilter, Texture,
+    Arg, Array3d, Context, DeviceBuffer, Function, Module, Stream, TexFilter, TexFormat, Texture,
 };
 
 mod art;
@@ -152,6 +153,14 @@ struct Fns {
     back_merged: Function,
     weight_pack: Function,
     forward_tex: Function,
+    /// The folded kernels of a mirror-symmetric geometry
+    /// ([`CudaConeJoseph::set_fold`]).
+    forward_fold: Function,
+    forward_ones_fold: Function,
+    fold_volume: Function,
+    weight_pack_fold: Function,
+    /// The sum of a volume's four quarter turns (`cj_rot4_sum`).
+    rot4_sum: Function,
 }
 
 /// The back projection of [`CudaConeJoseph`] and [`cone_sirt_cuda_with`].
@@ -169,18 +178,118 @@ pub enum ConeBackProjector {
     Voxel,
 }
 
-/// The device state of the voxel-driven back projection: its own module
-/// (angles and texture handles in constant memory), the stacked texture
-/// layout of all angles and the per-pixel weights. Fields drop in order:
-/// the textures before their buffer.
-struct VoxelBack {
-    /// The volume as a 3D texture for the texture forward projection
-    /// (`None`: Joseph's loads).
-    vol_tex: Option<(Texture, Array3d)>,
+/// The volume as a texture for the voxel pair's forward projection.
+/// Fields drop in order: the texture before its array.
+enum VolTex {
+    /// A 3D `float` texture of the volume (`cj_forward_tex`).
+    Plain(Texture, Array3d),
+    /// The volume folded about its middle plane (`cj_fold_volume`) in a 3D
+    /// `float2` texture (`cj_forward_fold`), and the buffer it is folded
+    /// into before the copy into the array.
+    Folded(Texture, Array3d, DeviceBuffer),
+}
+
+impl VolTex {
+    /// The texture of `volume` (`[z][y][x]`), folded or not.
+    fn new(ctx: &Arc<Context>, volume: &ConeVolume, folded: bool) -> Result<Self> {
+        if folded {
+            let nf = volume.nz / 2 + 1;
+            let arr = Array3d::with_format(ctx, volume.nx, volume.ny, nf, TexFormat::Float2)?;
+            let t = Texture::array3d(ctx, &arr, TexFilter::Linear)?;
+            let buf = DeviceBuffer::new(
+                ctx,
+                volume.nx * volume.ny * nf * 8,
+                "the folded volume of the forward projection",
+            )?;
+            Ok(Self::Folded(t, arr, buf))
+        } else {
+            let arr = Array3d::new(ctx, volume.nx, volume.ny, volume.nz)?;
+            let t = Texture::array3d(ctx, &arr, TexFilter::Linear)?;
+            Ok(Self::Plain(t, arr))
+        }
+    }
+}
+
+/// The stacked texture layout of `cone_bp_tex` (unfolded). Fields drop in
+/// order: the textures before their buffer.
+struct Stacked {
     textures: Vec<Texture>,
     module: ConeModule,
     layout: StackLayout,
     tex: DeviceBuffer,
+}
+
+impl Stacked {
+    fn new(ctx: &Arc<Context>, geometry: &ConeGeometry, stream: &Stream) -> Result<Self> {
+        let (na, nr, nc) = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
+        let module = ConeModule::load(ctx)?;
+        let layout = StackLayout::new(ctx, nr, nc)?;
+        let tex = DeviceBuffer::new(ctx, layout.bytes(na), "voxel back projection textures")?;
+        tex.fill_bytes(0, stream)?;
+        module.set_angles(geometry.angles(), stream)?;
+        let textures = layout.bind(ctx, &module, tex.ptr(), na, stream)?;
+        Ok(Self {
+            textures,
+            module,
+            layout,
+            tex,
+        })
+    }
+}
+
+/// The folded layout of `cone_bp_fold` (`kernels/cone_fold.cu`: one
+/// `float2` fetch for a voxel and its mirror). Fields drop in order: the
+/// textures before their buffer.
+struct FoldBack {
+    textures: Vec<Texture>,
+    module: FoldModule,
+    layout: FoldLayout,
+    tex: DeviceBuffer,
+}
+
+impl FoldBack {
+    /// The folded state for the whole `volume`, or `None` where the
+    /// detector cannot be folded ([`FoldLayout::new`]).
+    fn new(
+        ctx: &Arc<Context>,
+        geometry: &ConeGeometry,
+        volume: &ConeVolume,
+        stream: &Stream,
+    ) -> Result<Option<Self>> {
+        let na = geometry.n_angles();
+        let Some(layout) = FoldLayout::new(ctx, geometry, na) else {
+            return Ok(None);
+        };
+        let module = FoldModule::load(ctx, FoldShape::default())?;
+        let tex = DeviceBuffer::new(
+            ctx,
+            layout.bytes(na),
+            "folded voxel back projection textures",
+        )?;
+        tex.fill_bytes(0, stream)?;
+        module.set_geometry(geometry, volume, stream)?;
+        let textures = layout.bind(ctx, &module, tex.ptr(), na, stream)?;
+        Ok(Some(Self {
+            textures,
+            module,
+            layout,
+            tex,
+        }))
+    }
+}
+
+/// The device state of the voxel-driven back projection: the stacked
+/// (`cone_bp_tex`) or the folded (`cone_bp_fold`) texture layout of all
+/// angles with its module (angles or constants and texture handles in
+/// constant memory), and the per-pixel weights.
+struct VoxelBack {
+    /// The volume as a 3D texture for the texture forward projection
+    /// (`None`: Joseph's loads).
+    vol_tex: Option<VolTex>,
+    /// The unfolded layout (`None` while folded).
+    stack: Option<Stacked>,
+    /// The folded layout ([`CudaConeJoseph::set_fold`]).
+    fold: Option<FoldBack>,
     weights: DeviceBuffer,
     geometry: ConeGeometry,
     /// The whole volume and the first slice of the projector's slab (the
@@ -207,12 +316,98 @@ fn voxel_weights(geometry: &ConeGeometry, volume: &ConeVolume) -> Vec<f32> {
         .collect()
 }
 
-/// Bytes of the voxel pair's state beyond the SIRT state: the stacked
-/// textures (about one set of projections), the weights and the volume's
-/// 3D texture copy.
+/// Bytes of the voxel pair's state beyond the SIRT state: the stacked or
+/// folded textures (about one set of projections), the weights and the
+/// volume's 3D texture copy (folded: a `float2` array of half the slices
+/// and the buffer it is folded into).
 fn voxel_bytes(geometry: &ConeGeometry, volume: &ConeVolume) -> usize {
     let (na, nr, nc) = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
-    na * (nr + 1) * (nc * 4).div_ceil(512) * 512 + nr * nc * 4 + volume.len() * 4
+    let stacked = na * (nr + 1) * (nc * 4).div_ceil(512) * 512;
+    let folded = na * (nr / 2 + 3) * (nc * 8).div_ceil(512) * 512;
+    let tex = volume.len() * 4;
+    let tex_folded = 2 * volume.nx * volume.ny * (volume.nz / 2 + 1) * 8;
+    stacked.max(folded) + nr * nc * 4 + tex.max(tex_folded)
+}
+
+/// `na / 4` when a quarter turn of the volume about its z axis (a square
+/// `nx = ny` volume, so the turn maps its voxels onto each other) maps
+/// projection `k` onto projection `k + na/4` (mod `na`) for every `k`, in
+/// the same sense for all: the frames in voxel-index coordinates agree
+/// after the turn, to 1e-5 relative (the f32 angles' rounding, ≤ 5e-7 rad,
+/// moves a source by ≈ 1e-3 voxel at 512³).
+fn quarter_turn(frames: &[RayFrame], volume: &ConeVolume) -> Option<usize> {
+    let na = frames.len();
+    if volume.nx != volume.ny || na < 4 || !na.is_multiple_of(4) {
+        return None;
+    }
+    let s = na / 4;
+    let m = volume.nx as f64 - 1.0;
+    let amax = |v: &[f64; 3]| v.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+    // Index coordinates (X, Y): a turn is (m − Y, X) or (Y, m − X).
+    let point = |p: &[f64; 3], sense: bool| {
+        if sense {
+            [m - p[1], p[0], p[2]]
+        } else {
+            [p[1], m - p[0], p[2]]
+        }
+    };
+    let vector = |v: &[f64; 3], sense: bool| {
+        if sense {
+            [-v[1], v[0], v[2]]
+        } else {
+            [v[1], -v[0], v[2]]
+        }
+    };
+    let close =
+        |a: [f64; 3], b: &[f64; 3], tol: f64| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tol);
+    [true, false]
+        .into_iter()
+        .find(|&sense| {
+            frames.iter().enumerate().all(|(k, f)| {
+                let g = &frames[(k + s) % na];
+                let tp = 1e-5 * (1.0 + amax(&f.src).max(amax(&f.base)));
+                let tv = 1e-5 * (1.0 + amax(&f.eu).max(amax(&f.ev)));
+                close(point(&f.src, sense), &g.src, tp)
+                    && close(point(&f.base, sense), &g.base, tp)
+                    && close(vector(&f.eu, sense), &g.eu, tv)
+                    && close(vector(&f.ev, sense), &g.ev, tv)
+            })
+        })
+        .map(|_| s)
+}
+
+/// Whether the weights use a quarter-turn symmetry where the geometry has
+/// one (the default; `TOMORS_CONE_ROT=0` turns it off, for benchmarks).
+fn rotation_default() -> bool {
+    std::env::var("TOMORS_CONE_ROT").map_or(true, |v| v != "0")
+}
+
+/// Whether the folded kernels are used where the geometry allows them
+/// (the default; `TOMORS_CONE_FOLD=0` turns them off, for benchmarks).
+fn fold_default() -> bool {
+    std::env::var("TOMORS_CONE_FOLD").map_or(true, |v| v != "0")
+}
+
+/// Whether every projection of `frames` (voxel-index coordinates of a
+/// volume of `nz` slices, detector of `nr` rows) is mirror-symmetric about
+/// the volume's middle plane `z = (nz − 1)/2`: the source on it, the rows
+/// level (no z along a row, no x or y along a column) and centred on it,
+/// so that the ray of row `nr − 1 − r` is the mirror image of that of row
+/// `r` (to the rounding of the set-up, relative 1e-9 allowed).
+fn mirror_symmetric(frames: &[RayFrame], nz: usize, nr: usize) -> bool {
+    let zc = (nz as f64 - 1.0) * 0.5;
+    let m = (nr as f64 - 1.0) * 0.5;
+    let tol = 1e-9;
+    let amax = |v: &[f64; 3]| v.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+    frames.iter().all(|f| {
+        let s = 1.0 + amax(&f.src).max(amax(&f.base)).max(zc);
+        let (eu, ev) = (amax(&f.eu), amax(&f.ev));
+        (f.src[2] - zc).abs() <= tol * s
+            && f.eu[2].abs() <= tol * eu
+            && f.ev[0].abs() <= tol * ev
+            && f.ev[1].abs() <= tol * ev
+            && (f.base[2] + m * f.ev[2] - zc).abs() <= tol * (s + ev * nr as f64)
+    })
 }
 
 /// Whether the voxel pair projects forward through a 3D texture of the
@@ -224,11 +419,14 @@ fn texture_forward_default() -> bool {
 
 impl VoxelBack {
     /// The state for slab `volume` (slices `z0..` of `full`).
+    /// The state for slab `volume` (slices `z0..` of `full`), folded
+    /// (forward and back, where the detector allows) when `fold`.
     fn new(
         ctx: &Arc<Context>,
         geometry: &ConeGeometry,
         (full, z0): (&ConeVolume, usize),
         volume: &ConeVolume,
+        fold: bool,
         stream: &Stream,
     ) -> Result<Self> {
         let (na, nr, nc) = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
@@ -239,34 +437,42 @@ impl VoxelBack {
             )));
         }
         check_extents(nr, nc, volume)?;
-        let module = ConeModule::load(ctx)?;
-        let layout = StackLayout::new(ctx, nr, nc)?;
-        let tex = DeviceBuffer::new(ctx, layout.bytes(na), "voxel back projection textures")?;
-        tex.fill_bytes(0, stream)?;
-        module.set_angles(geometry.angles(), stream)?;
-        let textures = layout.bind(ctx, &module, tex.ptr(), na, stream)?;
         let w = voxel_weights(geometry, volume);
         let weights = DeviceBuffer::new(ctx, w.len() * 4, "voxel back projection weights")?;
         weights.upload(&w)?;
         let vol_tex = if texture_forward_default() {
-            let arr = Array3d::new(ctx, volume.nx, volume.ny, volume.nz)?;
-            let t = Texture::array3d(ctx, &arr, TexFilter::Linear)?;
-            Some((t, arr))
+            Some(VolTex::new(ctx, volume, fold)?)
         } else {
             None
         };
-        stream.synchronize()?;
-        Ok(Self {
+        let mut vb = Self {
             vol_tex,
-            textures,
-            module,
-            layout,
-            tex,
+            stack: None,
+            fold: None,
             weights,
             geometry: geometry.clone(),
             full: *full,
             z0,
-        })
+        };
+        vb.set_fold(ctx, fold, stream)?;
+        stream.synchronize()?;
+        Ok(vb)
+    }
+
+    /// Builds the folded back projection's state (`fold`, where the
+    /// detector can be folded) or the stacked one, and frees the other.
+    fn set_fold(&mut self, ctx: &Arc<Context>, fold: bool, stream: &Stream) -> Result<()> {
+        if fold && self.fold.is_none() {
+            self.fold = FoldBack::new(ctx, &self.geometry, &self.full, stream)?;
+        } else if !fold {
+            self.fold = None;
+        }
+        if self.fold.is_some() {
+            self.stack = None;
+        } else if self.stack.is_none() {
+            self.stack = Some(Stacked::new(ctx, &self.geometry, stream)?);
+        }
+        Ok(())
     }
 }
 
@@ -300,6 +506,16 @@ pub struct CudaConeJoseph {
     /// The deterministic back projection, when selected
     /// ([`CudaConeJoseph::set_deterministic`]).
     det: Option<det::DetState>,
+    /// The geometry is mirror-symmetric about the volume's middle plane
+    /// and the projector acts on the whole volume (`mirror_symmetric`).
+    symmetric: bool,
+    /// The folded kernels are used ([`CudaConeJoseph::set_fold`]).
+    fold: bool,
+    /// `na / 4` when a quarter turn about the z axis maps the projections
+    /// onto themselves (`quarter_turn`; whole volumes only).
+    quarter: Option<usize>,
+    /// The weights use the quarter turn ([`CudaConeJoseph::set_rotation`]).
+    rotate: bool,
 }
 
 /// Detector columns of the warp tile of the merged back projection:
@@ -419,6 +635,74 @@ impl CudaConeJoseph {
         self.voxel.as_ref().is_some_and(|v| v.vol_tex.is_some())
     }
 
+    /// Turns the folded kernels on or off where the geometry is
+    /// mirror-symmetric (the source on the volume's middle plane, the
+    /// detector's rows level and centred on it: the ray of row
+    /// `nr − 1 − r` is the mirror of that of row `r`) and the projector acts
+    /// on the whole volume; the default is on (`TOMORS_CONE_FOLD=0` at
+    /// construction: off). Folded, the row sums are computed for half the
+    /// rows and mirrored, the voxel pair's texture forward projection
+    /// reads the volume folded about its middle plane as `float2` texels
+    /// (`cj_forward_fold`: one fetch for a ray and its mirror) and its back
+    /// projection is FDK's folded kernel (`cone_bp_fold`, where the
+    /// detector can be folded). The same operators to the texture unit's
+    /// 8-bit weights and the f32 rounding of the mirrored set-up. Returns
+    /// whether the folded kernels are now used.
+    ///
+    /// Errors: driver errors (allocating the folded or unfolded state).
+    pub fn set_fold(&mut self, on: bool) -> Result<bool> {
+        let on = on && self.symmetric;
+        self.queue.stream().synchronize()?;
+        self.fold = on;
+        let ctx = self.queue.context().clone();
+        if let Some(vb) = self.voxel.as_mut() {
+            if vb.vol_tex.is_some() {
+                vb.vol_tex = None;
+                vb.vol_tex = Some(VolTex::new(&ctx, &self.volume, on)?);
+            }
+            vb.set_fold(&ctx, on, self.queue.stream())?;
+        }
+        self.queue.stream().synchronize()?;
+        Ok(on)
+    }
+
+    /// Turns the quarter-turn symmetry of the voxel pair's weights on or off
+    /// where the geometry has one (a square volume and projections that a
+    /// quarter turn about the z axis maps onto each other, `k → k + na/4`;
+    /// the default is on, `TOMORS_CONE_ROT=0` at construction: off; never
+    /// for the Joseph pair, whose weights stay those of every projection's
+    /// own rays: the turned copies stand for angles that differ from an
+    /// exact quarter turn by the f32 rounding of the angles, which moves
+    /// the row sums of rays that graze the volume enough to show at the
+    /// 1e-5 agreement of the matched pair with the CPU). On, the row sums of
+    /// all projections are computed for the first quarter and copied, and
+    /// the voxel pair's column sums `B·1` (with the folded back projection)
+    /// are the sum of the four quarter turns of the first quarter's back
+    /// projection (`cj_rot4_sum`): a quarter of the work, the same values
+    /// to the rounding of the f32 angles and of the texture coordinates.
+    /// Returns whether it is now used.
+    pub fn set_rotation(&mut self, on: bool) -> bool {
+        self.rotate = on && self.quarter.is_some() && self.voxel.is_some();
+        self.rotate
+    }
+
+    /// The quarter `na / 4` when the weights of the projections `angles`
+    /// may use the quarter-turn symmetry ([`CudaConeJoseph::set_rotation`]):
+    /// all projections in order.
+    pub(super) fn quarter_for(&self, angles: &[usize]) -> Option<usize> {
+        let all = angles.len() == self.na && angles.iter().enumerate().all(|(i, &a)| i == a);
+        self.quarter.filter(|_| self.rotate && all)
+    }
+
+    /// Whether the folded kernels are used: `(forward and row sums, voxel
+    /// back projection)` ([`CudaConeJoseph::set_fold`]).
+    pub fn folded(&self) -> (bool, bool) {
+        (
+            self.fold,
+            self.voxel.as_ref().is_some_and(|v| v.fold.is_some()),
+        )
+    }
+
     /// Turns the voxel pair's texture forward projection on or off
     /// ([`CudaConeJoseph::texture_forward`]; allocates or frees the
     /// volume's 3D array).
@@ -434,10 +718,7 @@ impl CudaConeJoseph {
             return Ok(());
         };
         if on && vb.vol_tex.is_none() {
-            let v = &self.volume;
-            let arr = Array3d::new(self.queue.context(), v.nx, v.ny, v.nz)?;
-            let t = Texture::array3d(self.queue.context(), &arr, TexFilter::Linear)?;
-            vb.vol_tex = Some((t, arr));
+            vb.vol_tex = Some(VolTex::new(self.queue.context(), &self.volume, self.fold)?);
         } else if !on {
             self.queue.stream().synchronize()?;
             vb.vol_tex = None;

@@ -101,6 +101,29 @@ impl ConeOp<'_> {
 
     fn row_sums_impl(&self, angles: &[usize]) -> Result<DeviceVec> {
         let p = self.proj;
+        if let Some(s) = p.quarter_for(angles) {
+            // The first quarter, copied to the other three (projection
+            // k + j·s is projection k turned by j quarter turns, and the
+            // all-ones square volume turns into itself).
+            let first: Vec<usize> = (0..s).collect();
+            let block = p.block_tables(&first)?;
+            let out = p.alloc(self.block_dim(p.na), "row sums")?;
+            p.row_sums_block(out.buffer().ptr(), &block)?;
+            let bytes = s * p.nr * p.nc * 4;
+            for j in 1..4 {
+                // SAFETY: copies within `out` (live until the stream is
+                // done with it), from the first quarter to quarter j.
+                unsafe {
+                    out.buffer().copy_from_device_async(
+                        j * bytes,
+                        out.buffer().ptr(),
+                        bytes,
+                        p.queue.stream(),
+                    )?;
+                }
+            }
+            return Ok(out);
+        }
         let block = p.block_tables(angles)?;
         let out = p.alloc(self.block_dim(block.len), "row sums")?;
         p.row_sums_block(out.buffer().ptr(), &block)?;
@@ -176,6 +199,23 @@ impl LinearOperator for ConeOp<'_> {
     /// voxel pair, without the texture's 8-bit weights at the borders).
     fn row_sums(&self, angles: &[usize]) -> CoreResult<DeviceVec> {
         Ok(self.row_sums_impl(angles)?)
+    }
+
+    /// `B·1`; for the voxel pair on a geometry with a quarter-turn symmetry
+    /// through it ([`CudaConeJoseph::set_rotation`]), else the back
+    /// projection of ones.
+    fn column_sums(&self, angles: &[usize]) -> CoreResult<DeviceVec> {
+        let p = self.proj;
+        if let Some(s) = p.quarter_for(angles) {
+            if let Some(v) = p.column_sums_quarter(s)? {
+                return Ok(v);
+            }
+        }
+        let mut ones = self.range_zeros(angles)?;
+        ones.fill(1.0)?;
+        let mut out = self.domain_zeros()?;
+        self.backward(&ones, angles, &mut out)?;
+        Ok(out)
     }
 
     fn ray_batches(&self) -> Option<&dyn RayBatches<DeviceVec, DeviceVec>> {

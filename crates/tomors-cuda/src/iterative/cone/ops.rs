@@ -34,6 +34,42 @@ impl CudaConeJoseph {
         DeviceVec::upload_flat(&self.queue, host, "device projections")
     }
 
+    /// [`CudaConeJoseph::upload_projections`] on a helper thread and a
+    /// stream of its own while `meanwhile` runs on this thread (queuing the
+    /// weights, say); returns both. The projector's stream is not ordered
+    /// with the upload: nothing queued on it may use the projections before
+    /// this returns.
+    ///
+    /// Errors: projections of another shape, driver errors.
+    pub(crate) fn upload_projections_during<R>(
+        &self,
+        host: ArrayView3<'_, f32>,
+        meanwhile: impl FnOnce() -> R,
+    ) -> Result<(ConeDeviceArray, R)> {
+        check_dim("projections", host.dim(), self.projections_dim())?;
+        let v = DeviceVec::uninit(&self.queue, Layout::Flat(host.dim()), "device projections")?;
+        let owned;
+        let data: &[f32] = match host.as_slice() {
+            Some(s) => s,
+            None => {
+                owned = host.as_standard_layout().into_owned();
+                owned.as_slice().expect("standard layout")
+            }
+        };
+        let ctx = self.queue.context().clone();
+        let buf = v.buffer();
+        let (up, r) = std::thread::scope(|sc| {
+            let h = sc.spawn(move || -> Result<()> {
+                let side = Stream::new(&ctx)?;
+                crate::iterative::staging::upload_staged(&ctx, &side, buf, data)
+            });
+            let r = meanwhile();
+            (h.join(), r)
+        });
+        up.map_err(|_| CudaError::Parameter("the upload thread panicked".into()))??;
+        Ok((v, r))
+    }
+
     /// Downloads a device array (after the stream's work) into a host array
     /// of its shape.
     pub fn download(&self, dev: &ConeDeviceArray) -> Result<Array3<f32>> {
@@ -84,17 +120,22 @@ impl CudaConeJoseph {
             (self.nr as i32).into(),
             (self.nc as i32).into(),
         ];
+        // The folded kernels cover the first half of the rows (each thread
+        // also writes the mirrored row).
+        let folded = matches!(name, "cj_forward_fold" | "cj_forward_ones_fold");
+        let rows = if folded { self.nr.div_ceil(2) } else { self.nr };
         let (gc, gr, ga) = (
             self.nc.div_ceil(tile.0 as usize) as u32,
-            self.nr.div_ceil(tile.1 as usize) as u32,
+            rows.div_ceil(tile.1 as usize) as u32,
             block.len as u32,
         );
         // The forward kernels take the projection from blockIdx.x when
         // compiled projection-major (`forward_index`).
-        let forward = matches!(
-            name,
-            "cj_forward" | "cj_forward_sq" | "cj_forward_ones" | "cj_forward_tex"
-        );
+        let forward = folded
+            || matches!(
+                name,
+                "cj_forward" | "cj_forward_sq" | "cj_forward_ones" | "cj_forward_tex"
+            );
         let grid = if forward && self.f.angle_major {
             (ga, gc, gr)
         } else {
@@ -120,13 +161,48 @@ impl CudaConeJoseph {
             if squared {
                 return self.project(&self.f.forward_sq, "cj_forward_sq", (vol, out), block);
             }
-            if let Some((t, arr)) = self.voxel.as_ref().and_then(|v| v.vol_tex.as_ref()) {
-                self.queue.context().bind()?;
-                arr.copy_from_device(vol, self.queue.stream())?;
-                return self.project(&self.f.forward_tex, "cj_forward_tex", (t.raw, out), block);
+            match self.voxel.as_ref().and_then(|v| v.vol_tex.as_ref()) {
+                Some(VolTex::Plain(t, arr)) => {
+                    self.queue.context().bind()?;
+                    arr.copy_from_device(vol, self.queue.stream())?;
+                    self.project(&self.f.forward_tex, "cj_forward_tex", (t.raw, out), block)
+                }
+                Some(VolTex::Folded(t, arr, buf)) => {
+                    self.fold_volume(vol, buf)?;
+                    arr.copy_from_device(buf.ptr(), self.queue.stream())?;
+                    self.project(&self.f.forward_fold, "cj_forward_fold", (t.raw, out), block)
+                }
+                None => self.project(&self.f.forward, "cj_forward", (vol, out), block),
             }
-            self.project(&self.f.forward, "cj_forward", (vol, out), block)
         })
+    }
+
+    /// Queues the folding of the volume at `vol` about its middle plane
+    /// into `buf` (`cj_fold_volume`: `float2` texels of slice `lo + j` and
+    /// its mirror `hi − j`).
+    fn fold_volume(&self, vol: u64, buf: &DeviceBuffer) -> Result<()> {
+        let v = &self.volume;
+        let plane = v.nx * v.ny;
+        let n = (v.nz / 2 + 1) * plane;
+        let args: [Arg; 5] = [
+            vol.into(),
+            buf.ptr().into(),
+            (v.nz as i32).into(),
+            (plane as i64).into(),
+            (n as i64).into(),
+        ];
+        self.queue.context().bind()?;
+        // SAFETY: the parameters of `cj_fold_volume`; `vol` holds the
+        // volume, `buf` its folded copy (`VolTex::new`).
+        unsafe {
+            self.queue.launch_raw(
+                &self.f.fold_volume,
+                "cj_fold_volume",
+                Queue::grid(n),
+                (256, 1, 1),
+                &args,
+            )
+        }
     }
 
     /// Queues the row sums `A·1` of the projections of `block` into `out`
@@ -134,6 +210,14 @@ impl CudaConeJoseph {
     /// voxel pair's forward projection is Joseph's too).
     pub(super) fn row_sums_block(&self, out: u64, block: &ConeBlock) -> Result<()> {
         self.queue.timed(KernelKind::Forward, || {
+            if self.fold {
+                return self.project(
+                    &self.f.forward_ones_fold,
+                    "cj_forward_ones_fold",
+                    (0, out),
+                    block,
+                );
+            }
             self.project(&self.f.forward_ones, "cj_forward_ones", (0, out), block)
         })
     }
@@ -218,16 +302,22 @@ impl CudaConeJoseph {
         proj: &ConeDeviceArray,
         out: &ConeDeviceArray,
     ) -> Result<()> {
+        if let Some(fb) = &vb.fold {
+            return self.voxel_back_fold(vb, fb, proj.buffer().ptr(), self.na, out.buffer().ptr());
+        }
+        let st = vb.stack.as_ref().ok_or_else(|| {
+            CudaError::Parameter("the voxel back projection has no texture layout".into())
+        })?;
         let n = proj.len();
         let args: [Arg; 9] = [
             proj.buffer().ptr().into(),
             vb.weights.ptr().into(),
-            vb.tex.ptr().into(),
+            st.tex.ptr().into(),
             (self.nr as i32).into(),
             (self.nc as i32).into(),
-            ((vb.layout.pitch_bytes / 4) as i32).into(),
-            (vb.layout.tpg as i32).into(),
-            ((vb.layout.gbytes / 4) as i64).into(),
+            ((st.layout.pitch_bytes / 4) as i32).into(),
+            (st.layout.tpg as i32).into(),
+            ((st.layout.gbytes / 4) as i64).into(),
             (n as i64).into(),
         ];
         // SAFETY: the parameters of `cj_weight_pack`; `proj` holds all
@@ -241,10 +331,10 @@ impl CudaConeJoseph {
                 &args,
             )?;
         }
-        debug_assert_eq!(vb.textures.len(), self.na.div_ceil(vb.layout.tpg));
-        vb.module.backproject(
+        debug_assert_eq!(st.textures.len(), self.na.div_ceil(st.layout.tpg));
+        st.module.backproject(
             self.queue.stream(),
-            BpSource::Textures(vb.layout.tpg),
+            BpSource::Textures(st.layout.tpg),
             &(0..self.nr),
             out.buffer().ptr(),
             &vb.geometry,
@@ -254,6 +344,100 @@ impl CudaConeJoseph {
             self.na,
             false,
         )
+    }
+
+    /// The folded voxel-driven back projection (whole volume) of the first
+    /// `nang` projections at `src` (`0`: projections of ones) into the
+    /// volume at `out` (overwritten): weight and fold-pack
+    /// (`cj_weight_pack_fold`), then one launch of `cone_bp_fold` over
+    /// those angles and the upper half of the slices with their mirrors.
+    fn voxel_back_fold(
+        &self,
+        vb: &VoxelBack,
+        fb: &FoldBack,
+        src: u64,
+        nang: usize,
+        out: u64,
+    ) -> Result<()> {
+        let l = &fb.layout;
+        debug_assert_eq!(fb.textures.len(), l.groups(self.na));
+        let n = nang * l.h * self.nc;
+        let args: [Arg; 12] = [
+            src.into(),
+            vb.weights.ptr().into(),
+            fb.tex.ptr().into(),
+            (self.nr as i32).into(),
+            (self.nc as i32).into(),
+            ((l.pitch_bytes / 8) as i32).into(),
+            (l.tpg as i32).into(),
+            ((l.gbytes / 8) as i64).into(),
+            (l.h as i32).into(),
+            (l.a_row as i32).into(),
+            (l.s_sum as i32).into(),
+            (n as i64).into(),
+        ];
+        // SAFETY: the parameters of `cj_weight_pack_fold`; `src` holds the
+        // first `nang` projections (or is null: ones), `fb.tex` the folded
+        // layout of all.
+        unsafe {
+            self.queue.launch_raw(
+                &self.f.weight_pack_fold,
+                "cj_weight_pack_fold",
+                Queue::grid(n),
+                (256, 1, 1),
+                &args,
+            )?;
+        }
+        let nz = vb.full.nz;
+        fb.module.backproject(
+            self.queue.stream(),
+            out,
+            &vb.geometry,
+            &vb.full,
+            l,
+            (0, nang),
+            (nz / 2, nz - nz / 2),
+            false,
+        )
+    }
+
+    /// The voxel pair's column sums `B·1` through the quarter-turn symmetry
+    /// ([`CudaConeJoseph::set_rotation`]): the folded back projection of
+    /// ones over the first `quarter` projections, then the sum of its four
+    /// quarter turns (`cj_rot4_sum`). `None` without the folded back
+    /// projection.
+    pub(super) fn column_sums_quarter(&self, quarter: usize) -> Result<Option<ConeDeviceArray>> {
+        let Some(vb) = self.voxel.as_ref() else {
+            return Ok(None);
+        };
+        let Some(fb) = vb.fold.as_ref() else {
+            return Ok(None);
+        };
+        let q = self.alloc(self.volume_dim(), "the column sums of a quarter")?;
+        let out = self.alloc(self.volume_dim(), "column sums")?;
+        let v = &self.volume;
+        let total = v.len();
+        let args: [Arg; 4] = [
+            q.buffer().ptr().into(),
+            out.buffer().ptr().into(),
+            (v.nx as i32).into(),
+            (total as i64).into(),
+        ];
+        self.queue.timed(KernelKind::Back, || {
+            self.voxel_back_fold(vb, fb, 0, quarter, q.buffer().ptr())?;
+            // SAFETY: the parameters of `cj_rot4_sum`; `q` and `out` hold a
+            // volume of nx = ny (`quarter_turn`).
+            unsafe {
+                self.queue.launch_raw(
+                    &self.f.rot4_sum,
+                    "cj_rot4_sum",
+                    Queue::grid(total),
+                    (256, 1, 1),
+                    &args,
+                )
+            }
+        })?;
+        Ok(Some(out))
     }
 
     /// Forward projection of a host volume `[z][y][x]` into host projections

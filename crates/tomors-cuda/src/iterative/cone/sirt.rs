@@ -9,7 +9,7 @@ use tomors_core::linalg::Vector;
 use super::*;
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
-    check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases, SirtStats,
+    check_finite, check_finite_on_device, check_options, GpuIteration, Phases, SirtStats,
 };
 
 /// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and
@@ -203,6 +203,13 @@ pub fn cone_sirt_cuda_with(
     )
 }
 
+/// Whether the projections are uploaded while the weights are computed
+/// (the default; `TOMORS_CONE_UPLOAD=after` uploads after them, for
+/// benchmarks).
+fn beside_default() -> bool {
+    std::env::var("TOMORS_CONE_UPLOAD").map_or(true, |v| v != "after")
+}
+
 /// Device options of [`cone_sirt_cuda_opts`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ConeGpuOptions {
@@ -212,6 +219,12 @@ pub struct ConeGpuOptions {
     /// ([`CudaConeJoseph::set_deterministic`]: the same bits on every run;
     /// slower). The default is the faster float atomics.
     pub deterministic: bool,
+    /// Keeps the unfolded kernels and the direct weights where the geometry
+    /// would allow the folded kernels ([`CudaConeJoseph::set_fold`]) and
+    /// the quarter-turn weights ([`CudaConeJoseph::set_rotation`]): for
+    /// comparisons with the z-slabs of several devices, which use neither.
+    /// The default (`false`) uses both where it can.
+    pub unfolded: bool,
 }
 
 /// [`cone_sirt_cuda_with`] with the device options `gpu` (back
@@ -231,6 +244,14 @@ pub fn cone_sirt_cuda_opts(
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
     let mut ph = Phases::start("cone sirt");
+    // The output's pages are mapped by a thread of its own from the start
+    // (plain writes, not the rayon pool the uploads use).
+    let dim = (volume.nz, volume.ny, volume.nx);
+    let touched = std::thread::spawn(move || {
+        let mut host = Array3::<f32>::zeros(dim);
+        host.iter_mut().for_each(|v| *v = 0.0);
+        host
+    });
     // Non-finite values are found on the device after the uploads.
     check_cone_sirt_shapes(geometry, volume, &projections, initial.as_ref(), options)?;
     ph.mark("input checks");
@@ -238,6 +259,10 @@ pub fn cone_sirt_cuda_opts(
     let mut op = CudaConeJoseph::with_back(backend, geometry, volume, gpu.back)?;
     if gpu.deterministic {
         op.set_deterministic(true)?;
+    }
+    if gpu.unfolded {
+        op.set_fold(false)?;
+        op.set_rotation(false);
     }
     ph.mark("projector (module load, textures)");
     fits_on(op.context(), geometry, volume)?;
@@ -248,12 +273,20 @@ pub fn cone_sirt_cuda_opts(
     let lin = op.operator();
     let (options, _) = with_relaxation(&lin, options)?;
     ph.mark("relaxation");
-    let prepared = Prepared::new(&lin, &options.algorithm)?;
+    // The data go up on a helper thread (and a stream of their own) while
+    // this thread computes the weights.
+    let (b, prepared) = if beside_default() {
+        let (b, prepared) =
+            op.upload_projections_during(projections, || Prepared::new(&lin, &options.algorithm))?;
+        (b, prepared?)
+    } else {
+        let prepared = Prepared::new(&lin, &options.algorithm)?;
+        op.stream().synchronize()?;
+        (op.upload_projections(projections)?, prepared)
+    };
     op.stream().synchronize()?;
-    ph.mark("weights");
-    let b = op.upload_projections(projections)?;
+    ph.mark("weights and upload");
     check_finite_on_device(&b, &projections, "the projection data")?;
-    ph.mark("upload");
     let x = match initial {
         Some(x0) => {
             let x = op.upload_volume(x0)?;
@@ -272,32 +305,23 @@ pub fn cone_sirt_cuda_opts(
         callback: progress,
         stop: &stop,
     };
-    let host = Array3::<f32>::zeros((volume.nz, volume.ny, volume.nx));
-    let (report, xh) = std::thread::scope(|sc| {
-        // The output's pages are mapped while the device iterates.
-        let touched = sc.spawn(move || {
-            let mut host = host;
-            prefault(host.view_mut());
-            host
-        });
-        run_resident(
-            &prepared,
-            op.queue(),
-            b,
-            x,
-            &options,
-            &progress,
-            &mut stats,
-            t0,
-            |x| {
-                let mut host = touched
-                    .join()
-                    .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
-                x.download_flat_into(&mut host)?;
-                Ok(host)
-            },
-        )
-    })?;
+    let (report, xh) = run_resident(
+        &prepared,
+        op.queue(),
+        b,
+        x,
+        &options,
+        &progress,
+        &mut stats,
+        t0,
+        |x| {
+            let mut host = touched
+                .join()
+                .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
+            x.download_flat_into(&mut host)?;
+            Ok(host)
+        },
+    )?;
     ph.mark("iterations and download");
     let t_free = Instant::now();
     drop(prepared);

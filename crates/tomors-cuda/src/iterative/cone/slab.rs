@@ -136,8 +136,24 @@ impl CudaConeJoseph {
             back_merged: module.function("cj_back_merged")?,
             weight_pack: module.function("cj_weight_pack")?,
             forward_tex: module.function("cj_forward_tex")?,
+            forward_fold: module.function("cj_forward_fold")?,
+            forward_ones_fold: module.function("cj_forward_ones_fold")?,
+            fold_volume: module.function("cj_fold_volume")?,
+            weight_pack_fold: module.function("cj_weight_pack_fold")?,
+            rot4_sum: module.function("cj_rot4_sum")?,
         };
         let queue = Queue::new(ctx)?;
+        let frames_host = slab_frames(geometry, volume, z.start);
+        let symmetric = z.start == 0
+            && z.end == volume.nz
+            && mirror_symmetric(&frames_host, volume.nz, geometry.n_rows());
+        let fold = symmetric && fold_default();
+        let voxel_pair = back == ConeBackProjector::Voxel;
+        let quarter = if z.start == 0 && z.end == volume.nz {
+            quarter_turn(&frames_host, volume)
+        } else {
+            None
+        };
         let voxel = match back {
             ConeBackProjector::Joseph => None,
             ConeBackProjector::Voxel => Some(VoxelBack::new(
@@ -145,10 +161,10 @@ impl CudaConeJoseph {
                 geometry,
                 (volume, z.start),
                 &slab,
+                fold,
                 queue.stream(),
             )?),
         };
-        let frames_host = slab_frames(geometry, volume, z.start);
         let all: Vec<usize> = (0..geometry.n_angles()).collect();
         let full = ConeBlock::new(&queue, &all, &frames_host)?;
         Ok(Self {
@@ -168,6 +184,10 @@ impl CudaConeJoseph {
             z0: z.start,
             art: super::art::ConeArtCell::new(),
             det: None,
+            symmetric,
+            fold,
+            quarter,
+            rotate: quarter.is_some() && voxel_pair && rotation_default(),
         })
     }
 }
