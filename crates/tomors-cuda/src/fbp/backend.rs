@@ -189,9 +189,10 @@ impl CudaBackend {
             .map(|&(cfg, interp)| {
                 let (defines, _, _) =
                     crate::fbp::engine::module_defines(cfg, grid, geom, interp, min_blocks, map)?;
+                let (module, src) = crate::fbp::engine::module_source(cfg);
                 crate::runtime::compile::cubin_cached(
-                    "backproject",
-                    crate::fbp::kernels::BACKPROJECT_CU,
+                    module,
+                    src,
                     &defines,
                     &name,
                     cc,

@@ -14,6 +14,7 @@ pub(crate) mod engine;
 pub mod extensions;
 pub mod fft;
 pub mod kernels;
+pub mod sweep;
 mod multi;
 pub mod tuning;
 

@@ -1,0 +1,244 @@
+// Line-sweep (register-window) parallel-beam back projection: exact f32
+// linear interpolation without a shared-memory read per update.
+//
+// The 32 lanes of a warp are 32 slice slots (SW_S slices each) of the SAME
+// pixels, so the detector coordinate, its bin and its weight are the same
+// on every lane and every branch is warp-uniform. A warp keeps the
+// accumulators of its SW_TX x SW_TY pixel tile in registers over all
+// projections. Per projection it walks the tile line by line (along x, or
+// with SW_AXIS along the axis whose per-pixel coordinate step is smaller):
+// the coordinate of each pixel is one FMA from the line's start (never
+// accumulated), its bin the rounded coordinate, and the lane loads the
+// (value, difference) entry of a bin only when the bin changes from the
+// previous pixel of the line: on average |step| + 1/line loads per update
+// instead of one.
+//
+// Baked parameters (#defines prepended by the host):
+//   NX, NY     slice size in pixels
+//   NPROJ      number of projections
+//   NB         detector bins
+//   SW_S       slices per lane: 1, 2 or 4
+//   SW_TX, SW_TY  pixel tile of a warp
+//   SW_WX, SW_WY  warps of a block along x and y
+//   SW_AXIS    1: sweep along y when |cy| < |cx|; 0: always along x
+//   SW_MINB    minimum resident blocks per multiprocessor
+//   BLO, NBP   global bin of padded row 0 and the number of padded rows:
+//              every bin a pixel of the (block-rounded) grid touches lies
+//              inside, so no bounds test is needed
+//
+// Entry layout (written by pack_sweep): ent[g][p][k][lane] for padded row k
+// (global bin BLO + k) and slot = slice / SW_S = 32 g + lane, each entry
+// 2 * SW_S floats:
+// the SW_S values a = v + d / 2 and the SW_S differences d = v[b + 1] - v[b]
+// (v = 0 outside the detector). With the coordinate shifted by -1/2 the
+// float rounding trick (r = h + 1.5 * 2^23) gives the bin i and a weight f in
+// [-1/2, 1/2], and a + f d is the linear interpolation, as in bp_alu with
+// FROUND and advanced caching. The accumulation is acc = (acc + a) + f d
+// (one FADD, one FFMA straight into the accumulator, so no temporaries
+// wait for a late add; the same exact f32 arithmetic, rounded differently
+// from bp_alu's acc + (a + f d)).
+
+#define SW_MAGIC 12582912.0f
+#define SW_MAGIC_BITS 0x4B400000
+#define SW_FULL 0xffffffffu
+#ifndef SW_SYNC
+#define SW_SYNC 1
+#endif
+
+// Loads the SW_S values and differences of one entry.
+__device__ __forceinline__ void sw_load(const float* __restrict__ p, float (&a)[SW_S], float (&d)[SW_S]) {
+#if SW_S == 1
+    const float2 q = __ldg(reinterpret_cast<const float2*>(p));
+    a[0] = q.x;
+    d[0] = q.y;
+#elif SW_S == 2
+    const float4 q = __ldg(reinterpret_cast<const float4*>(p));
+    a[0] = q.x;
+    a[1] = q.y;
+    d[0] = q.z;
+    d[1] = q.w;
+#elif SW_S == 4
+    const float4 q0 = __ldg(reinterpret_cast<const float4*>(p));
+    const float4 q1 = __ldg(reinterpret_cast<const float4*>(p) + 1);
+    a[0] = q0.x;
+    a[1] = q0.y;
+    a[2] = q0.z;
+    a[3] = q0.w;
+    d[0] = q1.x;
+    d[1] = q1.y;
+    d[2] = q1.z;
+    d[3] = q1.w;
+#else
+#error "SW_S must be 1, 2 or 4"
+#endif
+}
+
+// Bytes per padded bin row of a group: 32 lanes' entries.
+#define SW_ROWB (32 * 8 * SW_S)
+
+// The entry of rounded coordinate r (bits MAGIC_BITS + i: bin hm + i) from
+// bp (the lane's entry of row hm - BLO, less MAGIC_BITS rows): one IMAD.WIDE.
+__device__ __forceinline__ const float* entry(const char* bp, float r) {
+    return reinterpret_cast<const float*>(bp + (long long)__float_as_int(r) * SW_ROWB);
+}
+
+// Value k of slab row r (see filter.cu's source_value).
+__device__ __forceinline__ float sw_source(const float* __restrict__ src, long long row_stride, int pair,
+                                           long long r, int k) {
+    if (pair) return src[(r >> 1) * row_stride + 2 * k + (r & 1)];
+    return src[r * row_stride + k];
+}
+
+// Re-lays the filtered slab (rows r = slice * na + angle, NB values each) as
+// the entries above. Grid (ceil(NBP / 128), na, row), block 128; row = slots
+// of the slab (32 per group). Slices >= nslices are zeros.
+extern "C" __global__ void pack_sweep(const float* __restrict__ src, long long row_stride, int pair,
+                                      float* __restrict__ ent, int row, int na, int nslices) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int p = blockIdx.y;
+    const int slot = blockIdx.z;
+    if (k >= NBP) return;
+    const int b = k + BLO;
+    float a[SW_S], d[SW_S];
+#pragma unroll
+    for (int s = 0; s < SW_S; ++s) {
+        const int sl = slot * SW_S + s;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (sl < nslices) {
+            const long long r = (long long)sl * na + p;
+            if (b >= 0 && b < NB) v0 = sw_source(src, row_stride, pair, r, b);
+            if (b + 1 >= 0 && b + 1 < NB) v1 = sw_source(src, row_stride, pair, r, b + 1);
+        }
+        d[s] = v1 - v0;
+        a[s] = fmaf(0.5f, d[s], v0);
+    }
+    float* __restrict__ dst = ent + ((((long long)(slot >> 5) * na + p) * NBP + k) * 32 + (slot & 31)) * (2 * SW_S);
+#if SW_S == 1
+    *reinterpret_cast<float2*>(dst) = make_float2(a[0], d[0]);
+#elif SW_S == 2
+    *reinterpret_cast<float4*>(dst) = make_float4(a[0], a[1], d[0], d[1]);
+#else
+    reinterpret_cast<float4*>(dst)[0] = make_float4(a[0], a[1], a[2], a[3]);
+    reinterpret_cast<float4*>(dst)[1] = make_float4(d[0], d[1], d[2], d[3]);
+#endif
+}
+
+// Grid (ceil(NX / (SW_TX SW_WX)), ceil(NY / (SW_TY SW_WY)), groups), block
+// 32 SW_WX SW_WY. dconst = [c0 | cx | cy] in f64: the bin coordinate (bin k
+// centred at k) of pixel (ix, iy) is c0 + ix cx + iy cy.
+extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
+    bp_sweep(const float* __restrict__ ent, float* __restrict__ out, int nslices, float scale,
+             const double* __restrict__ dconst) {
+    const int lane = threadIdx.x & 31;
+    const int w = threadIdx.x >> 5;
+    const int x0 = (blockIdx.x * SW_WX + (w % SW_WX)) * SW_TX;
+    const int y0 = (blockIdx.y * SW_WY + (w / SW_WX)) * SW_TY;
+    const int slot = blockIdx.z * 32 + lane;
+    // The lane's entry of padded row 0 of projection 0 in its group.
+    const char* __restrict__ lanep = reinterpret_cast<const char*>(ent) +
+                                     (long long)blockIdx.z * NPROJ * NBP * SW_ROWB + lane * (8 * SW_S);
+    float acc[SW_TY][SW_TX][SW_S];
+#pragma unroll
+    for (int ty = 0; ty < SW_TY; ++ty)
+#pragma unroll
+        for (int tx = 0; tx < SW_TX; ++tx)
+#pragma unroll
+            for (int s = 0; s < SW_S; ++s) acc[ty][tx][s] = 0.0f;
+
+    for (int pb = 0; pb < NPROJ; pb += 32) {
+        // Lane j prepares projection pb + j in f64: the tile origin's
+        // coordinate relative to hm = floor(min over the tile) - 1, shifted by
+        // -1/2, and the offset of padded row hm - BLO.
+        const int pj = pb + lane;
+        float hj = 1.0f, cxj = 0.0f, cyj = 0.0f;
+        int kj = 0;
+        if (pj < NPROJ) {
+            const double c0 = __ldg(dconst + pj), cx = __ldg(dconst + NPROJ + pj),
+                         cy = __ldg(dconst + 2 * NPROJ + pj);
+            const double u = c0 + (double)x0 * cx + (double)y0 * cy;
+            const double umin = u + fmin(0.0, (SW_TX - 1) * cx) + fmin(0.0, (SW_TY - 1) * cy);
+            const double hm = floor(umin) - 1.0;
+            hj = (float)(u - hm - 0.5);
+            cxj = (float)cx;
+            cyj = (float)cy;
+            // Row hm - BLO less MAGIC_BITS rows: the entry of a rounded
+            // coordinate r is then bits(r) rows from there (one wide
+            // multiply-add per entry).
+            kj = (int)hm - BLO - SW_MAGIC_BITS;
+        }
+        const int np = min(32, NPROJ - pb);
+        for (int j = 0; j < np; ++j) {
+            const float h0 = __shfl_sync(SW_FULL, hj, j);
+            const float cx = __shfl_sync(SW_FULL, cxj, j);
+            const float cy = __shfl_sync(SW_FULL, cyj, j);
+            const int k0 = __shfl_sync(SW_FULL, kj, j);
+            const char* bp = lanep + ((long long)(pb + j) * NBP + k0) * SW_ROWB;
+            // Opaque to the compiler, so the per-entry address stays one
+            // IMAD.WIDE on this register pair (instead of being re-associated
+            // with the kernel parameter's base into three instructions).
+            asm("mov.b64 %0, %0;" : "+l"(bp));
+#if SW_AXIS
+            if (fabsf(cy) < fabsf(cx)) {
+                // Columns: the coordinate steps by cy from pixel to pixel.
+#pragma unroll
+                for (int tx = 0; tx < SW_TX; ++tx) {
+                    const float hl = fmaf((float)tx, cx, h0);
+                    float rp = 0.0f;
+                    float a[SW_S], d[SW_S];
+#pragma unroll
+                    for (int ty = 0; ty < SW_TY; ++ty) {
+                        const float h = fmaf((float)ty, cy, hl);
+                        const float r = h + SW_MAGIC;
+                        const float f = h - (r - SW_MAGIC);
+                        if (ty == 0 || r != rp) sw_load(entry(bp, r), a, d);
+                        rp = r;
+#pragma unroll
+                        for (int s = 0; s < SW_S; ++s) acc[ty][tx][s] = fmaf(f, d[s], acc[ty][tx][s] + a[s]);
+                    }
+                }
+            } else
+#endif
+            {
+                // Rows: the coordinate steps by cx from pixel to pixel.
+#pragma unroll
+                for (int ty = 0; ty < SW_TY; ++ty) {
+                    const float hl = fmaf((float)ty, cy, h0);
+                    float rp = 0.0f;
+                    float a[SW_S], d[SW_S];
+#pragma unroll
+                    for (int tx = 0; tx < SW_TX; ++tx) {
+                        const float h = fmaf((float)tx, cx, hl);
+                        const float r = h + SW_MAGIC;
+                        const float f = h - (r - SW_MAGIC);
+                        if (tx == 0 || r != rp) sw_load(entry(bp, r), a, d);
+                        rp = r;
+#pragma unroll
+                        for (int s = 0; s < SW_S; ++s) acc[ty][tx][s] = fmaf(f, d[s], acc[ty][tx][s] + a[s]);
+                    }
+                }
+            }
+        }
+#if SW_SYNC
+        // Keeps the block's warps within 32 projections of each other, so
+        // the entries one warp brought into L1 serve the others.
+        __syncthreads();
+#endif
+    }
+    const long long plane = (long long)NX * NY;
+#pragma unroll
+    for (int s = 0; s < SW_S; ++s) {
+        const int sl = slot * SW_S + s;
+        if (sl < nslices) {
+            float* __restrict__ o = out + (long long)sl * plane;
+#pragma unroll
+            for (int ty = 0; ty < SW_TY; ++ty) {
+                const int y = y0 + ty;
+#pragma unroll
+                for (int tx = 0; tx < SW_TX; ++tx) {
+                    const int x = x0 + tx;
+                    if (x < NX && y < NY) o[(long long)y * NX + x] = acc[ty][tx][s] * scale;
+                }
+            }
+        }
+    }
+}
