@@ -3,7 +3,7 @@
 use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
-pub use crate::fbp::sweep::SweepParams;
+pub use crate::fbp::sweep::{sweep_defines, SweepParams, SWEEP_CU};
 
 /// Source of the back-projection kernels (`bp_standard`, `bp_texopt`,
 /// `bp_alu`, and `bp_alu_w2` appended from its own file).
