@@ -82,6 +82,56 @@ __device__ __forceinline__ const float* entry(const char* bp, float r) {
     return reinterpret_cast<const float*>(bp + (long long)__float_as_int(r) * SW_ROWB);
 }
 
+#ifndef SW_SMEM
+#define SW_SMEM 0
+#endif
+#if SW_SMEM
+// Shared-memory staging (SW_SMEM = stages): per projection the block copies
+// the SW_CWB padded rows its pixels touch (from its region's lowest bin - 1
+// on; SW_CWB = the largest span of a region over the projections + 5, from
+// the host) into one of SW_SMEM buffers (dynamic shared memory) with
+// cp.async, SW_SMEM - 1 projections ahead of the interpolation.
+#define SW_NT (32 * SW_WX * SW_WY)
+#define SW_STAGE (SW_CWB * SW_ROWB)
+__device__ __forceinline__ void sw_stage(unsigned int sdst, const char* gsrc, int t) {
+    for (int o = t * 16; o < SW_STAGE; o += SW_NT * 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sdst + o), "l"(gsrc + o) : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// The entry of rounded coordinate r at byte sb + bits(r) * SW_ROWB of the
+// staging buffers (32-bit arithmetic that wraps: sb holds the lane's entry of
+// the warp's row hm less MAGIC_BITS rows).
+__device__ __forceinline__ void sw_load_s(const char* sbuf, unsigned int sb, float r, float (&a)[SW_S],
+                                          float (&d)[SW_S]) {
+    const float* p = reinterpret_cast<const float*>(sbuf + (sb + (unsigned int)__float_as_int(r) * (unsigned int)SW_ROWB));
+#if SW_S == 1
+    const float2 q = *reinterpret_cast<const float2*>(p);
+    a[0] = q.x;
+    d[0] = q.y;
+#elif SW_S == 2
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    a[0] = q.x;
+    a[1] = q.y;
+    d[0] = q.z;
+    d[1] = q.w;
+#else
+    const float4 q0 = reinterpret_cast<const float4*>(p)[0];
+    const float4 q1 = reinterpret_cast<const float4*>(p)[1];
+    a[0] = q0.x;
+    a[1] = q0.y;
+    a[2] = q0.z;
+    a[3] = q0.w;
+    d[0] = q1.x;
+    d[1] = q1.y;
+    d[2] = q1.z;
+    d[3] = q1.w;
+#endif
+}
+#define SW_FETCH(r) sw_load_s(sw_sbuf, sb, r, a, d)
+#else
+#define SW_FETCH(r) sw_load(entry(bp, r), a, d)
+#endif
+
 // Value k of slab row r (see filter.cu's source_value).
 __device__ __forceinline__ float sw_source(const float* __restrict__ src, long long row_stride, int pair,
                                            long long r, int k) {
@@ -144,6 +194,26 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
         for (int tx = 0; tx < SW_TX; ++tx)
 #pragma unroll
             for (int s = 0; s < SW_S; ++s) acc[ty][tx][s] = 0.0f;
+#if SW_SMEM
+    extern __shared__ __align__(16) char sw_sbuf[];
+    // The block's region and the first padded row of its stage for
+    // projection q (its lowest bin - 1).
+    const int xb = blockIdx.x * (SW_WX * SW_TX), yb = blockIdx.y * (SW_WY * SW_TY);
+    const char* __restrict__ grp = reinterpret_cast<const char*>(ent) + (long long)blockIdx.z * NPROJ * NBP * SW_ROWB;
+    const unsigned int sbase = (unsigned int)__cvta_generic_to_shared(sw_sbuf);
+    // Prologue: projections 0 .. SW_SMEM - 2 (an empty group past the end,
+    // so that every iteration waits for the same count).
+    for (int q = 0; q < SW_SMEM - 1; ++q) {
+        if (q < NPROJ) {
+            const double c0 = __ldg(dconst + q), cx = __ldg(dconst + NPROJ + q), cy = __ldg(dconst + 2 * NPROJ + q);
+            const double ub = c0 + (double)xb * cx + (double)yb * cy;
+            const int k = (int)floor(ub + fmin(0.0, (SW_WX * SW_TX - 1) * cx) + fmin(0.0, (SW_WY * SW_TY - 1) * cy)) - 1 - BLO;
+            sw_stage(sbase + q * SW_STAGE, grp + ((long long)q * NBP + k) * SW_ROWB, threadIdx.x);
+        } else {
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+    }
+#endif
 
     for (int pb = 0; pb < NPROJ; pb += 32) {
         // Lane j prepares projection pb + j in f64: the tile origin's
@@ -166,17 +236,54 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
             // multiply-add per entry).
             kj = (int)hm - BLO - SW_MAGIC_BITS;
         }
+#if SW_SMEM
+        // The warp's row hm relative to the block's stage of projection pj,
+        // and the block's first stage row for projection pj + SW_SMEM - 1.
+        int kwj = 0, knj = 0;
+        if (pj < NPROJ) {
+            const double c0 = __ldg(dconst + pj), cx = __ldg(dconst + NPROJ + pj),
+                         cy = __ldg(dconst + 2 * NPROJ + pj);
+            const double ub = c0 + (double)xb * cx + (double)yb * cy;
+            const int kb = (int)floor(ub + fmin(0.0, (SW_WX * SW_TX - 1) * cx) + fmin(0.0, (SW_WY * SW_TY - 1) * cy)) - 1 - BLO;
+            kwj = kj + SW_MAGIC_BITS - kb;
+        }
+        if (pj + SW_SMEM - 1 < NPROJ) {
+            const int q = pj + SW_SMEM - 1;
+            const double c0 = __ldg(dconst + q), cx = __ldg(dconst + NPROJ + q), cy = __ldg(dconst + 2 * NPROJ + q);
+            const double ub = c0 + (double)xb * cx + (double)yb * cy;
+            knj = (int)floor(ub + fmin(0.0, (SW_WX * SW_TX - 1) * cx) + fmin(0.0, (SW_WY * SW_TY - 1) * cy)) - 1 - BLO;
+        }
+#endif
         const int np = min(32, NPROJ - pb);
         for (int j = 0; j < np; ++j) {
             const float h0 = __shfl_sync(SW_FULL, hj, j);
             const float cx = __shfl_sync(SW_FULL, cxj, j);
             const float cy = __shfl_sync(SW_FULL, cyj, j);
+#if SW_SMEM
+            const int kw = __shfl_sync(SW_FULL, kwj, j);
+            const int kn = __shfl_sync(SW_FULL, knj, j);
+            const int p = pb + j;
+            // Stage p is complete (this thread's copies, then everyone's), and
+            // every warp is done with p - 1, whose buffer takes p + SW_SMEM - 1.
+            asm volatile("cp.async.wait_group %0;" ::"n"(SW_SMEM - 2) : "memory");
+            __syncthreads();
+            const int pn = p + SW_SMEM - 1;
+            if (pn < NPROJ)
+                sw_stage(sbase + (pn % SW_SMEM) * SW_STAGE, grp + ((long long)pn * NBP + kn) * SW_ROWB, threadIdx.x);
+            else
+                asm volatile("cp.async.commit_group;" ::: "memory");
+            unsigned int sb =
+                (unsigned int)((p % SW_SMEM) * SW_STAGE + lane * (8 * SW_S)) + (unsigned int)(kw - SW_MAGIC_BITS) * SW_ROWB;
+            // Opaque, so each entry address is one IMAD from it.
+            asm("mov.b32 %0, %0;" : "+r"(sb));
+#else
             const int k0 = __shfl_sync(SW_FULL, kj, j);
             const char* bp = lanep + ((long long)(pb + j) * NBP + k0) * SW_ROWB;
             // Opaque to the compiler, so the per-entry address stays one
             // IMAD.WIDE on this register pair (instead of being re-associated
             // with the kernel parameter's base into three instructions).
             asm("mov.b64 %0, %0;" : "+l"(bp));
+#endif
 #if SW_AXIS
             if (fabsf(cy) < fabsf(cx)) {
                 // Columns: the coordinate steps by cy from pixel to pixel.
@@ -190,7 +297,7 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
                         const float h = fmaf((float)ty, cy, hl);
                         const float r = h + SW_MAGIC;
                         const float f = h - (r - SW_MAGIC);
-                        if (ty == 0 || r != rp) sw_load(entry(bp, r), a, d);
+                        if (ty == 0 || r != rp) SW_FETCH(r);
                         rp = r;
 #pragma unroll
                         for (int s = 0; s < SW_S; ++s) acc[ty][tx][s] = fmaf(f, d[s], acc[ty][tx][s] + a[s]);
@@ -210,7 +317,7 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
                         const float h = fmaf((float)tx, cx, hl);
                         const float r = h + SW_MAGIC;
                         const float f = h - (r - SW_MAGIC);
-                        if (tx == 0 || r != rp) sw_load(entry(bp, r), a, d);
+                        if (tx == 0 || r != rp) SW_FETCH(r);
                         rp = r;
 #pragma unroll
                         for (int s = 0; s < SW_S; ++s) acc[ty][tx][s] = fmaf(f, d[s], acc[ty][tx][s] + a[s]);
@@ -218,7 +325,7 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
                 }
             }
         }
-#if SW_SYNC
+#if SW_SYNC && !SW_SMEM
         // Keeps the block's warps within 32 projections of each other, so
         // the entries one warp brought into L1 serve the others.
         __syncthreads();

@@ -92,6 +92,27 @@ fn variants() -> Vec<SweepParams> {
             min_blocks: 2,
             ..d
         },
+        // Shared-memory staging: a ring of 3, of 2 (one projection ahead),
+        // of 5 with one slice per lane and a 2-D tile.
+        SweepParams { stages: 3, ..d },
+        SweepParams {
+            tx: 8,
+            ty: 4,
+            spl: 2,
+            wx: 2,
+            wy: 4,
+            axis: true,
+            stages: 2,
+            ..d
+        },
+        SweepParams {
+            spl: 1,
+            tx: 4,
+            ty: 4,
+            axis: true,
+            stages: 5,
+            ..d
+        },
     ]
 }
 

@@ -30,6 +30,10 @@ pub struct SweepParams {
     pub axis: bool,
     /// Minimum resident blocks per multiprocessor (`__launch_bounds__`).
     pub min_blocks: u8,
+    /// Shared-memory staging: 0 reads the entries through L1; 2 to 6
+    /// stages a block's rows of each projection into a ring of that many
+    /// buffers with `cp.async`, that many minus one projections ahead.
+    pub stages: u8,
 }
 
 impl Default for SweepParams {
@@ -42,6 +46,7 @@ impl Default for SweepParams {
             wy: 8,
             axis: false,
             min_blocks: 1,
+            stages: 0,
         }
     }
 }
@@ -69,6 +74,12 @@ impl SweepParams {
                 self.wx, self.wy
             )));
         }
+        if self.stages == 1 || self.stages > 6 {
+            return Err(CudaError::Parameter(format!(
+                "sweep stages {} (use 0 for loads through L1, or 2 to 6)",
+                self.stages
+            )));
+        }
         if !(1..=8).contains(&self.min_blocks) {
             return Err(CudaError::Parameter(format!(
                 "sweep min_blocks {} (use 1 to 8)",
@@ -83,18 +94,19 @@ impl SweepParams {
         32 * self.spl as usize
     }
 
-    /// Compact text form, e.g. `x16,y1,s4,u1,v8,a0,b1` (parsed back by
+    /// Compact text form, e.g. `x16,y1,s4,u1,v8,a0,b1,p0` (parsed back by
     /// [`SweepParams::parse`]).
     pub fn spec(&self) -> String {
         format!(
-            "x{},y{},s{},u{},v{},a{},b{}",
+            "x{},y{},s{},u{},v{},a{},b{},p{}",
             self.tx,
             self.ty,
             self.spl,
             self.wx,
             self.wy,
             u8::from(self.axis),
-            self.min_blocks
+            self.min_blocks,
+            self.stages
         )
     }
 
@@ -117,9 +129,10 @@ impl SweepParams {
                 "v" => p.wy = num,
                 "a" => p.axis = num != 0,
                 "b" => p.min_blocks = num,
+                "p" => p.stages = num,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "sweep parameter '{part}' (keys x, y, s, u, v, a, b)"
+                        "sweep parameter '{part}' (keys x, y, s, u, v, a, b, p)"
                     )))
                 }
             }
@@ -165,6 +178,33 @@ pub fn padded_bins(p: SweepParams, geom: &ParallelGeometry, grid: &SliceGrid) ->
     (blo, nbp)
 }
 
+/// Rows a block stages per projection with shared-memory staging: the
+/// largest span of its pixel region over the projections, plus 5 (the
+/// floor, the margin row, the linear neighbour, f32 rounding).
+pub fn stage_rows(p: SweepParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
+    let c = projection_coefficients_f64(geom, grid);
+    let n = geom.n_angles();
+    let (bx, by) = p.block_pixels();
+    let span = (0..n)
+        .map(|i| (bx as f64 - 1.0) * c[n + i].abs() + (by as f64 - 1.0) * c[2 * n + i].abs())
+        .fold(0.0f64, f64::max);
+    span.ceil() as usize + 5
+}
+
+/// Bytes of one padded bin row of a group (32 lanes' entries).
+pub fn row_bytes(p: SweepParams) -> usize {
+    32 * 8 * p.spl as usize
+}
+
+/// Dynamic shared memory of a block: the staging ring (0 without staging).
+pub fn shared_bytes(p: SweepParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
+    if p.stages == 0 {
+        0
+    } else {
+        p.stages as usize * stage_rows(p, geom, grid) * row_bytes(p)
+    }
+}
+
 /// Slots (of `spl` slices) per padded bin row for a slab of `slices`
 /// slices: whole warps of 32.
 pub fn row_slots(p: SweepParams, slices: usize) -> usize {
@@ -177,7 +217,7 @@ pub fn sweep_defines(
     geom: &ParallelGeometry,
     grid: &SliceGrid,
 ) -> Vec<(String, String)> {
-    let (blo, nbp) = padded_bins(p, geom, grid);
+    let (blo, nbp) = padded_bins_staged(p, geom, grid);
     vec![
         ("NX".into(), grid.nx.to_string()),
         ("NY".into(), grid.ny.to_string()),
@@ -192,12 +232,25 @@ pub fn sweep_defines(
         ("SW_MINB".into(), p.min_blocks.to_string()),
         ("BLO".into(), blo.to_string()),
         ("NBP".into(), nbp.to_string()),
+        ("SW_SMEM".into(), p.stages.to_string()),
+        ("SW_CWB".into(), stage_rows(p, geom, grid).to_string()),
     ]
+}
+
+/// [`padded_bins`], with room for a whole stage above the highest bin
+/// when the kernel stages rows in shared memory.
+pub fn padded_bins_staged(p: SweepParams, geom: &ParallelGeometry, grid: &SliceGrid) -> (i64, usize) {
+    let (blo, nbp) = padded_bins(p, geom, grid);
+    if p.stages == 0 {
+        (blo, nbp)
+    } else {
+        (blo, nbp + stage_rows(p, geom, grid))
+    }
 }
 
 /// Bytes of the entry layout of a slab of `slices` slices.
 pub fn entry_bytes(p: SweepParams, geom: &ParallelGeometry, grid: &SliceGrid, slices: usize) -> usize {
-    let (_, nbp) = padded_bins(p, geom, grid);
+    let (_, nbp) = padded_bins_staged(p, geom, grid);
     geom.n_angles() * nbp * row_slots(p, slices) * 2 * p.spl as usize * 4
 }
 
@@ -216,10 +269,11 @@ mod tests {
             wy: 4,
             axis: true,
             min_blocks: 2,
+            stages: 3,
         };
         assert_eq!(SweepParams::parse(&p.spec()).unwrap(), p);
         assert_eq!(SweepParams::parse("").unwrap(), SweepParams::default());
-        for bad in ["s3", "x0", "x64,y4,s4", "u8,v8", "b9", "q1", "xa"] {
+        for bad in ["s3", "x0", "x64,y4,s4", "u8,v8", "b9", "q1", "xa", "p1", "p7"] {
             assert!(SweepParams::parse(bad).is_err(), "{bad} accepted");
         }
     }

@@ -93,6 +93,7 @@ fn sweep_candidates() -> Vec<crate::fbp::kernels::SweepParams> {
     let d = SweepParams::default();
     vec![
         d,
+        SweepParams { stages: 3, ..d },
         SweepParams { min_blocks: 2, ..d },
         SweepParams {
             tx: 4,

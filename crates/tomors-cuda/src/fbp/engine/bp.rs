@@ -17,6 +17,8 @@ pub(super) struct BpKey {
     count_paths: bool,
     /// `sweep` only: the global bin of padded row 0 (`nbp` in `cache_width`).
     blo: i64,
+    /// `sweep` only: dynamic shared memory per block (its staging ring).
+    shared: usize,
 }
 
 pub(super) struct BpModule {
@@ -56,7 +58,7 @@ pub(crate) fn module_defines(
         cfg.check(interp)?;
         // The padded bin count stands in the cache width (the key's blo
         // holds the first padded bin).
-        let (_, nbp) = padded_bins(p, geom, grid);
+        let (_, nbp) = padded_bins_staged(p, geom, grid);
         return Ok((sweep_defines(p, geom, grid), true, nbp));
     }
     let mut defines = bp_defines_mapped(cfg, grid, geom.n_angles(), min_blocks, standard_map);
@@ -128,6 +130,10 @@ impl Engine {
                 KernelKind::Sweep(p) => padded_bins(p, geom, grid).0,
                 _ => 0,
             },
+            shared: match cfg.kernel {
+                KernelKind::Sweep(p) => shared_bytes(p, geom, grid),
+                _ => 0,
+            },
         };
         if !self.bp.contains_key(&key) {
             let (name, src) = module_source(cfg);
@@ -141,6 +147,15 @@ impl Engine {
             )?;
             let module = Module::load(&self.ctx, &cubin)?;
             let func = module.function(cfg.kernel.symbol())?;
+            if key.shared > 48 * 1024 {
+                func.set_max_dynamic_shared(key.shared).map_err(|e| {
+                    CudaError::Parameter(format!(
+                        "{cfg}: {} B of shared memory per block for this geometry ({e}); \
+                         use fewer stages (p) or a smaller block",
+                        key.shared
+                    ))
+                })?;
+            }
             let pack = match cfg.kernel {
                 KernelKind::Sweep(_) => Some(module.function("pack_sweep")?),
                 _ => None,
@@ -330,7 +345,17 @@ impl Engine {
         let ns = slices as i32;
         let a: Vec<Arg> = vec![ent.into(), out.into(), ns.into(), scale.into(), d.into()];
         // SAFETY: parameter types match bp_sweep.
-        unsafe { launch(&m.func, "bp_sweep", grid, block, 0, &self.comp, &a) }
+        unsafe {
+            launch(
+                &m.func,
+                "bp_sweep",
+                grid,
+                block,
+                key.shared as u32,
+                &self.comp,
+                &a,
+            )
+        }
     }
 
     /// Filters (optionally), packs and back projects one slab already in

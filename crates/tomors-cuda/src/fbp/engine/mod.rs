@@ -17,7 +17,9 @@ use crate::fbp::kernels::{
     AluParams, BpConfig, KernelKind, SliceMode, SweepParams, BACKPROJECT_CU, FILTER_CU,
     MAX_CMEM_PROJECTIONS,
 };
-use crate::fbp::sweep::{padded_bins, row_slots, sweep_defines, SWEEP_CU};
+use crate::fbp::sweep::{
+    padded_bins, padded_bins_staged, row_slots, shared_bytes, sweep_defines, SWEEP_CU,
+};
 use crate::runtime::compile::{cubin_cached, fnv1a64};
 use crate::runtime::{
     ensure, ensure_pinned, launch, Arg, Array2d, Context, DeviceBuffer, Event, Function, Module,
