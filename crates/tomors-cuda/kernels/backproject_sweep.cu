@@ -22,6 +22,9 @@
 //   SW_WX, SW_WY  warps of a block along x and y
 //   SW_AXIS    1: sweep along y when |cy| < |cx|; 0: always along x
 //   SW_MINB    minimum resident blocks per multiprocessor
+//   SW_SMEM    0: entries read through L1; n >= 2: staged in shared memory
+//              (a ring of n buffers of SW_CWB rows, see below)
+//   SW_SWZ     0, or the width in blocks of the strips the grid is walked in
 //   BLO, NBP   global bin of padded row 0 and the number of padded rows:
 //              every bin a pixel of the (block-rounded) grid touches lies
 //              inside, so no bounds test is needed
@@ -43,6 +46,9 @@
 #define SW_FULL 0xffffffffu
 #ifndef SW_SYNC
 #define SW_SYNC 1
+#endif
+#ifndef SW_SWZ
+#define SW_SWZ 0
 #endif
 
 // Loads the SW_S values and differences of one entry.
@@ -93,11 +99,24 @@ __device__ __forceinline__ const float* entry(const char* bp, float r) {
 // cp.async, SW_SMEM - 1 projections ahead of the interpolation.
 #define SW_NT (32 * SW_WX * SW_WY)
 #define SW_STAGE (SW_CWB * SW_ROWB)
-__device__ __forceinline__ void sw_stage(unsigned int sdst, const char* gsrc, int t) {
-    for (int o = t * 16; o < SW_STAGE; o += SW_NT * 16)
+// Copies the first `rows` rows of a stage (rows <= SW_CWB).
+__device__ __forceinline__ void sw_stage(unsigned int sdst, const char* gsrc, int rows, int t) {
+    const int bytes = rows * SW_ROWB;
+    for (int o = t * 16; o < bytes; o += SW_NT * 16)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sdst + o), "l"(gsrc + o) : "memory");
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
+// The stage of a block region whose origin has coordinate ub: its first
+// padded row k (the region's lowest bin - 1) and the rows it needs (up to
+// the highest bin + 2, one more for f32 rounding; at most SW_CWB).
+__device__ __forceinline__ void sw_region(double ub, double cx, double cy, int& k, int& rows) {
+    const double ex = (SW_WX * SW_TX - 1) * cx, ey = (SW_WY * SW_TY - 1) * cy;
+    const double lo = floor(ub + fmin(0.0, ex) + fmin(0.0, ey)) - 1.0;
+    const double hi = floor(ub + fmax(0.0, ex) + fmax(0.0, ey));
+    k = (int)lo - BLO;
+    rows = min((int)(hi - lo) + 4, SW_CWB);
+}
+
 // The entry of rounded coordinate r at byte sb + bits(r) * SW_ROWB of the
 // staging buffers (32-bit arithmetic that wraps: sb holds the lane's entry of
 // the warp's row hm less MAGIC_BITS rows).
@@ -181,8 +200,20 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
              const double* __restrict__ dconst) {
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
-    const int x0 = (blockIdx.x * SW_WX + (w % SW_WX)) * SW_TX;
-    const int y0 = (blockIdx.y * SW_WY + (w / SW_WX)) * SW_TY;
+#if SW_SWZ
+    // Blocks run in order of their linear index; re-map it so that the
+    // blocks resident together cover strips SW_SWZ regions wide (a compact
+    // patch of the slice: fewer rows per projection in L2 at once).
+    const int id = blockIdx.x + gridDim.x * blockIdx.y;
+    const int per = SW_SWZ * gridDim.y;
+    const int strip = id / per, rr = id - strip * per;
+    const int gs = min(SW_SWZ, (int)gridDim.x - strip * SW_SWZ);
+    const int bxi = strip * SW_SWZ + rr % gs, byi = rr / gs;
+#else
+    const int bxi = blockIdx.x, byi = blockIdx.y;
+#endif
+    const int x0 = (bxi * SW_WX + (w % SW_WX)) * SW_TX;
+    const int y0 = (byi * SW_WY + (w / SW_WX)) * SW_TY;
     const int slot = blockIdx.z * 32 + lane;
     // The lane's entry of padded row 0 of projection 0 in its group.
     const char* __restrict__ lanep = reinterpret_cast<const char*>(ent) +
@@ -198,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
     extern __shared__ __align__(16) char sw_sbuf[];
     // The block's region and the first padded row of its stage for
     // projection q (its lowest bin - 1).
-    const int xb = blockIdx.x * (SW_WX * SW_TX), yb = blockIdx.y * (SW_WY * SW_TY);
+    const int xb = bxi * (SW_WX * SW_TX), yb = byi * (SW_WY * SW_TY);
     const char* __restrict__ grp = reinterpret_cast<const char*>(ent) + (long long)blockIdx.z * NPROJ * NBP * SW_ROWB;
     const unsigned int sbase = (unsigned int)__cvta_generic_to_shared(sw_sbuf);
     // Prologue: projections 0 .. SW_SMEM - 2 (an empty group past the end,
@@ -207,8 +238,9 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
         if (q < NPROJ) {
             const double c0 = __ldg(dconst + q), cx = __ldg(dconst + NPROJ + q), cy = __ldg(dconst + 2 * NPROJ + q);
             const double ub = c0 + (double)xb * cx + (double)yb * cy;
-            const int k = (int)floor(ub + fmin(0.0, (SW_WX * SW_TX - 1) * cx) + fmin(0.0, (SW_WY * SW_TY - 1) * cy)) - 1 - BLO;
-            sw_stage(sbase + q * SW_STAGE, grp + ((long long)q * NBP + k) * SW_ROWB, threadIdx.x);
+            int k, rows;
+            sw_region(ub, cx, cy, k, rows);
+            sw_stage(sbase + q * SW_STAGE, grp + ((long long)q * NBP + k) * SW_ROWB, rows, threadIdx.x);
         } else {
             asm volatile("cp.async.commit_group;" ::: "memory");
         }
@@ -239,7 +271,7 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
 #if SW_SMEM
         // The warp's row hm relative to the block's stage of projection pj,
         // and the block's first stage row for projection pj + SW_SMEM - 1.
-        int kwj = 0, knj = 0;
+        int kwj = 0, knj = 0, nrj = 0;
         if (pj < NPROJ) {
             const double c0 = __ldg(dconst + pj), cx = __ldg(dconst + NPROJ + pj),
                          cy = __ldg(dconst + 2 * NPROJ + pj);
@@ -251,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
             const int q = pj + SW_SMEM - 1;
             const double c0 = __ldg(dconst + q), cx = __ldg(dconst + NPROJ + q), cy = __ldg(dconst + 2 * NPROJ + q);
             const double ub = c0 + (double)xb * cx + (double)yb * cy;
-            knj = (int)floor(ub + fmin(0.0, (SW_WX * SW_TX - 1) * cx) + fmin(0.0, (SW_WY * SW_TY - 1) * cy)) - 1 - BLO;
+            sw_region(ub, cx, cy, knj, nrj);
         }
 #endif
         const int np = min(32, NPROJ - pb);
@@ -262,6 +294,7 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
 #if SW_SMEM
             const int kw = __shfl_sync(SW_FULL, kwj, j);
             const int kn = __shfl_sync(SW_FULL, knj, j);
+            const int nr = __shfl_sync(SW_FULL, nrj, j);
             const int p = pb + j;
             // Stage p is complete (this thread's copies, then everyone's), and
             // every warp is done with p - 1, whose buffer takes p + SW_SMEM - 1.
@@ -269,7 +302,8 @@ extern "C" __global__ void __launch_bounds__(32 * SW_WX * SW_WY, SW_MINB)
             __syncthreads();
             const int pn = p + SW_SMEM - 1;
             if (pn < NPROJ)
-                sw_stage(sbase + (pn % SW_SMEM) * SW_STAGE, grp + ((long long)pn * NBP + kn) * SW_ROWB, threadIdx.x);
+                sw_stage(sbase + (pn % SW_SMEM) * SW_STAGE, grp + ((long long)pn * NBP + kn) * SW_ROWB, nr,
+                         threadIdx.x);
             else
                 asm volatile("cp.async.commit_group;" ::: "memory");
             unsigned int sb =

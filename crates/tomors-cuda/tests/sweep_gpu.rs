@@ -113,6 +113,18 @@ fn variants() -> Vec<SweepParams> {
             stages: 5,
             ..d
         },
+        // The fastest shape of batch 2, with the blocks walked in strips.
+        SweepParams {
+            tx: 8,
+            ty: 4,
+            spl: 2,
+            wx: 2,
+            wy: 4,
+            axis: true,
+            min_blocks: 2,
+            stages: 3,
+            swizzle: 2,
+        },
     ]
 }
 

@@ -34,6 +34,9 @@ pub struct SweepParams {
     /// stages a block's rows of each projection into a ring of that many
     /// buffers with `cp.async`, that many minus one projections ahead.
     pub stages: u8,
+    /// 0, or the width in blocks of the strips the blocks are walked in
+    /// (the blocks resident together then cover a compact patch).
+    pub swizzle: u8,
 }
 
 impl Default for SweepParams {
@@ -47,6 +50,7 @@ impl Default for SweepParams {
             axis: false,
             min_blocks: 1,
             stages: 0,
+            swizzle: 0,
         }
     }
 }
@@ -94,11 +98,16 @@ impl SweepParams {
         32 * self.spl as usize
     }
 
-    /// Compact text form, e.g. `x16,y1,s4,u1,v8,a0,b1,p0` (parsed back by
-    /// [`SweepParams::parse`]).
+    /// Compact text form, e.g. `x16,y1,s4,u1,v8,a0,b1,p0` (`,z16` with a
+    /// swizzle; parsed back by [`SweepParams::parse`]).
     pub fn spec(&self) -> String {
+        let z = if self.swizzle > 0 {
+            format!(",z{}", self.swizzle)
+        } else {
+            String::new()
+        };
         format!(
-            "x{},y{},s{},u{},v{},a{},b{},p{}",
+            "x{},y{},s{},u{},v{},a{},b{},p{}{z}",
             self.tx,
             self.ty,
             self.spl,
@@ -130,9 +139,10 @@ impl SweepParams {
                 "a" => p.axis = num != 0,
                 "b" => p.min_blocks = num,
                 "p" => p.stages = num,
+                "z" => p.swizzle = num,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "sweep parameter '{part}' (keys x, y, s, u, v, a, b, p)"
+                        "sweep parameter '{part}' (keys x, y, s, u, v, a, b, p, z)"
                     )))
                 }
             }
@@ -234,6 +244,7 @@ pub fn sweep_defines(
         ("NBP".into(), nbp.to_string()),
         ("SW_SMEM".into(), p.stages.to_string()),
         ("SW_CWB".into(), stage_rows(p, geom, grid).to_string()),
+        ("SW_SWZ".into(), p.swizzle.to_string()),
     ]
 }
 
@@ -270,6 +281,7 @@ mod tests {
             axis: true,
             min_blocks: 2,
             stages: 3,
+            swizzle: 16,
         };
         assert_eq!(SweepParams::parse(&p.spec()).unwrap(), p);
         assert_eq!(SweepParams::parse("").unwrap(), SweepParams::default());

@@ -94,6 +94,17 @@ fn sweep_candidates() -> Vec<crate::fbp::kernels::SweepParams> {
     vec![
         d,
         SweepParams { stages: 3, ..d },
+        SweepParams {
+            tx: 8,
+            ty: 4,
+            spl: 2,
+            wx: 2,
+            wy: 4,
+            axis: true,
+            min_blocks: 2,
+            stages: 3,
+            swizzle: 0,
+        },
         SweepParams { min_blocks: 2, ..d },
         SweepParams {
             tx: 4,
