@@ -100,10 +100,31 @@ __device__ __forceinline__ const float* entry(const char* bp, float r) {
 #define SW_NT (32 * SW_WX * SW_WY)
 #define SW_STAGE (SW_CWB * SW_ROWB)
 // Copies the first `rows` rows of a stage (rows <= SW_CWB).
+// A fixed number of predicated copies per thread (a run-time loop cost ≈ 60
+// instructions per projection in SASS, 10 % of the kernel's issue).
+#define SW_COPIES ((SW_STAGE + SW_NT * 16 - 1) / (SW_NT * 16))
 __device__ __forceinline__ void sw_stage(unsigned int sdst, const char* gsrc, int rows, int t) {
-    const int bytes = rows * SW_ROWB;
-    for (int o = t * 16; o < bytes; o += SW_NT * 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sdst + o), "l"(gsrc + o) : "memory");
+    // Both addresses formed once; the copies add immediate offsets.
+    const int lim = rows * SW_ROWB - t * 16;
+    const unsigned int sd = sdst + t * 16;
+    const char* g = gsrc + t * 16;
+#define SW_CP(c)                                                                                               \
+    if (SW_COPIES > (c) && (c) * SW_NT * 16 < lim)                                                             \
+        asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%2], 16;" ::"r"(sd), "l"(g), "n"((c) * SW_NT * 16) \
+                     : "memory");
+    SW_CP(0)
+    SW_CP(1)
+    SW_CP(2)
+    SW_CP(3)
+    SW_CP(4)
+    SW_CP(5)
+    SW_CP(6)
+    SW_CP(7)
+#undef SW_CP
+#if SW_COPIES > 8
+    for (int o = 8 * SW_NT * 16; o < lim; o += SW_NT * 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + o), "l"(g + o) : "memory");
+#endif
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
 // The stage of a block region whose origin has coordinate ub: its first
@@ -159,13 +180,15 @@ __device__ __forceinline__ float sw_source(const float* __restrict__ src, long l
 }
 
 // Re-lays the filtered slab (rows r = slice * na + angle, NB values each) as
-// the entries above. Grid (ceil(NBP / 128), na, row), block 128; row = slots
-// of the slab (32 per group). Slices >= nslices are zeros.
+// the entries above. Grid (ceil(NBP / 8), na, row / 32), block (32, 8): the 32
+// lanes of a warp write the 32 consecutive entries of one padded row (one
+// coalesced store), 8 rows per block; row = slots of the slab (32 per group).
+// Slices >= nslices are zeros.
 extern "C" __global__ void pack_sweep(const float* __restrict__ src, long long row_stride, int pair,
                                       float* __restrict__ ent, int row, int na, int nslices) {
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int k = blockIdx.x * 8 + threadIdx.y;
     const int p = blockIdx.y;
-    const int slot = blockIdx.z;
+    const int slot = blockIdx.z * 32 + threadIdx.x;
     if (k >= NBP) return;
     const int b = k + BLO;
     float a[SW_S], d[SW_S];

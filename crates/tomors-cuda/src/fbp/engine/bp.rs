@@ -313,8 +313,8 @@ impl Engine {
             launch(
                 f,
                 "pack_sweep",
-                (nbp.div_ceil(128) as u32, na as u32, row as u32),
-                (128, 1, 1),
+                (nbp.div_ceil(8) as u32, na as u32, (row / 32) as u32),
+                (32, 8, 1),
                 0,
                 &self.comp,
                 &a,
