@@ -178,10 +178,17 @@ fn sweep_matches_the_exact_reference() {
                 for z in 0..k {
                     let g: Vec<f32> = out.slice(s![z, .., ..]).iter().map(|v| v * 2.0).collect();
                     assert!(g.iter().all(|v| v.is_finite()), "{cfg} {name}: unwritten");
-                    let r = reference_bp(sino.slice(s![z, .., ..]), &geom, &grid, Interpolation::Linear);
+                    let r = reference_bp(
+                        sino.slice(s![z, .., ..]),
+                        &geom,
+                        &grid,
+                        Interpolation::Linear,
+                    );
                     e_ref = e_ref.max(rel_l2(&g, r.as_slice().unwrap()));
                 }
-                eprintln!("{name:<38} {cfg:<36} {k:>3} slices: rel L2 vs f64 reference {e_ref:.2e}");
+                eprintln!(
+                    "{name:<38} {cfg:<36} {k:>3} slices: rel L2 vs f64 reference {e_ref:.2e}"
+                );
                 if !(e_ref <= 1e-5) {
                     failures.push(format!("{name} {cfg} {k} slices: {e_ref:.2e}"));
                 }

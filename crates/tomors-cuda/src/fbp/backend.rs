@@ -190,15 +190,8 @@ impl CudaBackend {
                 let (defines, _, _) =
                     crate::fbp::engine::module_defines(cfg, grid, geom, interp, min_blocks, map)?;
                 let (module, src) = crate::fbp::engine::module_source(cfg);
-                crate::runtime::compile::cubin_cached(
-                    module,
-                    src,
-                    &defines,
-                    &name,
-                    cc,
-                    driver,
-                )
-                .map(|_| ())
+                crate::runtime::compile::cubin_cached(module, src, &defines, &name, cc, driver)
+                    .map(|_| ())
             })
             .collect()
     }

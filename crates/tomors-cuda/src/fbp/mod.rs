@@ -14,8 +14,8 @@ pub(crate) mod engine;
 pub mod extensions;
 pub mod fft;
 pub mod kernels;
-pub mod sweep;
 mod multi;
+pub mod sweep;
 pub mod tuning;
 
 pub use backend::{CudaBackend, CudaOptions};

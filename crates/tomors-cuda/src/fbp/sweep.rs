@@ -250,7 +250,11 @@ pub fn sweep_defines(
 
 /// [`padded_bins`], with room for a whole stage above the highest bin
 /// when the kernel stages rows in shared memory.
-pub fn padded_bins_staged(p: SweepParams, geom: &ParallelGeometry, grid: &SliceGrid) -> (i64, usize) {
+pub fn padded_bins_staged(
+    p: SweepParams,
+    geom: &ParallelGeometry,
+    grid: &SliceGrid,
+) -> (i64, usize) {
     let (blo, nbp) = padded_bins(p, geom, grid);
     if p.stages == 0 {
         (blo, nbp)
@@ -260,7 +264,12 @@ pub fn padded_bins_staged(p: SweepParams, geom: &ParallelGeometry, grid: &SliceG
 }
 
 /// Bytes of the entry layout of a slab of `slices` slices.
-pub fn entry_bytes(p: SweepParams, geom: &ParallelGeometry, grid: &SliceGrid, slices: usize) -> usize {
+pub fn entry_bytes(
+    p: SweepParams,
+    geom: &ParallelGeometry,
+    grid: &SliceGrid,
+    slices: usize,
+) -> usize {
     let (_, nbp) = padded_bins_staged(p, geom, grid);
     geom.n_angles() * nbp * row_slots(p, slices) * 2 * p.spl as usize * 4
 }
@@ -285,7 +294,17 @@ mod tests {
         };
         assert_eq!(SweepParams::parse(&p.spec()).unwrap(), p);
         assert_eq!(SweepParams::parse("").unwrap(), SweepParams::default());
-        for bad in ["s3", "x0", "x64,y4,s4", "u8,v8", "b9", "q1", "xa", "p1", "p7"] {
+        for bad in [
+            "s3",
+            "x0",
+            "x64,y4,s4",
+            "u8,v8",
+            "b9",
+            "q1",
+            "xa",
+            "p1",
+            "p7",
+        ] {
             assert!(SweepParams::parse(bad).is_err(), "{bad} accepted");
         }
     }
