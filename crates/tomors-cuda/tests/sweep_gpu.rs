@@ -113,6 +113,8 @@ fn variants() -> Vec<SweepParams> {
             stages: 5,
             ..d
         },
+        // The measured fastest shape (`--kernel sweep`).
+        SweepParams::tuned(),
         // The fastest shape of batch 2, with the blocks walked in strips.
         SweepParams {
             tx: 8,

@@ -497,7 +497,9 @@ impl std::str::FromStr for KernelChoice {
     /// `alu-half4` (and `hybrid`, `hybrid-float2`, `hybrid-half4`: 4 of 8
     /// blocks through the texture unit unless `h` says otherwise),
     /// optionally with parameters after `@` (e.g.
-    /// `alu-float2@t64,s8,a1,r1,b1`, see [`AluParams::parse`]).
+    /// `alu-float2@t64,s8,a1,r1,b1`, see [`AluParams::parse`]), and `sweep`
+    /// (the line sweep, [`SweepParams::tuned`]; parameters after `@` as in
+    /// [`SweepParams::parse`], missing keys from [`SweepParams::default`]).
     fn from_str(s: &str) -> Result<Self> {
         let k = s.to_ascii_lowercase().replace('_', "-");
         let (k, params) = match k.split_once('@') {
@@ -535,7 +537,7 @@ impl std::str::FromStr for KernelChoice {
         if base == "sweep" {
             let p = match &params {
                 Some(spec) => SweepParams::parse(spec)?,
-                None => SweepParams::default(),
+                None => SweepParams::tuned(),
             };
             return Ok(Self::Fixed(BpConfig {
                 kernel: KernelKind::Sweep(p),

@@ -92,6 +92,7 @@ fn sweep_candidates() -> Vec<crate::fbp::kernels::SweepParams> {
     use crate::fbp::kernels::SweepParams;
     let d = SweepParams::default();
     vec![
+        SweepParams::tuned(),
         d,
         SweepParams { stages: 3, ..d },
         SweepParams {
