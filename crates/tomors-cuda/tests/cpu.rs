@@ -299,6 +299,43 @@ fn every_kernel_compiles_with_nvrtc() {
             compile_cubin("backproject", src, &opts).unwrap_or_else(|e| panic!("{label}: {e}"));
         });
     }
+    // The line-sweep kernel: its tuning candidates and the test variants'
+    // shapes on an odd geometry (a full turn, pixels ≠ bins).
+    let sweep_geom = ParallelGeometry::new(uniform_angles(97, 2.0 * std::f32::consts::PI), 61)
+        .unwrap()
+        .with_bin_width(0.8)
+        .unwrap();
+    let sweep_grid = SliceGrid::with_pixel_size(53, 37, 0.7).unwrap();
+    let d = tomors_cuda::kernels::SweepParams::default();
+    let mut sweeps: Vec<_> = tomors_cuda::tune::candidates(true)
+        .into_iter()
+        .filter_map(|c| match c.kernel {
+            KernelKind::Sweep(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    assert!(!sweeps.is_empty(), "no line-sweep tuning candidates");
+    sweeps.extend([
+        tomors_cuda::kernels::SweepParams { spl: 1, ..d },
+        tomors_cuda::kernels::SweepParams {
+            spl: 2,
+            tx: 8,
+            ty: 8,
+            wx: 2,
+            wy: 4,
+            axis: true,
+            ..d
+        },
+    ]);
+    for p in sweeps {
+        let src = build_source(
+            &tomors_cuda::kernels::sweep_defines(p, &sweep_geom, &sweep_grid),
+            tomors_cuda::kernels::SWEEP_CU,
+        );
+        let cubin = compile_cubin("backproject_sweep", &src, &opts)
+            .unwrap_or_else(|e| panic!("sweep@{}: {e}", p.spec()));
+        assert_eq!(&cubin[..4], b"\x7fELF");
+    }
     for sg in [4, 8] {
         for km in [0, 1, 3] {
             let defines = vec![

@@ -189,15 +189,9 @@ impl CudaBackend {
             .map(|&(cfg, interp)| {
                 let (defines, _, _) =
                     crate::fbp::engine::module_defines(cfg, grid, geom, interp, min_blocks, map)?;
-                crate::runtime::compile::cubin_cached(
-                    "backproject",
-                    crate::fbp::kernels::BACKPROJECT_CU,
-                    &defines,
-                    &name,
-                    cc,
-                    driver,
-                )
-                .map(|_| ())
+                let (module, src) = crate::fbp::engine::module_source(cfg);
+                crate::runtime::compile::cubin_cached(module, src, &defines, &name, cc, driver)
+                    .map(|_| ())
             })
             .collect()
     }

@@ -3,6 +3,7 @@
 use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
+pub use crate::fbp::sweep::{sweep_defines, SweepParams, SWEEP_CU};
 
 /// Source of the back-projection kernels (`bp_standard`, `bp_texopt`,
 /// `bp_alu`, and `bp_alu_w2` appended from its own file).
@@ -30,6 +31,11 @@ pub enum KernelKind {
     /// Shared-memory cache of the bins a tile needs, interpolation in the
     /// ALUs in f32 (the seeds' Algorithm 2), with the given parameters.
     Alu(AluParams),
+    /// Line sweep: the lanes of a warp are 32 slice slots of the same
+    /// pixels, accumulators in registers, an entry loaded only when a
+    /// pixel's bin changes along its line (exact f32 linear interpolation;
+    /// see [`crate::fbp::sweep`]). Its own entry layout, not textures.
+    Sweep(SweepParams),
 }
 
 /// Parameters of the `alu` kernel (the autotuner's search space).
@@ -271,6 +277,7 @@ impl KernelKind {
             Self::TexOpt => "tex-opt",
             Self::Alu(p) if p.hybrid > 0 => "hybrid",
             Self::Alu(_) => "alu",
+            Self::Sweep(_) => "sweep",
         }
     }
 
@@ -281,6 +288,7 @@ impl KernelKind {
             Self::TexOpt => "bp_texopt",
             Self::Alu(p) if p.wide => "bp_alu_w2",
             Self::Alu(_) => "bp_alu",
+            Self::Sweep(_) => "bp_sweep",
         }
     }
 }
@@ -369,6 +377,9 @@ impl BpConfig {
     /// filtered f32 or float2 texture).
     pub fn supports(&self, interp: tomors_core::Interpolation) -> bool {
         match self.kernel {
+            KernelKind::Sweep(_) => {
+                self.mode == SliceMode::F32 && interp == tomors_core::Interpolation::Linear
+            }
             KernelKind::Alu(p) if p.wide => self.mode == SliceMode::Half4,
             KernelKind::Alu(p) if p.oversample => {
                 self.mode != SliceMode::Half4 && interp == tomors_core::Interpolation::Linear
@@ -407,6 +418,7 @@ impl BpConfig {
     pub fn slices_per_block(&self) -> usize {
         match self.kernel {
             KernelKind::Alu(p) if p.wide => 2 * self.mode.slices(),
+            KernelKind::Sweep(p) => p.slices_per_block(),
             _ => self.mode.slices(),
         }
     }
@@ -426,7 +438,8 @@ impl BpConfig {
         } else {
             Err(CudaError::Parameter(format!(
                 "kernel {self} does not support {interp} interpolation (half texels: nearest \
-                 only; oversampling: linear with f32 or float2 texels; wide: half4 texels)"
+                 only; oversampling: linear with f32 or float2 texels; wide: half4 texels; \
+                 sweep: linear only)"
             )))
         }
     }
@@ -440,6 +453,7 @@ impl std::fmt::Display for BpConfig {
         }
         match self.kernel {
             KernelKind::Alu(p) if p != AluParams::default() => write!(f, "@{}", p.spec()),
+            KernelKind::Sweep(p) if p != SweepParams::default() => write!(f, "@{}", p.spec()),
             _ => Ok(()),
         }
     }
@@ -483,7 +497,9 @@ impl std::str::FromStr for KernelChoice {
     /// `alu-half4` (and `hybrid`, `hybrid-float2`, `hybrid-half4`: 4 of 8
     /// blocks through the texture unit unless `h` says otherwise),
     /// optionally with parameters after `@` (e.g.
-    /// `alu-float2@t64,s8,a1,r1,b1`, see [`AluParams::parse`]).
+    /// `alu-float2@t64,s8,a1,r1,b1`, see [`AluParams::parse`]), and `sweep`
+    /// (the line sweep, [`SweepParams::tuned`]; parameters after `@` as in
+    /// [`SweepParams::parse`], missing keys from [`SweepParams::default`]).
     fn from_str(s: &str) -> Result<Self> {
         let k = s.to_ascii_lowercase().replace('_', "-");
         let (k, params) = match k.split_once('@') {
@@ -518,9 +534,19 @@ impl std::str::FromStr for KernelChoice {
                 mode,
             }));
         }
+        if base == "sweep" {
+            let p = match &params {
+                Some(spec) => SweepParams::parse(spec)?,
+                None => SweepParams::tuned(),
+            };
+            return Ok(Self::Fixed(BpConfig {
+                kernel: KernelKind::Sweep(p),
+                mode: SliceMode::F32,
+            }));
+        }
         if params.is_some() {
             return Err(CudaError::Parameter(format!(
-                "kernel '{s}': only the alu kernels take parameters after @"
+                "kernel '{s}': only the alu and sweep kernels take parameters after @"
             )));
         }
         let (kernel, mode) = match k.as_str() {
@@ -540,7 +566,7 @@ impl std::str::FromStr for KernelChoice {
                 return Err(CudaError::Parameter(format!(
                     "unknown CUDA kernel '{s}' (use auto, fast, standard, tex-opt, float2, half4, \
                      standard-float2, standard-half4, alu, alu-float2, alu-half4, hybrid, \
-                     hybrid-float2, hybrid-half4)"
+                     hybrid-float2, hybrid-half4, sweep)"
                 )))
             }
         };

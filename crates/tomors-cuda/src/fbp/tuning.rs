@@ -70,6 +70,14 @@ pub fn is_exact(cfg: &BpConfig) -> bool {
             if p.oversample || (p.hybrid > 0 && !p.hybrid_exact))
 }
 
+/// Whether a slab of `slices` slices keeps at least half the slices of a
+/// block of `cfg` busy (the line-sweep kernel's blocks hold 32 × its slices
+/// per lane; every other kernel's a texel's or two).
+pub fn fills_its_blocks(cfg: &BpConfig, slices: usize) -> bool {
+    !matches!(cfg.kernel, crate::fbp::kernels::KernelKind::Sweep(_))
+        || 2 * slices >= cfg.slices_per_block()
+}
+
 /// The entries of a tuning file.
 #[derive(Clone, Debug, Default)]
 pub struct TuningCache {
@@ -185,6 +193,7 @@ impl TuningCache {
                     && e.slices == class
                     && is_exact(&e.config)
                     && e.config.supports(interp)
+                    && fills_its_blocks(&e.config, slices)
             })
             .max_by(|a, b| a.gups.total_cmp(&b.gups))
     }

@@ -21,6 +21,21 @@ pub struct Function {
     inner: CudaFunction,
 }
 
+impl Function {
+    /// Lets launches of this kernel use up to `bytes` of dynamic shared
+    /// memory per block (needed above 48 KiB).
+    ///
+    /// Errors: the device allows less.
+    pub fn set_max_dynamic_shared(&self, bytes: usize) -> Result<()> {
+        self.inner
+            .set_attribute(
+                cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes.min(i32::MAX as usize) as i32,
+            )
+            .map_err(driver_error("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"))
+    }
+}
+
 impl Module {
     /// Loads a cubin image.
     pub fn load(ctx: &Arc<Context>, image: &[u8]) -> Result<Self> {

@@ -23,7 +23,7 @@ use crate::bench::{fill_random, measure, BenchRow};
 use crate::error::Result;
 use crate::fbp::engine::module_defines;
 use crate::fbp::kernels::{
-    AluParams, BpConfig, KernelChoice, KernelKind, SliceMode, BACKPROJECT_CU, DEFAULT_STANDARD_MAP,
+    AluParams, BpConfig, KernelChoice, KernelKind, SliceMode, DEFAULT_STANDARD_MAP,
 };
 use crate::fbp::tuning::{family, TuningEntry};
 use crate::fbp::CudaBackend;
@@ -86,6 +86,38 @@ pub struct TuneReport {
 /// Default vs tuned choice: (interpolation, slice class, default, its GU/s,
 /// choice, its GU/s).
 pub type TuneCheck = (Interpolation, usize, BpConfig, f64, BpConfig, f64);
+
+/// The line-sweep candidates (`docs/perf-notes.md`, "The line-sweep kernel").
+fn sweep_candidates() -> Vec<crate::fbp::kernels::SweepParams> {
+    use crate::fbp::kernels::SweepParams;
+    let d = SweepParams::default();
+    vec![
+        SweepParams::tuned(),
+        d,
+        SweepParams { stages: 3, ..d },
+        SweepParams {
+            tx: 8,
+            ty: 4,
+            spl: 2,
+            wx: 2,
+            wy: 4,
+            axis: true,
+            min_blocks: 2,
+            stages: 3,
+            swizzle: 0,
+        },
+        SweepParams { min_blocks: 2, ..d },
+        SweepParams {
+            tx: 4,
+            ty: 4,
+            wx: 2,
+            wy: 4,
+            axis: true,
+            min_blocks: 2,
+            ..d
+        },
+    ]
+}
 
 /// The candidate configurations.
 pub fn candidates(quick: bool) -> Vec<BpConfig> {
@@ -208,6 +240,13 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
             });
         }
     }
+    // The line sweep (exact, linear; slabs of 32 × slices per lane).
+    for p in sweep_candidates() {
+        v.push(BpConfig {
+            kernel: KernelKind::Sweep(p),
+            mode: SliceMode::F32,
+        });
+    }
     // Oversampling (linear requests, f32 and float2 texels).
     for mode in [SliceMode::F32, SliceMode::Float2] {
         for (tile, min_blocks) in [(32u8, 2u8), (64, 1)] {
@@ -224,6 +263,15 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
         }
     }
     v
+}
+
+/// Slices a candidate is timed with: two texels' worth, or one block's
+/// worth for the line-sweep kernel (32 lanes × slices per lane).
+fn timed_slices(cfg: &BpConfig) -> usize {
+    match cfg.kernel {
+        KernelKind::Sweep(p) => p.slices_per_block(),
+        _ => 2 * cfg.mode.slices(),
+    }
 }
 
 /// Whether an advanced `alu` candidate has no plain twin in the grid (the
@@ -290,10 +338,17 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
         .map(|&(cfg, interp)| {
             let (defines, _, _) =
                 module_defines(cfg, &grid, &geom, interp, 4, DEFAULT_STANDARD_MAP)?;
-            cubin_cached("backproject", BACKPROJECT_CU, &defines, &name, cc, driver).map(|_| ())
+            let (module, src) = crate::fbp::engine::module_source(cfg);
+            cubin_cached(module, src, &defines, &name, cc, driver).map(|_| ())
         })
         .collect::<Result<Vec<()>>>()?;
-    let mut data = vec![0f32; 8 * n * n];
+    let most = jobs
+        .iter()
+        .map(|(c, _)| timed_slices(c))
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let mut data = vec![0f32; most * n * n];
     fill_random(&mut data, 11);
     let mut report = TuneReport {
         device: name.clone(),
@@ -302,7 +357,7 @@ pub fn tune(opts: &TuneOptions, progress: &mut dyn FnMut(&str)) -> Result<TuneRe
         ..TuneReport::default()
     };
     for &(cfg, interp) in &jobs {
-        let slices = 2 * cfg.mode.slices();
+        let slices = timed_slices(&cfg);
         let row = measure(&be, cfg, interp, n, slices, opts.reps, &data)?;
         progress(&format!(
             "  {:<36} {:<8} {:>9.1} GU/s",

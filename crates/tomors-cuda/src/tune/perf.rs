@@ -286,6 +286,33 @@ pub fn op_counts(cfg: BpConfig, interp: Interpolation) -> OpCounts {
             tex.scaled(h).plus(alu.scaled(1.0 - h))
         }
         KernelKind::Alu(p) => alu_counts(p, cfg.mode, interp),
+        KernelKind::Sweep(p) => sweep_counts(p),
+    }
+}
+
+/// Operations per update of the line-sweep kernel (unit pixels and bins,
+/// angles uniform over a half turn): per pixel and projection the lane
+/// computes the coordinate, rounding and weight (4 FP), compares the bin
+/// with the previous pixel's (1 FP) and forms the entry address (2 integer,
+/// predicated, so always issued), for its `spl` slices; per slice it
+/// interpolates and accumulates (2 FP). An entry (8 bytes per slice, through
+/// L1, counted with the shared-memory pipe that serves both) is loaded when
+/// the bin changes: on average |step| + 1/line per pixel — 2/π + 1/tx along
+/// x; about 0.373 + 1/tile with the axis choice.
+fn sweep_counts(p: crate::fbp::kernels::SweepParams) -> OpCounts {
+    let s = p.spl as f64;
+    let changes = if p.axis {
+        0.373 + 0.5 * (1.0 / p.tx as f64 + 1.0 / p.ty as f64)
+    } else {
+        std::f64::consts::FRAC_2_PI + 1.0 / p.tx as f64
+    };
+    let loads_per_entry = if p.spl == 4 { 2.0 } else { 1.0 };
+    OpCounts {
+        smem: 8.0 * changes,
+        smem_inst: changes * loads_per_entry / s,
+        fp: 2.0 + 5.0 / s,
+        int: 2.0 / s,
+        ..OpCounts::default()
     }
 }
 

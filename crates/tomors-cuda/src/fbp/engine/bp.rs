@@ -15,6 +15,10 @@ pub(super) struct BpKey {
     cache_width: usize,
     /// Compiled with the test-only block counters of the hybrid kernel.
     count_paths: bool,
+    /// `sweep` only: the global bin of padded row 0 (`nbp` in `cache_width`).
+    blo: i64,
+    /// `sweep` only: dynamic shared memory per block (its staging ring).
+    shared: usize,
 }
 
 pub(super) struct BpModule {
@@ -22,8 +26,18 @@ pub(super) struct BpModule {
     func: Function,
     cmem: bool,
     consts_hash: Option<u64>,
-    /// `alu` only: the f64 per-projection constants and their hash.
+    /// `alu` and `sweep`: the f64 per-projection constants and their hash.
     dconst: Option<(DeviceBuffer, u64)>,
+    /// `sweep` only: the kernel that re-lays a slab as its entries.
+    pack: Option<Function>,
+}
+
+/// Name and source of the module that holds `cfg`'s kernel.
+pub(crate) fn module_source(cfg: BpConfig) -> (&'static str, &'static str) {
+    match cfg.kernel {
+        KernelKind::Sweep(_) => ("backproject_sweep", SWEEP_CU),
+        _ => ("backproject", BACKPROJECT_CU),
+    }
 }
 
 /// The `#define`s of the back-projection module of `cfg` for this geometry
@@ -39,6 +53,14 @@ pub(crate) fn module_defines(
     min_blocks: u32,
     standard_map: u32,
 ) -> Result<(Defines, bool, usize)> {
+    if let KernelKind::Sweep(p) = cfg.kernel {
+        p.validate()?;
+        cfg.check(interp)?;
+        // The padded bin count stands in the cache width (the key's blo
+        // holds the first padded bin).
+        let (_, nbp) = padded_bins_staged(p, geom, grid);
+        return Ok((sweep_defines(p, geom, grid), true, nbp));
+    }
     let mut defines = bp_defines_mapped(cfg, grid, geom.n_angles(), min_blocks, standard_map);
     match cfg.kernel {
         KernelKind::Alu(p) => {
@@ -104,11 +126,20 @@ impl Engine {
             linear,
             cache_width,
             count_paths,
+            blo: match cfg.kernel {
+                KernelKind::Sweep(p) => padded_bins(p, geom, grid).0,
+                _ => 0,
+            },
+            shared: match cfg.kernel {
+                KernelKind::Sweep(p) => shared_bytes(p, geom, grid),
+                _ => 0,
+            },
         };
         if !self.bp.contains_key(&key) {
+            let (name, src) = module_source(cfg);
             let (cubin, _) = cubin_cached(
-                "backproject",
-                BACKPROJECT_CU,
+                name,
+                src,
                 &defines,
                 &self.ctx.name,
                 self.ctx.cc,
@@ -116,6 +147,19 @@ impl Engine {
             )?;
             let module = Module::load(&self.ctx, &cubin)?;
             let func = module.function(cfg.kernel.symbol())?;
+            if key.shared > 48 * 1024 {
+                func.set_max_dynamic_shared(key.shared).map_err(|e| {
+                    CudaError::Parameter(format!(
+                        "{cfg}: {} B of shared memory per block for this geometry ({e}); \
+                         use fewer stages (p) or a smaller block",
+                        key.shared
+                    ))
+                })?;
+            }
+            let pack = match cfg.kernel {
+                KernelKind::Sweep(_) => Some(module.function("pack_sweep")?),
+                _ => None,
+            };
             self.bp.insert(
                 key,
                 BpModule {
@@ -124,10 +168,14 @@ impl Engine {
                     cmem: geom.n_angles() <= MAX_CMEM_PROJECTIONS,
                     consts_hash: None,
                     dconst: None,
+                    pack,
                 },
             );
         }
-        if let KernelKind::Alu(_) = cfg.kernel {
+        if let KernelKind::Sweep(_) = cfg.kernel {
+            self.sweep_key = Some(key);
+        }
+        if let KernelKind::Alu(_) | KernelKind::Sweep(_) = cfg.kernel {
             // The alu kernel reads its constants in f64 from a global buffer.
             let coef = projection_coefficients_f64(geom, grid);
             let bytes: Vec<u8> = coef.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -176,6 +224,9 @@ impl Engine {
         scale: f32,
         cfg: BpConfig,
     ) -> Result<()> {
+        if let KernelKind::Sweep(p) = cfg.kernel {
+            return self.launch_sweep(key, p, texs, out, slices, scale);
+        }
         let m = &self.bp[&key];
         let groups = match cfg.kernel {
             // Two texture groups per block.
@@ -184,6 +235,7 @@ impl Engine {
         };
         let tile = match cfg.kernel {
             KernelKind::Alu(p) => p.tile as usize,
+            KernelKind::Sweep(_) => unreachable!("launched by launch_sweep"),
             _ => 16,
         };
         let grid = (
@@ -224,6 +276,86 @@ impl Engine {
                 e => e,
             },
         )
+    }
+
+    /// Re-lays `slices` filtered slices (rows at `src`, see
+    /// [`Engine::filter_rows`]) as the entries of the line-sweep module last
+    /// prepared by [`Engine::bp_module`]; returns the entries' address.
+    pub(super) fn pack_sweep(
+        &mut self,
+        src: (u64, i64, i32),
+        slices: usize,
+        na: usize,
+        p: SweepParams,
+    ) -> Result<u64> {
+        let key = self.sweep_key.ok_or_else(|| {
+            CudaError::Parameter("sweep: entries packed before the module was prepared".into())
+        })?;
+        let nbp = key.cache_width;
+        let row = row_slots(p, slices);
+        let bytes = na * nbp * row * 2 * p.spl as usize * 4;
+        let dst = ensure(&mut self.sweep_buf, &self.ctx, bytes, "sweep entries")?;
+        let m = &self.bp[&key];
+        let f = m.pack.as_ref().expect("sweep module has pack_sweep");
+        let (s, rs, pair) = src;
+        let (row_i, na_i, ns_i) = (row as i32, na as i32, slices as i32);
+        // SAFETY: parameter types match pack_sweep.
+        unsafe {
+            let a = [
+                s.into(),
+                rs.into(),
+                pair.into(),
+                dst.into(),
+                row_i.into(),
+                na_i.into(),
+                ns_i.into(),
+            ];
+            launch(
+                f,
+                "pack_sweep",
+                (nbp.div_ceil(8) as u32, na as u32, (row / 32) as u32),
+                (32, 8, 1),
+                0,
+                &self.comp,
+                &a,
+            )?;
+        }
+        Ok(dst)
+    }
+
+    fn launch_sweep(
+        &mut self,
+        key: BpKey,
+        p: SweepParams,
+        ent: u64,
+        out: u64,
+        slices: usize,
+        scale: f32,
+    ) -> Result<()> {
+        let m = &self.bp[&key];
+        let row = row_slots(p, slices);
+        let (bx, by) = p.block_pixels();
+        let grid = (
+            key.nx.div_ceil(bx) as u32,
+            key.ny.div_ceil(by) as u32,
+            (row / 32) as u32,
+        );
+        let block = (32 * p.wx as u32 * p.wy as u32, 1, 1);
+        let d = m.dconst.as_ref().map_or(0, |b| b.0.ptr());
+        let ns = slices as i32;
+        let a: Vec<Arg> = vec![ent.into(), out.into(), ns.into(), scale.into(), d.into()];
+        // SAFETY: parameter types match bp_sweep.
+        unsafe {
+            launch(
+                &m.func,
+                "bp_sweep",
+                grid,
+                block,
+                key.shared as u32,
+                &self.comp,
+                &a,
+            )
+        }
     }
 
     /// Filters (optionally), packs and back projects one slab already in

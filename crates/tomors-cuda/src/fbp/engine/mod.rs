@@ -13,7 +13,11 @@ use crate::error::{CudaError, Result};
 use crate::fbp::fft::{cufft_available, FftVariant, Plan, PlanKind};
 use crate::fbp::kernels::{
     alu_defines, bp_defines_mapped, projection_coefficients, projection_coefficients_f64,
-    AluParams, BpConfig, KernelKind, SliceMode, BACKPROJECT_CU, FILTER_CU, MAX_CMEM_PROJECTIONS,
+    AluParams, BpConfig, KernelKind, SliceMode, SweepParams, BACKPROJECT_CU, FILTER_CU,
+    MAX_CMEM_PROJECTIONS,
+};
+use crate::fbp::sweep::{
+    padded_bins, padded_bins_staged, row_slots, shared_bytes, sweep_defines, SWEEP_CU,
 };
 use crate::runtime::compile::{cubin_cached, fnv1a64};
 use crate::runtime::{
@@ -29,7 +33,7 @@ mod pipeline;
 mod resident;
 
 pub(crate) use crate::runtime::{copy_in, copy_out};
-pub(crate) use bp::module_defines;
+pub(crate) use bp::{module_defines, module_source};
 use bp::{BpKey, BpModule};
 pub use device::DeviceOrder;
 use pack::TexKey;
@@ -121,6 +125,9 @@ pub(crate) struct Engine {
     /// The packed texels of the last `pack`: (address, plane and pitch in
     /// texels), for the `alu` kernel's plain-load caching.
     packed: (u64, usize, usize),
+    /// The line-sweep entries of the last slab and the module that packed them.
+    sweep_buf: Option<DeviceBuffer>,
+    sweep_key: Option<BpKey>,
 }
 
 // SAFETY: every handle inside is usable from any thread with the context bound,
@@ -180,6 +187,8 @@ impl Engine {
             ext: Default::default(),
             stack_tex: None,
             packed: (0, 0, 0),
+            sweep_buf: None,
+            sweep_key: None,
         })
     }
 
@@ -197,5 +206,6 @@ impl Engine {
         self.pin_in = Default::default();
         self.pin_out = Default::default();
         self.stack_tex = None;
+        self.sweep_buf = None;
     }
 }

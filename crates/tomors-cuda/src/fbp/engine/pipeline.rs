@@ -80,6 +80,10 @@ impl Engine {
         {
             return s.max(1).min(total.max(1));
         }
+        if let KernelKind::Sweep(_) = job.cfg.kernel {
+            // One block's worth of slices: every lane of a warp has its slices.
+            return spt.min(total.max(1));
+        }
         let per = self.bytes_per_slice(job, filtered).max(1);
         // About 2 GB: 12 slices of 2048² from 2048 angles with three slabs
         // in flight (as 1.5 GB gave with two).
