@@ -188,6 +188,17 @@ fn main() {
     let pitched = out.clone();
     let diff = rel_l2(&out, &unfolded);
     println!("bench fdk folded vs unfolded: rel L2 {diff:.3e}");
+    let half = FdkFold {
+        half: true,
+        ..FdkFold::default()
+    };
+    be.set_fdk_fold(half);
+    let mut halved = Array3::<f32>::zeros((n, n, n));
+    fdk_run(&be, "folded, half texels", 7, &mut halved);
+    println!(
+        "bench fdk folded half vs float2 texels: rel L2 {:.3e}",
+        rel_l2(&halved, &pitched)
+    );
     // Both against the exact f32 FDK (plain loads, host steps) on these
     // random projections (iid texels: the 8-bit weights' worst case).
     be.set_cone_kernel(ConeKernel::Loads);
@@ -196,56 +207,111 @@ fn main() {
         .unwrap();
     be.set_cone_kernel(ConeKernel::Texture);
     println!(
-        "bench fdk vs the exact f32 FDK (Loads): folded rel L2 {:.3e}, unfolded {:.3e}",
-        rel_l2(&out, &exact),
+        "bench fdk vs the exact f32 FDK (Loads): folded rel L2 {:.3e}, folded half {:.3e}, unfolded {:.3e}",
+        rel_l2(&pitched, &exact),
+        rel_l2(&halved, &exact),
         rel_l2(&unfolded, &exact)
     );
-    be.set_fdk_fold(FdkFold {
-        separate_stream: true,
-        ..FdkFold::default()
-    });
-    fdk_run(&be, "folded, separate back-projection stream", 3, &mut out);
-    be.set_fdk_fold(FdkFold {
-        arrays: true,
-        ..FdkFold::default()
-    });
-    let arr = fdk_run(&be, "folded, CUDA arrays", 5, &mut out);
-    println!(
-        "bench fdk folded arrays vs pitched: rel L2 {:.3e}; vs exact {:.3e}",
-        rel_l2(&out, &pitched),
-        rel_l2(&out, &exact)
-    );
-    be.set_fdk_fold(FdkFold {
-        arrays: true,
-        separate_stream: true,
-        ..FdkFold::default()
-    });
-    fdk_run(&be, "folded, CUDA arrays, separate stream", 3, &mut out);
-    let _ = arr;
-    if std::env::args().any(|a| a == "--sweep") {
-        for (zb, bx) in [(16, 32), (16, 64), (8, 32)] {
-            be.set_fdk_fold(FdkFold {
-                shape: FoldShape { zb, bx },
-                ..FdkFold::default()
-            });
-            fdk_run(&be, &format!("folded zb {zb} bx {bx}"), 3, &mut out);
+    // A smooth scan (a centred ball's exact projections: chord lengths),
+    // where the 8-bit weights err ≈ 10⁻³ rather than on white noise.
+    let ball = ball_projections(&g, 150.0);
+    for (label, cfg) in [("float2", FdkFold::default()), ("half", half)] {
+        be.set_fdk_fold(cfg);
+        be.fdk_device(ball.view(), &g, &vol, &opts, out.view_mut())
+            .unwrap();
+        if label == "float2" {
+            exact.assign(&out);
+        } else {
+            println!(
+                "bench fdk ball (smooth data): half vs float2 texels rel L2 {:.3e}",
+                rel_l2(&out, &exact)
+            );
         }
-        for (group, last) in [
-            (64, 240),
-            (128, 240),
-            (192, 240),
-            (96, 180),
-            (96, 360),
-            (160, 160),
-        ] {
+    }
+    be.set_cone_kernel(ConeKernel::Loads);
+    let mut ball_exact = Array3::<f32>::zeros((n, n, n));
+    be.fdk_device(ball.view(), &g, &vol, &opts, ball_exact.view_mut())
+        .unwrap();
+    be.set_cone_kernel(ConeKernel::Texture);
+    println!(
+        "bench fdk ball (smooth data) vs the exact f32 FDK (Loads): folded float2 {:.3e}, half {:.3e}",
+        rel_l2(&exact, &ball_exact),
+        rel_l2(&out, &ball_exact)
+    );
+    drop(ball_exact);
+    for (label, cfg, reps) in [
+        (
+            "folded, half texels, CUDA arrays",
+            FdkFold {
+                arrays: true,
+                ..half
+            },
+            5,
+        ),
+        (
+            "folded, separate stream, compute stream raised",
+            FdkFold {
+                separate_stream: true,
+                priority: true,
+                ..FdkFold::default()
+            },
+            5,
+        ),
+        (
+            "folded, half texels, separate stream, compute stream raised",
+            FdkFold {
+                separate_stream: true,
+                priority: true,
+                ..half
+            },
+            5,
+        ),
+        (
+            "folded, min blocks 4",
+            FdkFold {
+                min_blocks: 4,
+                ..FdkFold::default()
+            },
+            5,
+        ),
+        (
+            "folded, half texels, min blocks 4",
+            FdkFold {
+                min_blocks: 4,
+                ..half
+            },
+            5,
+        ),
+        (
+            "folded, half texels, zb 8 bx 32",
+            FdkFold {
+                shape: FoldShape { zb: 8, bx: 32 },
+                ..half
+            },
+            3,
+        ),
+        (
+            "folded, half texels, zb 16 bx 32",
+            FdkFold {
+                shape: FoldShape { zb: 16, bx: 32 },
+                ..half
+            },
+            3,
+        ),
+    ] {
+        be.set_fdk_fold(cfg);
+        fdk_run(&be, label, reps, &mut out);
+    }
+    if std::env::args().any(|a| a == "--sweep") {
+        for (group, last) in [(64, 240), (128, 240), (96, 180), (96, 360)] {
             be.set_fdk_fold(FdkFold {
                 group,
                 last,
-                ..FdkFold::default()
+                ..half
             });
             fdk_run(
                 &be,
-                &format!("folded group {group} last {last}"),
+                &format!("folded half group {group} last {last}"),
                 3,
                 &mut out,
             );
@@ -253,7 +319,11 @@ fn main() {
     }
     be.set_fdk_fold(FdkFold::default());
     let med = fdk_run(&be, "folded (default, again)", 5, &mut out);
-    println!("bench fdk_device summary: folded median {med:.4} s host to host");
+    be.set_fdk_fold(half);
+    let medh = fdk_run(&be, "folded, half texels (again)", 5, &mut out);
+    println!(
+        "bench fdk_device summary: folded median {med:.4} s, half texels {medh:.4} s host to host"
+    );
 
     // The CLI benchmark's geometry (`tomors phantom --geometry cone --size
     // 512 --angles 720 --sod 1000 --odd 500 --pixel-size 3`: pixels of 3,
@@ -261,7 +331,10 @@ fn main() {
     // library's on the same problem.
     let gc = ConeGeometry::new(g.angles().to_vec(), 1000.0, 500.0, n, n, 3.0, 3.0).unwrap();
     let vc = gc.fitting_volume(n, n, n).unwrap();
-    let fdk_cli_geom = |label: &str, reps: usize, out: &mut Array3<f32>| {
+    let fdk_cli_geom = |be: &tomors_cuda::CudaBackend,
+                        label: &str,
+                        reps: usize,
+                        out: &mut Array3<f32>| {
         let mut times = Vec::new();
         for rep in 0..=reps {
             let t = Instant::now();
@@ -278,11 +351,39 @@ fn main() {
         let med = times[times.len() / 2];
         println!("bench fdk_device {label} median {med:.4} s");
     };
-    fdk_cli_geom(
-        &format!("CLI geometry (pixel 3, voxel {}) folded", vc.voxel_size),
-        5,
-        &mut out,
-    );
+    for cfg in [FdkFold::default(), half] {
+        be.set_fdk_fold(cfg);
+        fdk_cli_geom(
+            &be,
+            &format!(
+                "CLI geometry (pixel 3, voxel {}) folded, half texels {}",
+                vc.voxel_size, cfg.half
+            ),
+            5,
+            &mut out,
+        );
+    }
+}
+
+/// Exact cone-beam projections of a ball of radius `r` at the centre (the
+/// chord length through it of each detector pixel's ray; attenuation 1).
+fn ball_projections(g: &ConeGeometry, r: f64) -> Array3<f32> {
+    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
+    let (sod, sdd) = (g.sod(), g.sdd());
+    let mut p = Array3::<f32>::zeros((na, nr, nc));
+    for ((_, i, j), v) in p.indexed_iter_mut() {
+        // The ray from the source through detector pixel (i, j); the ball
+        // is centred, so the angle does not matter.
+        let u = (j as f64 - g.center_col()) * g.pixel_u();
+        let w = (i as f64 - g.center_row()) * g.pixel_v();
+        let len = (sdd * sdd + u * u + w * w).sqrt();
+        // Distance from the centre to the ray: sod · sin(angle to the axis).
+        let d = sod * (u * u + w * w).sqrt() / len;
+        if d < r {
+            *v = (2.0 * (r * r - d * d).sqrt()) as f32;
+        }
+    }
+    p
 }
 
 /// Relative L2 difference of two volumes.

@@ -122,7 +122,7 @@ impl CudaBackend {
         let chunk = self.ext.get::<FdkChunk>().map_or(0, |c| c.0);
         let mut e = self.lock()?;
         let layout = match fold.enabled && fold.shape.is_valid() {
-            true => FoldLayout::new(&e.ctx, geometry, na),
+            true => FoldLayout::new(&e.ctx, geometry, na, fold.half),
             false => None,
         };
         let r = match layout {
@@ -209,7 +209,7 @@ impl CudaBackend {
         let result = {
             let mut e = self.lock()?;
             let layout = match whole && fold.enabled && fold.shape.is_valid() {
-                true => FoldLayout::new(&e.ctx, geometry, na),
+                true => FoldLayout::new(&e.ctx, geometry, na, fold.half),
                 false => None,
             };
             let folded = match layout {

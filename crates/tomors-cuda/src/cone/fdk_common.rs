@@ -21,6 +21,10 @@ pub struct FdkStats {
     pub chunks: usize,
     /// Slabs of z back projected and downloaded.
     pub slabs: usize,
+    /// Whether the folded projections were `__half2` texels.
+    pub half: bool,
+    /// Whether the compute stream ran at a raised priority.
+    pub priority: bool,
     /// Host copies into pinned staging (wall time, s).
     pub host_in_s: f64,
     /// Uploads (CUDA events, ms, summed over chunks).
@@ -35,6 +39,15 @@ pub struct FdkStats {
     pub host_out_s: f64,
     /// The whole call (wall time, s).
     pub total_s: f64,
+    /// Folded pipeline: host wall time from entering the pipeline to the
+    /// first chunk's copy into pinned memory (set-up, ms).
+    pub setup_ms: f64,
+    /// Folded pipeline: from the first upload's start to the first back
+    /// projection's start (events, ms).
+    pub first_bp_ms: f64,
+    /// Folded pipeline: from the first upload's start to the end of the
+    /// last back projection (events, ms).
+    pub span_ms: f64,
 }
 
 impl std::fmt::Display for FdkStats {
@@ -46,10 +59,12 @@ impl std::fmt::Display for FdkStats {
             f,
             "{}total {:.4} s; {} chunks: host in {:.1} ms, upload {:.1} ms, filter {:.1} ms; \
              {} slabs: back projection {:.1} ms, download {:.1} ms, host out {:.1} ms",
-            if self.folded {
-                "folded, overlapped: "
-            } else {
-                ""
+            match (self.folded, self.half, self.priority) {
+                (false, _, _) => "",
+                (true, false, false) => "folded, overlapped: ",
+                (true, true, false) => "folded (half texels), overlapped: ",
+                (true, false, true) => "folded, overlapped, compute stream raised: ",
+                (true, true, true) => "folded (half texels), overlapped, compute stream raised: ",
             },
             self.total_s,
             self.chunks,
@@ -60,6 +75,15 @@ impl std::fmt::Display for FdkStats {
             self.backproject_ms,
             self.download_ms,
             self.host_out_s * 1e3
-        )
+        )?;
+        if self.folded {
+            write!(
+                f,
+                "; set-up {:.1} ms, first upload → first back projection {:.1} ms, \
+                 → last back projection's end {:.1} ms",
+                self.setup_ms, self.first_bp_ms, self.span_ms
+            )?;
+        }
+        Ok(())
     }
 }

@@ -19,11 +19,11 @@ use ndarray::{s, ArrayView3, ArrayViewMut3};
 use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions};
 
 use crate::cone::fdk_common::{FdkStats, CHUNK_FLOATS, SPARE_BYTES};
-use crate::cone::fold::{FoldLayout, FoldModule, FoldShape};
+use crate::cone::fold::{FoldLayout, FoldModule, FoldScale, FoldShape, FoldVariant};
 use crate::error::{CudaError, Result};
 use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
 use crate::runtime::{ensure, ensure_pinned};
-use crate::runtime::{Array2d, DeviceBuffer, Event, Stream, TexFilter, TexFormat, Texture};
+use crate::runtime::{Array2d, DeviceBuffer, Event, Stream, TexFilter, Texture};
 
 /// How [`CudaBackend::fdk_device`](crate::CudaBackend::fdk_device) uses the
 /// folded kernel (set with
@@ -58,6 +58,32 @@ pub struct FdkFold {
     /// same values; measured 3 % slower at 512³/720 on an H200 (the kernel
     /// is bound by the texture unit's throughput either way), so off.
     pub arrays: bool,
+    /// Store the folded projections as `__half2` texels (4 bytes instead
+    /// of 8; each projection scaled by a power of two that brings its
+    /// largest |value| into [2^14, 2^15), so half's relative rounding,
+    /// 2^-12, applies to every value): half the bytes per bilinear fetch;
+    /// the texture filters in f32.
+    pub half: bool,
+    /// With `separate_stream`: give the compute stream (weighting,
+    /// filtering, packing) the device's greatest priority during the call,
+    /// so its kernels are dispatched ahead of the back projection's
+    /// pending blocks, and back project each group in one launch.
+    pub priority: bool,
+    /// Blocks of 256 threads per multiprocessor the back-projection
+    /// kernel is compiled to fit (a register cap; 0: none, 3 fit at 71
+    /// registers).
+    pub min_blocks: usize,
+}
+
+impl FdkFold {
+    /// The kernel variant this configuration compiles.
+    pub(crate) fn variant(&self) -> FoldVariant {
+        FoldVariant {
+            shape: self.shape,
+            half: self.half,
+            min_blocks: self.min_blocks,
+        }
+    }
 }
 
 impl Default for FdkFold {
@@ -70,6 +96,9 @@ impl Default for FdkFold {
             slab: 0,
             separate_stream: false,
             arrays: false,
+            half: false,
+            priority: false,
+            min_blocks: 0,
         }
     }
 }
@@ -85,6 +114,9 @@ pub(crate) struct FoldState {
     raw: Vec<Option<DeviceBuffer>>,
     /// CUDA arrays of the texture groups (with `FdkFold::arrays`).
     arrays: Vec<Array2d>,
+    /// The half texels' per-projection maxima and inverse scales (see
+    /// [`FoldScale`]; with `FdkFold::half`).
+    scale: Option<DeviceBuffer>,
 }
 
 /// The split of one folded FDK: upload chunks, early groups, the last
@@ -106,6 +138,8 @@ struct Plan {
     separate: bool,
     /// Projections in CUDA arrays.
     arrays: bool,
+    /// The compute stream at the greatest priority (with `separate`).
+    priority: bool,
 }
 
 impl Plan {
@@ -162,6 +196,7 @@ impl Plan {
             nslabs: nu.div_ceil(su),
             separate: cfg.separate_stream,
             arrays: cfg.arrays,
+            priority: cfg.separate_stream && cfg.priority,
         }
     }
 }
@@ -173,6 +208,7 @@ struct Buffers {
     tex: u64,
     raw: Vec<u64>,
     vol: u64,
+    scale: FoldScale,
     state: FoldState,
 }
 
@@ -208,7 +244,8 @@ fn allocate(
             + fft_spec
             + vol_bytes
             - have(&e.out[0], vol_bytes)
-            + (plane + na * nc) * 4;
+            + (plane + na * nc) * 4
+            + if layout.half { 8 * na } else { 0 };
         (base, if have_arrays { 0 } else { tex_bytes })
     };
     let (base, arr) = needs(e);
@@ -245,15 +282,18 @@ fn allocate(
             bp: Stream::new(&ctx)?,
             raw: Vec::new(),
             arrays: Vec::new(),
+            scale: None,
         },
     };
     if arrays {
         let groups = layout.groups(na);
-        let fits = |a: &Array2d| a.width == layout.nc && a.height == layout.height;
+        let fits = |a: &Array2d| {
+            a.width == layout.nc && a.height == layout.height && a.format == layout.format()
+        };
         if state.arrays.len() != groups || !state.arrays.iter().all(fits) {
             state.arrays.clear();
             for _ in 0..groups {
-                match Array2d::new(&ctx, layout.nc, layout.height, TexFormat::Float2) {
+                match Array2d::new(&ctx, layout.nc, layout.height, layout.format()) {
                     Ok(a) => state.arrays.push(a),
                     Err(err) => {
                         tracing::info!("FDK projections in pitched memory, not arrays: {err}");
@@ -266,6 +306,20 @@ fn allocate(
     } else {
         state.arrays.clear();
     }
+    let scale = if layout.half {
+        match ensure(&mut state.scale, &ctx, 8 * na, "FDK half-texel scales") {
+            Ok(p) => FoldScale {
+                max: p,
+                unscale: p + 4 * na as u64,
+            },
+            Err(err) => {
+                e.ext.insert(state);
+                return Err(err);
+            }
+        }
+    } else {
+        FoldScale::default()
+    };
     let nraw = plan.nraw();
     state.raw.resize_with(state.raw.len().max(nraw), || None);
     let mut raw = Vec::with_capacity(nraw);
@@ -283,6 +337,7 @@ fn allocate(
         tex,
         raw,
         vol,
+        scale,
         state,
     })
 }
@@ -300,7 +355,7 @@ pub(crate) fn prepare_fold(
 ) -> Result<()> {
     let shape = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
     let plan = Plan::new(cfg, chunk, shape, volume, options);
-    FoldModule::of(e, cfg.shape)?;
+    FoldModule::of(e, cfg.variant())?;
     crate::cone::ConeModule::of(e)?;
     let buffers = allocate(e, &plan, layout, shape, volume)?;
     e.ext.insert(buffers.state);
@@ -330,12 +385,28 @@ pub(crate) fn run_fold(
     weights: (&[f32], &[f32]),
     out: ArrayViewMut3<'_, f32>,
 ) -> Result<Option<FdkStats>> {
-    let module = FoldModule::of(e, cfg.shape)?;
+    let module = FoldModule::of(
+        e,
+        FoldVariant {
+            half: layout.half,
+            ..cfg.variant()
+        },
+    )?;
     let plan = Plan::new(cfg, chunk, projections.dim(), volume, options);
     let buffers = allocate(e, &plan, layout, projections.dim(), volume)?;
+    // The compute stream ahead of the back projection's stream, for this
+    // call (a driver that refuses leaves the priorities as they are).
+    let raised = plan.priority
+        && match e.comp.set_priority(e.ctx.greatest_stream_priority()?) {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::info!("FDK compute stream priority not set: {err}");
+                false
+            }
+        };
     let r = pipeline(
         e,
-        &buffers,
+        (&buffers, raised),
         &module,
         layout,
         &plan,
@@ -346,6 +417,9 @@ pub(crate) fn run_fold(
         weights,
         out,
     );
+    if raised {
+        let _ = e.comp.set_priority(0);
+    }
     e.ext.insert(buffers.state);
     r
 }
@@ -353,7 +427,7 @@ pub(crate) fn run_fold(
 #[allow(clippy::too_many_arguments)]
 fn pipeline(
     e: &mut Engine,
-    buffers: &Buffers,
+    (buffers, raised): (&Buffers, bool),
     module: &FoldModule,
     layout: &FoldLayout,
     plan: &Plan,
@@ -364,6 +438,7 @@ fn pipeline(
     (angular, cosine): (&[f32], &[f32]),
     mut out: ArrayViewMut3<'_, f32>,
 ) -> Result<Option<FdkStats>> {
+    let t_entry = Instant::now();
     let ctx = e.ctx.clone();
     let (na, nr, nc) = projections.dim();
     let (nx, ny, nz) = (volume.nx, volume.ny, volume.nz);
@@ -381,6 +456,7 @@ fn pipeline(
         ..
     } = *plan;
     let (tex, raw, volp, state) = (buffers.tex, &buffers.raw, buffers.vol, &buffers.state);
+    let scale = &buffers.scale;
     let nraw = raw.len();
     // The back-projection stream: the compute stream (in order with the
     // filtering) or the state's own.
@@ -405,6 +481,9 @@ fn pipeline(
         .as_ref()
         .expect("allocated")
         .fill_bytes(0, &e.comp)?;
+    if let Some(b) = state.scale.as_ref().filter(|_| layout.half) {
+        b.fill_bytes(0, &e.comp)?;
+    }
     module.set_geometry(geometry, volume, &e.comp)?;
     let textures = if buffers.arrays {
         let t = state
@@ -440,6 +519,8 @@ fn pipeline(
     let mut stats = FdkStats {
         on_device: true,
         folded: true,
+        half: layout.half,
+        priority: raised,
         chunks: nchunks,
         slabs: nslabs,
         ..FdkStats::default()
@@ -458,6 +539,9 @@ fn pipeline(
             up1[i - 2].synchronize()?;
         }
         let th = Instant::now();
+        if i == 0 {
+            stats.setup_ms = (th - t_entry).as_secs_f64() * 1e3;
+        }
         {
             let pin = e.pin_in[b].as_mut().expect("allocated");
             copy_in(
@@ -495,6 +579,17 @@ fn pipeline(
             bad.ptr(),
         )?;
         let (rows, stride, pair) = e.filter_rows(raw[rb], k * nr, nc, &job, variant)?;
+        module.measure(
+            &e.comp,
+            rows,
+            stride as usize,
+            pair == 1,
+            a0,
+            k,
+            nr,
+            nc,
+            scale,
+        )?;
         module.pack(
             &e.comp,
             rows,
@@ -505,6 +600,7 @@ fn pipeline(
             k,
             nr,
             layout,
+            scale,
         )?;
         if buffers.arrays {
             // The chunk's bands (with their zero rows) into the arrays.
@@ -533,7 +629,7 @@ fn pipeline(
             g0[gi].record(bps!())?;
             // On a separate stream, in slabs (short launches, so the filter
             // kernels of the next chunks find free blocks between them).
-            let step = if separate { su } else { nu };
+            let step = if separate && !plan.priority { su } else { nu };
             for k0 in (kmid..nz).step_by(step) {
                 module.backproject(
                     bps!(),
@@ -541,6 +637,7 @@ fn pipeline(
                     geometry,
                     volume,
                     layout,
+                    scale,
                     (p0, a1 - p0),
                     (k0, step.min(nz - k0)),
                     gi > 0,
@@ -579,6 +676,7 @@ fn pipeline(
                 geometry,
                 volume,
                 layout,
+                scale,
                 (pl, na - pl),
                 (k0, n),
                 early > 0,
@@ -638,5 +736,8 @@ fn pipeline(
         stats.backproject_ms += bp0[j].elapsed_ms(&bp1[j])? as f64;
         stats.download_ms += d0[j].elapsed_ms(&d1[j])? as f64;
     }
+    let first_bp = if ngroups > 0 { &g0[0] } else { &bp0[0] };
+    stats.first_bp_ms = up0[0].elapsed_ms(first_bp)? as f64;
+    stats.span_ms = up0[0].elapsed_ms(&bp1[nslabs - 1])? as f64;
     Ok(Some(stats))
 }
