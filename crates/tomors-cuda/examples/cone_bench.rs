@@ -331,26 +331,24 @@ fn main() {
     // library's on the same problem.
     let gc = ConeGeometry::new(g.angles().to_vec(), 1000.0, 500.0, n, n, 3.0, 3.0).unwrap();
     let vc = gc.fitting_volume(n, n, n).unwrap();
-    let fdk_cli_geom = |be: &tomors_cuda::CudaBackend,
-                        label: &str,
-                        reps: usize,
-                        out: &mut Array3<f32>| {
-        let mut times = Vec::new();
-        for rep in 0..=reps {
-            let t = Instant::now();
-            let st = be
-                .fdk_device(proj.view(), &gc, &vc, &opts, out.view_mut())
-                .unwrap();
-            let tt = t.elapsed().as_secs_f64();
-            println!("bench fdk_device {label} rep {rep}: {tt:.4} s host to host; {st}");
-            if rep > 0 {
-                times.push(tt);
+    let fdk_cli_geom =
+        |be: &tomors_cuda::CudaBackend, label: &str, reps: usize, out: &mut Array3<f32>| {
+            let mut times = Vec::new();
+            for rep in 0..=reps {
+                let t = Instant::now();
+                let st = be
+                    .fdk_device(proj.view(), &gc, &vc, &opts, out.view_mut())
+                    .unwrap();
+                let tt = t.elapsed().as_secs_f64();
+                println!("bench fdk_device {label} rep {rep}: {tt:.4} s host to host; {st}");
+                if rep > 0 {
+                    times.push(tt);
+                }
             }
-        }
-        times.sort_by(f64::total_cmp);
-        let med = times[times.len() / 2];
-        println!("bench fdk_device {label} median {med:.4} s");
-    };
+            times.sort_by(f64::total_cmp);
+            let med = times[times.len() / 2];
+            println!("bench fdk_device {label} median {med:.4} s");
+        };
     for cfg in [FdkFold::default(), half] {
         be.set_fdk_fold(cfg);
         fdk_cli_geom(

@@ -31,15 +31,18 @@ use tomors_core::cone::{
 };
 use tomors_core::CoreError;
 
-use crate::cone::fdk_common::{FdkStats, CHUNK_FLOATS, SLAB_FLOATS, SPARE_BYTES};
+use crate::cone::fdk_common::{
+    events, filter_job, summed_ms, ChunkEvents, FdkStats, FdkWeights, CHUNK_FLOATS, SLAB_FLOATS,
+    SPARE_BYTES,
+};
 use crate::cone::fdk_fold::{prepare_fold, run_fold, FdkFold, FoldState};
 use crate::cone::fold::FoldLayout;
 use crate::cone::{check_extents, BpSource, ConeKernel, ConeModule, StackLayout, CONE_MAX_ANGLES};
 use crate::error::{CudaError, Result};
-use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
+use crate::fbp::engine::{copy_in, copy_out, Engine};
 use crate::fbp::CudaBackend;
 use crate::runtime::{ensure, ensure_pinned};
-use crate::runtime::{DeviceBuffer, Event, ForeignDevicePtr};
+use crate::runtime::{DeviceBuffer, ForeignDevicePtr};
 
 /// The angles per upload chunk set by [`CudaBackend::set_fdk_chunk`]
 /// (kept in the backend's extensions; 0 = automatic).
@@ -501,30 +504,17 @@ fn run(
             ensure_pinned(&mut e.pin_out[b], &ctx, zs * plane_out)?;
         }
     }
-    let cos_w = DeviceBuffer::new(&ctx, plane * 4, "FDK cosine weights")?;
-    let ang_w = DeviceBuffer::new(&ctx, na * nc * 4, "FDK angular weights")?;
-    cos_w.upload(cosine)?;
-    ang_w.upload(angular)?;
-    let bad = DeviceBuffer::new(&ctx, 8, "FDK finiteness flag")?;
-    bad.fill_bytes(0xFF, &e.comp)?;
+    let weights = FdkWeights::upload(&ctx, (angular, cosine), &e.comp)?;
     e.stack_tex
         .as_ref()
         .expect("allocated")
         .fill_bytes(0, &e.comp)?;
     module.set_angles(geometry.angles(), &e.comp)?;
     let textures = layout.bind(&ctx, &module, tex, na, &e.comp)?;
-    let job = FilterJob {
-        spec: options.filter,
-        bin_width: geometry.pixel_u_at_axis() as f32,
-    };
-    let variant = e.fft_variant;
-    let events = |n: usize| (0..n).map(|_| Event::new(&ctx)).collect::<Result<Vec<_>>>();
-    let (up0, up1, c0, c1) = (
-        events(nchunks)?,
-        events(nchunks)?,
-        events(nchunks)?,
-        events(nchunks)?,
-    );
+    let job = filter_job(geometry, options);
+    let events = |n: usize| events(&ctx, n);
+    let ce = ChunkEvents::new(&ctx, nchunks)?;
+    let (up0, up1, c0, c1) = (&ce.up0, &ce.up1, &ce.c0, &ce.c1);
     let mut stats = FdkStats {
         on_device: true,
         chunks: nchunks,
@@ -579,36 +569,13 @@ fn run(
         up1[i].record(&e.up)?;
         e.comp.wait(&up1[i])?;
         c0[i].record(&e.comp)?;
-        module.weight(
-            &e.comp,
-            raw[b],
-            cos_w.ptr(),
-            ang_w.ptr(),
-            a0,
-            k,
-            nr,
-            nc,
-            bad.ptr(),
-        )?;
-        let (rows, stride, pair) = e.filter_rows(raw[b], k * nr, nc, &job, variant)?;
-        module.pack(
-            &e.comp,
-            rows,
-            stride as usize,
-            pair == 1,
-            tex,
-            a0,
-            k,
-            nr,
-            nc,
-            &layout,
-        )?;
+        let (rows, stride, pair) =
+            weights.weight_and_filter(e, &module, raw[b], (a0, k), (nr, nc), &job)?;
+        module.pack(&e.comp, rows, stride, pair, tex, a0, k, nr, nc, &layout)?;
         c1[i].record(&e.comp)?;
     }
     c1[nchunks - 1].synchronize()?;
-    let mut flag = [0u64; 1];
-    bad.download(&mut flag)?;
-    if flag[0] != u64::MAX {
+    if !weights.all_finite()? {
         return Ok(None);
     }
 
@@ -685,15 +652,10 @@ fn run(
     }
     e.comp.synchronize()?;
     drop(textures);
-    for i in 0..nchunks {
-        stats.upload_ms += up0[i].elapsed_ms(&up1[i])? as f64;
-        stats.filter_ms += c0[i].elapsed_ms(&c1[i])? as f64;
-    }
-    for j in 0..nslabs {
-        stats.backproject_ms += bp0[j].elapsed_ms(&bp1[j])? as f64;
-        if host_out {
-            stats.download_ms += d0[j].elapsed_ms(&d1[j])? as f64;
-        }
+    ce.add_to(&mut stats)?;
+    stats.backproject_ms = summed_ms(&bp0, &bp1)?;
+    if host_out {
+        stats.download_ms = summed_ms(&d0, &d1)?;
     }
     Ok(Some(stats))
 }

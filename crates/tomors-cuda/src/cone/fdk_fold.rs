@@ -18,12 +18,14 @@ use std::time::Instant;
 use ndarray::{s, ArrayView3, ArrayViewMut3};
 use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions};
 
-use crate::cone::fdk_common::{FdkStats, CHUNK_FLOATS, SPARE_BYTES};
+use crate::cone::fdk_common::{
+    events, filter_job, summed_ms, ChunkEvents, FdkStats, FdkWeights, CHUNK_FLOATS, SPARE_BYTES,
+};
 use crate::cone::fold::{FoldLayout, FoldModule, FoldScale, FoldShape, FoldVariant};
 use crate::error::{CudaError, Result};
-use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
+use crate::fbp::engine::{copy_in, copy_out, Engine};
 use crate::runtime::{ensure, ensure_pinned};
-use crate::runtime::{Array2d, DeviceBuffer, Event, Stream, TexFilter, Texture};
+use crate::runtime::{Array2d, DeviceBuffer, Stream, TexFilter, Texture};
 
 /// How [`CudaBackend::fdk_device`](crate::CudaBackend::fdk_device) uses the
 /// folded kernel (set with
@@ -361,11 +363,8 @@ pub(crate) fn prepare_fold(
     e.ext.insert(buffers.state);
     // One filtering of a chunk's rows plans the FFTs and uploads the
     // filter's response (the values are discarded).
-    let job = FilterJob {
-        spec: options.filter,
-        bin_width: geometry.pixel_u_at_axis() as f32,
-    };
     let variant = e.fft_variant;
+    let job = filter_job(geometry, options);
     e.filter_rows(buffers.raw[0], plan.ca * shape.1, shape.2, &job, variant)?;
     e.comp.synchronize()
 }
@@ -471,12 +470,7 @@ fn pipeline(
     }
     let cone = crate::cone::ConeModule::of(e)?;
 
-    let cos_w = DeviceBuffer::new(&ctx, plane * 4, "FDK cosine weights")?;
-    let ang_w = DeviceBuffer::new(&ctx, na * nc * 4, "FDK angular weights")?;
-    cos_w.upload(cosine)?;
-    ang_w.upload(angular)?;
-    let bad = DeviceBuffer::new(&ctx, 8, "FDK finiteness flag")?;
-    bad.fill_bytes(0xFF, &e.comp)?;
+    let weights = FdkWeights::upload(&ctx, (angular, cosine), &e.comp)?;
     e.stack_tex
         .as_ref()
         .expect("allocated")
@@ -496,18 +490,10 @@ fn pipeline(
     } else {
         layout.bind(&ctx, module, tex, na, &e.comp)?
     };
-    let job = FilterJob {
-        spec: options.filter,
-        bin_width: geometry.pixel_u_at_axis() as f32,
-    };
-    let variant = e.fft_variant;
-    let events = |n: usize| (0..n).map(|_| Event::new(&ctx)).collect::<Result<Vec<_>>>();
-    let (up0, up1, c0, c1) = (
-        events(nchunks)?,
-        events(nchunks)?,
-        events(nchunks)?,
-        events(nchunks)?,
-    );
+    let job = filter_job(geometry, options);
+    let events = |n: usize| events(&ctx, n);
+    let ce = ChunkEvents::new(&ctx, nchunks)?;
+    let (up0, up1, c0, c1) = (&ce.up0, &ce.up1, &ce.c0, &ce.c1);
     let ngroups = early.div_ceil(group_chunks);
     let (g0, g1) = (events(ngroups)?, events(ngroups)?);
     let (bp0, bp1, d0, d1) = (
@@ -567,41 +553,10 @@ fn pipeline(
         up1[i].record(&e.up)?;
         e.comp.wait(&up1[i])?;
         c0[i].record(&e.comp)?;
-        cone.weight(
-            &e.comp,
-            raw[rb],
-            cos_w.ptr(),
-            ang_w.ptr(),
-            a0,
-            k,
-            nr,
-            nc,
-            bad.ptr(),
-        )?;
-        let (rows, stride, pair) = e.filter_rows(raw[rb], k * nr, nc, &job, variant)?;
-        module.measure(
-            &e.comp,
-            rows,
-            stride as usize,
-            pair == 1,
-            a0,
-            k,
-            nr,
-            nc,
-            scale,
-        )?;
-        module.pack(
-            &e.comp,
-            rows,
-            stride as usize,
-            pair == 1,
-            tex,
-            a0,
-            k,
-            nr,
-            layout,
-            scale,
-        )?;
+        let (rows, stride, pair) =
+            weights.weight_and_filter(e, &cone, raw[rb], (a0, k), (nr, nc), &job)?;
+        module.measure(&e.comp, rows, stride, pair, a0, k, nr, nc, scale)?;
+        module.pack(&e.comp, rows, stride, pair, tex, a0, k, nr, layout, scale)?;
         if buffers.arrays {
             // The chunk's bands (with their zero rows) into the arrays.
             let band = layout.h + 1;
@@ -649,9 +604,7 @@ fn pipeline(
     }
     // Every value is checked before anything reaches `out`.
     c1[nchunks - 1].synchronize()?;
-    let mut flag = [0u64; 1];
-    bad.download(&mut flag)?;
-    if flag[0] != u64::MAX {
+    if !weights.all_finite()? {
         bps!().synchronize()?;
         return Ok(None);
     }
@@ -725,17 +678,9 @@ fn pipeline(
         }
     }
     drop(textures);
-    for i in 0..nchunks {
-        stats.upload_ms += up0[i].elapsed_ms(&up1[i])? as f64;
-        stats.filter_ms += c0[i].elapsed_ms(&c1[i])? as f64;
-    }
-    for gi in 0..ngroups {
-        stats.backproject_ms += g0[gi].elapsed_ms(&g1[gi])? as f64;
-    }
-    for j in 0..nslabs {
-        stats.backproject_ms += bp0[j].elapsed_ms(&bp1[j])? as f64;
-        stats.download_ms += d0[j].elapsed_ms(&d1[j])? as f64;
-    }
+    ce.add_to(&mut stats)?;
+    stats.backproject_ms = summed_ms(&g0, &g1)? + summed_ms(&bp0, &bp1)?;
+    stats.download_ms = summed_ms(&d0, &d1)?;
     let first_bp = if ngroups > 0 { &g0[0] } else { &bp0[0] };
     stats.first_bp_ms = up0[0].elapsed_ms(first_bp)? as f64;
     stats.span_ms = up0[0].elapsed_ms(&bp1[nslabs - 1])? as f64;

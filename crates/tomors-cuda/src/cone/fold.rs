@@ -13,11 +13,12 @@ use std::sync::Arc;
 
 use tomors_core::cone::{ConeGeometry, ConeVolume};
 
-use crate::cone::{CONE_MAX_ANGLES, TEX_ROWS};
+use crate::cone::{
+    launch_items, load_module, set_textures, stacked_textures, CONE_MAX_ANGLES, TEX_ROWS,
+};
 use crate::error::Result;
 use crate::fbp::engine::Engine;
-use crate::runtime::compile::cubin_cached;
-use crate::runtime::{launch, Context, Function, Module, Stream, TexFilter, TexFormat, Texture};
+use crate::runtime::{launch, Context, Function, Module, Stream, TexFormat, Texture};
 
 /// Source of the folded kernels.
 pub const CONE_FOLD_CU: &str = include_str!("../../kernels/cone_fold.cu");
@@ -87,15 +88,7 @@ impl FoldModule {
             ("HALF".to_string(), u8::from(half).to_string()),
             ("MINB".to_string(), v.min_blocks.clamp(1, 8).to_string()),
         ];
-        let (cubin, _) = cubin_cached(
-            "cone_fold",
-            CONE_FOLD_CU,
-            &defines,
-            &ctx.name,
-            ctx.cc,
-            ctx.driver,
-        )?;
-        let module = Module::load(ctx, &cubin)?;
+        let module = load_module(ctx, "cone_fold", CONE_FOLD_CU, &defines)?;
         Ok(Self {
             bp: module.function("cone_bp_fold")?,
             pack: module.function("cone_pack_fold")?,
@@ -141,8 +134,7 @@ impl FoldModule {
     /// Sets the texture objects of a launch (`c_ftex`), after the work
     /// queued on `stream`.
     pub(crate) fn set_textures(&self, textures: &[Texture], stream: &Stream) -> Result<()> {
-        let handles: Vec<u64> = textures.iter().map(|t| t.raw).collect();
-        self.module.set_global("c_ftex", &handles, stream)
+        set_textures(&self.module, "c_ftex", textures, stream)
     }
 
     /// With `__half2` texels: max-es the largest |value| of each of `nang`
@@ -228,23 +220,11 @@ impl FoldModule {
             scale.max.into(),
             scale.unscale.into(),
         ];
-        let blocks = (nang * layout.h * layout.nc)
-            .div_ceil(256)
-            .clamp(1, 65_535 * 8) as u32;
+        let items = nang * layout.h * layout.nc;
         // SAFETY: the parameters match `cone_pack_fold` in order and type;
         // `src` holds nang projections of nr rows, `dst` the folded layout
         // of every angle up to a_first + nang.
-        unsafe {
-            launch(
-                &self.pack,
-                "cone_pack_fold",
-                (blocks, 1, 1),
-                (256, 1, 1),
-                0,
-                stream,
-                &params,
-            )
-        }
+        unsafe { launch_items(&self.pack, "cone_pack_fold", items, stream, &params) }
     }
 
     /// Back projects projections `p_first..p_first + nang` (textures bound
@@ -442,19 +422,12 @@ impl FoldLayout {
         nang: usize,
         stream: &Stream,
     ) -> Result<Vec<Texture>> {
-        let textures = (0..nang.div_ceil(self.tpg))
-            .map(|g| {
-                Texture::pitch2d(
-                    ctx,
-                    base + (g * self.gbytes) as u64,
-                    self.nc,
-                    self.height,
-                    self.pitch_bytes,
-                    self.format(),
-                    TexFilter::Linear,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let textures = stacked_textures(
+            ctx,
+            (base, self.groups(nang), self.gbytes),
+            (self.nc, self.height, self.pitch_bytes),
+            self.format(),
+        )?;
         module.set_textures(&textures, stream)?;
         Ok(textures)
     }
