@@ -102,175 +102,112 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
         let e_plain = rel(&plain, &cpu);
         assert!(e_plain <= TEX_BOUND, "unfolded vs CPU {e_plain}");
 
-        // (shape, chunk, group, last, slab, separate stream, arrays, half,
-        // priority, min blocks)
-        for (
-            shape,
-            chunk,
-            group,
-            last,
-            slab,
-            separate_stream,
-            arrays,
-            half,
-            priority,
-            min_blocks,
-        ) in [
+        let d = FdkFold::default();
+        let shape = |zb, bx| FoldShape { zb, bx };
+        // (upload chunk, configuration): every option, shape and split.
+        let configs = [
+            (0, d),
+            (0, FdkFold { arrays: true, ..d }),
+            (0, FdkFold { half: true, ..d }),
             (
-                FoldShape::default(),
                 0,
-                0,
-                0,
-                0,
-                false,
-                false,
-                false,
-                false,
-                0,
+                FdkFold {
+                    half: true,
+                    arrays: true,
+                    min_blocks: 4,
+                    ..d
+                },
             ),
             (
-                FoldShape::default(),
                 0,
-                0,
-                0,
-                0,
-                false,
-                true,
-                false,
-                false,
-                0,
+                FdkFold {
+                    separate_stream: true,
+                    priority: true,
+                    ..d
+                },
             ),
             (
-                FoldShape::default(),
-                0,
-                0,
-                0,
-                0,
-                false,
-                false,
-                true,
-                false,
-                0,
-            ),
-            (
-                FoldShape::default(),
-                0,
-                0,
-                0,
-                0,
-                false,
-                true,
-                true,
-                false,
-                4,
-            ),
-            (
-                FoldShape::default(),
-                0,
-                0,
-                0,
-                0,
-                true,
-                false,
-                false,
-                true,
-                0,
-            ),
-            (
-                FoldShape { zb: 8, bx: 32 },
                 7,
-                10,
-                20,
-                5,
-                false,
-                true,
-                false,
-                false,
-                0,
+                FdkFold {
+                    shape: shape(8, 32),
+                    group: 10,
+                    last: 20,
+                    slab: 5,
+                    arrays: true,
+                    ..d
+                },
             ),
             (
-                FoldShape { zb: 8, bx: 32 },
                 7,
-                10,
-                20,
-                5,
-                true,
-                false,
-                false,
-                false,
-                0,
+                FdkFold {
+                    shape: shape(8, 32),
+                    group: 10,
+                    last: 20,
+                    slab: 5,
+                    separate_stream: true,
+                    ..d
+                },
             ),
             (
-                FoldShape { zb: 8, bx: 32 },
                 7,
-                10,
-                20,
-                5,
-                true,
-                false,
-                true,
-                true,
-                4,
+                FdkFold {
+                    shape: shape(8, 32),
+                    group: 10,
+                    last: 20,
+                    slab: 5,
+                    separate_stream: true,
+                    half: true,
+                    priority: true,
+                    min_blocks: 4,
+                    first: 7,
+                    taper: true,
+                    ..d
+                },
             ),
             (
-                FoldShape { zb: 4, bx: 8 },
                 5,
-                5,
-                na,
-                3,
-                false,
-                false,
-                true,
-                false,
-                0,
+                FdkFold {
+                    shape: shape(4, 8),
+                    group: 5,
+                    last: na,
+                    slab: 3,
+                    half: true,
+                    taper: true,
+                    ..d
+                },
             ),
             (
-                FoldShape { zb: 32, bx: 64 },
                 11,
-                30,
-                1,
-                0,
-                true,
-                true,
-                false,
-                false,
-                0,
+                FdkFold {
+                    shape: shape(32, 64),
+                    group: 30,
+                    last: 1,
+                    separate_stream: true,
+                    arrays: true,
+                    first: 11,
+                    ..d
+                },
             ),
             (
-                FoldShape { zb: 16, bx: 16 },
                 3,
-                60,
-                0,
-                0,
-                false,
-                false,
-                false,
-                false,
-                4,
+                FdkFold {
+                    group: 60,
+                    min_blocks: 4,
+                    first: 3,
+                    taper: true,
+                    ..d
+                },
             ),
-        ] {
+        ];
+        for (chunk, cfg) in configs {
             be.set_fdk_chunk(chunk);
-            let cfg = FdkFold {
-                enabled: true,
-                shape,
-                group,
-                last,
-                slab,
-                separate_stream,
-                arrays,
-                half,
-                priority,
-                min_blocks,
-            };
             be.set_fdk_fold(cfg);
             let (out, folded) = device_fdk(&be, &proj, &g, &vol, &opts);
             assert!(folded, "{na}×{nr}×{nc} → {nx}×{ny}×{nz} did not fold");
             let e_cpu = rel(&out, &cpu);
             let e_plain = rel(&out, &plain);
             println!(
-                "{na}×{nr}×{nc} → {nx}×{ny}×{nz}, {shape:?}, chunk {chunk}, group {group}, \
-                 last {last}, slab {slab}, separate stream {separate_stream}, arrays {arrays}, \
-                 half {half}, priority {priority}, min blocks {min_blocks}: folded vs CPU \
+                "{na}×{nr}×{nc} → {nx}×{ny}×{nz}, chunk {chunk}, {cfg:?}: folded vs CPU \
                  {e_cpu:.2e}, vs unfolded {e_plain:.2e}"
             );
             assert!(e_cpu <= TEX_BOUND, "folded vs CPU {e_cpu}");
@@ -278,7 +215,7 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
             // Again on the same device state (resident volume, textures).
             let (again, _) = device_fdk(&be, &proj, &g, &vol, &opts);
             assert_eq!(again, out, "a second call differs");
-            if half {
+            if cfg.half {
                 // The same configuration with float2 texels.
                 be.set_fdk_fold(FdkFold { half: false, ..cfg });
                 let (full, _) = device_fdk(&be, &proj, &g, &vol, &opts);

@@ -75,6 +75,12 @@ pub struct FdkFold {
     /// kernel is compiled to fit (a register cap; 0: none, 3 fit at 71
     /// registers).
     pub min_blocks: usize,
+    /// Angles of the first early group (rounded up to whole chunks; 0:
+    /// `group`): a smaller first group starts the back projection sooner.
+    pub first: usize,
+    /// Split the last slab of the last group in two, so less is left to
+    /// download and copy out after the last back projection.
+    pub taper: bool,
 }
 
 impl FdkFold {
@@ -101,6 +107,8 @@ impl Default for FdkFold {
             half: false,
             priority: false,
             min_blocks: 0,
+            first: 0,
+            taper: false,
         }
     }
 }
@@ -123,19 +131,22 @@ pub(crate) struct FoldState {
 
 /// The split of one folded FDK: upload chunks, early groups, the last
 /// group's slabs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Plan {
     /// Angles per upload chunk, and chunks.
     ca: usize,
     nchunks: usize,
-    /// Chunks per early back-projection launch; early chunks.
+    /// Chunks per early back-projection launch; chunks of the first one;
+    /// early chunks.
     group_chunks: usize,
+    first_chunks: usize,
     early: usize,
-    /// First upper slice, upper slices, upper slices per slab, slabs.
+    /// First upper slice, upper slices, upper slices per slab.
     kmid: usize,
     nu: usize,
     su: usize,
-    nslabs: usize,
+    /// The last group's slabs: upper slices `k0..k1` (with their mirrors).
+    slabs: Vec<(usize, usize)>,
     /// Back projection on its own stream.
     separate: bool,
     /// Projections in CUDA arrays.
@@ -147,7 +158,21 @@ struct Plan {
 impl Plan {
     /// Device chunk buffers: a group's and one more (2 to 8).
     fn nraw(&self) -> usize {
-        (self.group_chunks + 1).clamp(2, 8)
+        (self.group_chunks.max(self.first_chunks) + 1).clamp(2, 8)
+    }
+
+    /// Whether an early group ends with chunk `i`.
+    fn ends_group(&self, i: usize) -> bool {
+        let n = i + 1;
+        i < self.early
+            && (n == self.early
+                || n == self.first_chunks
+                || (n > self.first_chunks && (n - self.first_chunks) % self.group_chunks == 0))
+    }
+
+    /// Early groups.
+    fn ngroups(&self) -> usize {
+        (0..self.early).filter(|&i| self.ends_group(i)).count()
     }
 
     fn new(
@@ -170,6 +195,10 @@ impl Plan {
             g => g.div_ceil(ca),
         }
         .max(1);
+        let first_chunks = match cfg.first {
+            0 => group_chunks,
+            f => f.div_ceil(ca).max(1),
+        };
         let last_chunks = match cfg.last {
             0 => na.div_ceil(3).div_ceil(ca),
             l => l.div_ceil(ca),
@@ -187,15 +216,32 @@ impl Plan {
         .max(1)
             * zb;
         let su = su.min(nu).max(1);
+        let mut slabs: Vec<(usize, usize)> = (kmid..volume.nz)
+            .step_by(su)
+            .map(|k0| (k0, (k0 + su).min(volume.nz)))
+            .collect();
+        if cfg.taper {
+            // The last slab in two halves of whole runs of the kernel's
+            // slices per thread (when it holds two runs at least).
+            let (k0, k1) = slabs.pop().expect("nu ≥ 1");
+            let runs = (k1 - k0).div_ceil(zb);
+            if runs >= 2 {
+                let mid = k0 + runs.div_ceil(2) * zb;
+                slabs.extend([(k0, mid), (mid, k1)]);
+            } else {
+                slabs.push((k0, k1));
+            }
+        }
         Self {
             ca,
             nchunks,
             group_chunks,
+            first_chunks,
             early: nchunks.saturating_sub(last_chunks),
             kmid,
             nu,
             su,
-            nslabs: nu.div_ceil(su),
+            slabs,
             separate: cfg.separate_stream,
             arrays: cfg.arrays,
             priority: cfg.separate_stream && cfg.priority,
@@ -445,15 +491,14 @@ fn pipeline(
     let Plan {
         ca,
         nchunks,
-        group_chunks,
         early,
         kmid,
         nu,
         su,
-        nslabs,
         separate,
         ..
     } = *plan;
+    let nslabs = plan.slabs.len();
     let (tex, raw, volp, state) = (buffers.tex, &buffers.raw, buffers.vol, &buffers.state);
     let scale = &buffers.scale;
     let nraw = raw.len();
@@ -494,7 +539,7 @@ fn pipeline(
     let events = |n: usize| events(&ctx, n);
     let ce = ChunkEvents::new(&ctx, nchunks)?;
     let (up0, up1, c0, c1) = (&ce.up0, &ce.up1, &ce.c0, &ce.c1);
-    let ngroups = early.div_ceil(group_chunks);
+    let ngroups = plan.ngroups();
     let (g0, g1) = (events(ngroups)?, events(ngroups)?);
     let (bp0, bp1, d0, d1) = (
         events(nslabs)?,
@@ -513,6 +558,7 @@ fn pipeline(
     };
     let angles_of = |i: usize| (i * ca, ((i + 1) * ca).min(na));
     let mut groups_done = 0;
+    let mut group_start = 0;
 
     // 1. Upload, weight, filter and pack chunk by chunk; back project each
     //    finished early group into the whole volume on the bp stream.
@@ -576,10 +622,10 @@ fn pipeline(
         }
         c1[i].record(&e.comp)?;
         // An early group ends with this chunk: back project it.
-        if i < early && ((i + 1) % group_chunks == 0 || i + 1 == early) {
+        if plan.ends_group(i) {
             let gi = groups_done;
-            let first_chunk = gi * group_chunks;
-            let (p0, _) = angles_of(first_chunk);
+            let (p0, _) = angles_of(group_start);
+            group_start = i + 1;
             bps!().wait(&c1[i])?;
             g0[gi].record(bps!())?;
             // On a separate stream, in slabs (short launches, so the filter
@@ -613,10 +659,7 @@ fn pipeline(
     //    slabs (upper slices and their mirrors) while the next is computed.
     let (pl, _) = angles_of(early);
     bps!().wait(&c1[nchunks - 1])?;
-    let slab_range = |j: usize| {
-        let k0 = kmid + j * su;
-        (k0, (k0 + su).min(nz))
-    };
+    let slab_range = |j: usize| plan.slabs[j];
     for j in 0..=nslabs {
         if j < nslabs {
             let b = j % 2;
