@@ -105,6 +105,8 @@ pub(crate) struct FdkWeights {
     cos: DeviceBuffer,
     ang: DeviceBuffer,
     bad: DeviceBuffer,
+    /// The host weights uploaded (angular, cosine).
+    host: (Vec<f32>, Vec<f32>),
 }
 
 impl FdkWeights {
@@ -120,7 +122,32 @@ impl FdkWeights {
         ang.upload(angular)?;
         let bad = DeviceBuffer::new(ctx, 8, "FDK finiteness flag")?;
         bad.fill_bytes(0xFF, stream)?;
-        Ok(Self { cos, ang, bad })
+        Ok(Self {
+            cos,
+            ang,
+            bad,
+            host: (angular.to_vec(), cosine.to_vec()),
+        })
+    }
+
+    /// The weights in `slot` for `(angular, cosine)`, with the flag armed:
+    /// reused when the same weights were uploaded last time, else uploaded.
+    pub(crate) fn refresh<'a>(
+        slot: &'a mut Option<Self>,
+        ctx: &Arc<Context>,
+        (angular, cosine): (&[f32], &[f32]),
+        stream: &Stream,
+    ) -> Result<&'a Self> {
+        match slot {
+            Some(w) if w.host.0 == angular && w.host.1 == cosine => {
+                w.bad.fill_bytes(0xFF, stream)?;
+            }
+            _ => {
+                *slot = None;
+                *slot = Some(Self::upload(ctx, (angular, cosine), stream)?);
+            }
+        }
+        Ok(slot.as_ref().expect("set above"))
     }
 
     /// Weights the `k` projections at `raw` (global angles `a0..`, `nr` ×
@@ -203,10 +230,10 @@ pub(crate) fn filter_job(geometry: &ConeGeometry, options: &FdkOptions) -> Filte
 }
 
 /// Milliseconds between each pair of `start[i]` and `end[i]`, summed.
-pub(crate) fn summed_ms(start: &[Event], end: &[Event]) -> Result<f64> {
+pub(crate) fn summed_ms<E: std::borrow::Borrow<Event>>(start: &[E], end: &[E]) -> Result<f64> {
     start
         .iter()
         .zip(end)
-        .map(|(a, b)| a.elapsed_ms(b).map(f64::from))
+        .map(|(a, b)| a.borrow().elapsed_ms(b.borrow()).map(f64::from))
         .sum()
 }

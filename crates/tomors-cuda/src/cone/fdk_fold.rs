@@ -19,13 +19,13 @@ use ndarray::{s, ArrayView3, ArrayViewMut3};
 use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions};
 
 use crate::cone::fdk_common::{
-    events, filter_job, summed_ms, ChunkEvents, FdkStats, FdkWeights, CHUNK_FLOATS, SPARE_BYTES,
+    filter_job, summed_ms, FdkStats, FdkWeights, CHUNK_FLOATS, SPARE_BYTES,
 };
 use crate::cone::fold::{FoldLayout, FoldModule, FoldScale, FoldShape, FoldVariant};
 use crate::error::{CudaError, Result};
 use crate::fbp::engine::{copy_in, copy_out, Engine};
 use crate::runtime::{ensure, ensure_pinned};
-use crate::runtime::{Array2d, DeviceBuffer, Stream, TexFilter, Texture};
+use crate::runtime::{Array2d, DeviceBuffer, Event, Stream, TexFilter, Texture};
 
 /// How [`CudaBackend::fdk_device`](crate::CudaBackend::fdk_device) uses the
 /// folded kernel (set with
@@ -127,6 +127,14 @@ pub(crate) struct FoldState {
     /// The half texels' per-projection maxima and inverse scales (see
     /// [`FoldScale`]; with `FdkFold::half`).
     scale: Option<DeviceBuffer>,
+    /// The last call's weights (reused when they are the same).
+    weights: Option<FdkWeights>,
+    /// Timing events, reused by every call (each call's are complete
+    /// before it returns).
+    events: Vec<Event>,
+    /// The texture objects over the pitched layout and what they were
+    /// made for: (base address, textures, layout).
+    textures: Option<(u64, usize, FoldLayout, Vec<Texture>)>,
 }
 
 /// The split of one folded FDK: upload chunks, early groups, the last
@@ -331,6 +339,9 @@ fn allocate(
             raw: Vec::new(),
             arrays: Vec::new(),
             scale: None,
+            weights: None,
+            events: Vec::new(),
+            textures: None,
         },
     };
     if arrays {
@@ -438,7 +449,31 @@ pub(crate) fn run_fold(
         },
     )?;
     let plan = Plan::new(cfg, chunk, projections.dim(), volume, options);
-    let buffers = allocate(e, &plan, layout, projections.dim(), volume)?;
+    let mut buffers = allocate(e, &plan, layout, projections.dim(), volume)?;
+    // Per-call objects reused from the last call: the weights, the events,
+    // the texture objects over the pitched layout.
+    let ctx = e.ctx.clone();
+    let state = &mut buffers.state;
+    let reuse = (|| {
+        FdkWeights::refresh(&mut state.weights, &ctx, weights, &e.comp)?;
+        let nev = 4 * plan.nchunks + 2 * plan.ngroups() + 4 * plan.slabs.len();
+        while state.events.len() < nev {
+            state.events.push(Event::new(&ctx)?);
+        }
+        let groups = layout.groups(projections.dim().0);
+        let fresh = !matches!(&state.textures,
+            Some((base, n, l, _)) if *base == buffers.tex && *n == groups && l.same_textures(layout));
+        if !buffers.arrays && fresh {
+            state.textures = None;
+            let t = layout.textures(&ctx, buffers.tex, projections.dim().0)?;
+            state.textures = Some((buffers.tex, groups, *layout, t));
+        }
+        Ok::<_, CudaError>(())
+    })();
+    if let Err(err) = reuse {
+        e.ext.insert(buffers.state);
+        return Err(err);
+    }
     // The compute stream ahead of the back projection's stream, for this
     // call (a driver that refuses leaves the priorities as they are).
     let raised = plan.priority
@@ -459,7 +494,6 @@ pub(crate) fn run_fold(
         geometry,
         volume,
         options,
-        weights,
         out,
     );
     if raised {
@@ -480,7 +514,6 @@ fn pipeline(
     geometry: &ConeGeometry,
     volume: &ConeVolume,
     options: &FdkOptions,
-    (angular, cosine): (&[f32], &[f32]),
     mut out: ArrayViewMut3<'_, f32>,
 ) -> Result<Option<FdkStats>> {
     let t_entry = Instant::now();
@@ -515,7 +548,7 @@ fn pipeline(
     }
     let cone = crate::cone::ConeModule::of(e)?;
 
-    let weights = FdkWeights::upload(&ctx, (angular, cosine), &e.comp)?;
+    let weights = state.weights.as_ref().expect("refreshed by run_fold");
     e.stack_tex
         .as_ref()
         .expect("allocated")
@@ -524,7 +557,7 @@ fn pipeline(
         b.fill_bytes(0, &e.comp)?;
     }
     module.set_geometry(geometry, volume, &e.comp)?;
-    let textures = if buffers.arrays {
+    let array_textures = if buffers.arrays {
         let t = state
             .arrays
             .iter()
@@ -533,20 +566,18 @@ fn pipeline(
         module.set_textures(&t, &e.comp)?;
         t
     } else {
-        layout.bind(&ctx, module, tex, na, &e.comp)?
+        let (.., t) = state.textures.as_ref().expect("made by run_fold");
+        module.set_textures(t, &e.comp)?;
+        Vec::new()
     };
     let job = filter_job(geometry, options);
-    let events = |n: usize| events(&ctx, n);
-    let ce = ChunkEvents::new(&ctx, nchunks)?;
-    let (up0, up1, c0, c1) = (&ce.up0, &ce.up1, &ce.c0, &ce.c1);
     let ngroups = plan.ngroups();
-    let (g0, g1) = (events(ngroups)?, events(ngroups)?);
-    let (bp0, bp1, d0, d1) = (
-        events(nslabs)?,
-        events(nslabs)?,
-        events(nslabs)?,
-        events(nslabs)?,
-    );
+    // The events, from the state's pool.
+    let mut pool = state.events.iter();
+    let mut take = |n: usize| -> Vec<&Event> { pool.by_ref().take(n).collect() };
+    let (up0, up1, c0, c1) = (take(nchunks), take(nchunks), take(nchunks), take(nchunks));
+    let (g0, g1) = (take(ngroups), take(ngroups));
+    let (bp0, bp1, d0, d1) = (take(nslabs), take(nslabs), take(nslabs), take(nslabs));
     let mut stats = FdkStats {
         on_device: true,
         folded: true,
@@ -720,8 +751,9 @@ fn pipeline(
             stats.host_out_s += th.elapsed().as_secs_f64();
         }
     }
-    drop(textures);
-    ce.add_to(&mut stats)?;
+    drop(array_textures);
+    stats.upload_ms = summed_ms(&up0, &up1)?;
+    stats.filter_ms = summed_ms(&c0, &c1)?;
     stats.backproject_ms = summed_ms(&g0, &g1)? + summed_ms(&bp0, &bp1)?;
     stats.download_ms = summed_ms(&d0, &d1)?;
     let first_bp = if ngroups > 0 { &g0[0] } else { &bp0[0] };

@@ -413,23 +413,37 @@ impl FoldLayout {
     }
 
     /// The texture objects (bilinear, border zero) over the layout of
-    /// `nang` projections at `base`, set into `c_ftex` of `module`.
-    pub(crate) fn bind(
+    /// `nang` projections at `base` (set them with
+    /// [`FoldModule::set_textures`]).
+    pub(crate) fn textures(
         &self,
         ctx: &Arc<Context>,
-        module: &FoldModule,
         base: u64,
         nang: usize,
-        stream: &Stream,
     ) -> Result<Vec<Texture>> {
-        let textures = stacked_textures(
+        stacked_textures(
             ctx,
             (base, self.groups(nang), self.gbytes),
             (self.nc, self.height, self.pitch_bytes),
             self.format(),
-        )?;
-        module.set_textures(&textures, stream)?;
-        Ok(textures)
+        )
+    }
+
+    /// Whether texture objects made for `other` serve this layout too.
+    pub(crate) fn same_textures(&self, other: &Self) -> bool {
+        (
+            self.nc,
+            self.height,
+            self.pitch_bytes,
+            self.gbytes,
+            self.half,
+        ) == (
+            other.nc,
+            other.height,
+            other.pitch_bytes,
+            other.gbytes,
+            other.half,
+        )
     }
 
     /// Texture groups of `nang` projections.
