@@ -183,18 +183,22 @@ fn main() {
     });
     let mut unfolded = Array3::<f32>::zeros((n, n, n));
     fdk_run(&be, "unfolded", 5, &mut unfolded);
-    be.set_fdk_fold(FdkFold::default());
-    fdk_run(&be, "folded", 7, &mut out);
+    // The float2 texels without a register cap (the default before the
+    // half texels), and the default (half texels, 4 blocks per SM).
+    let full = FdkFold {
+        half: false,
+        min_blocks: 0,
+        ..FdkFold::default()
+    };
+    let half = FdkFold::default();
+    be.set_fdk_fold(full);
+    fdk_run(&be, "folded, float2 texels", 7, &mut out);
     let pitched = out.clone();
     let diff = rel_l2(&out, &unfolded);
     println!("bench fdk folded vs unfolded: rel L2 {diff:.3e}");
-    let half = FdkFold {
-        half: true,
-        ..FdkFold::default()
-    };
     be.set_fdk_fold(half);
     let mut halved = Array3::<f32>::zeros((n, n, n));
-    fdk_run(&be, "folded, half texels", 7, &mut halved);
+    fdk_run(&be, "folded, half texels (default)", 7, &mut halved);
     println!(
         "bench fdk folded half vs float2 texels: rel L2 {:.3e}",
         rel_l2(&halved, &pitched)
@@ -215,7 +219,7 @@ fn main() {
     // A smooth scan (a centred ball's exact projections: chord lengths),
     // where the 8-bit weights err ≈ 10⁻³ rather than on white noise.
     let ball = ball_projections(&g, 150.0);
-    for (label, cfg) in [("float2", FdkFold::default()), ("half", half)] {
+    for (label, cfg) in [("float2", full), ("half", half)] {
         be.set_fdk_fold(cfg);
         be.fdk_device(ball.view(), &g, &vol, &opts, out.view_mut())
             .unwrap();
@@ -241,19 +245,49 @@ fn main() {
     drop(ball_exact);
     for (label, cfg, reps) in [
         (
-            "folded, half texels, CUDA arrays",
+            "folded, half texels, 4 chunk buffers (uploads wait behind the back projection)",
+            FdkFold { buffers: 4, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, first group 32 angles",
+            FdkFold { first: 32, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, last slab split",
             FdkFold {
-                arrays: true,
+                taper: true,
                 ..half
             },
             5,
         ),
         (
-            "folded, separate stream, compute stream raised",
+            "folded, half texels, first group 32, last slab split",
             FdkFold {
-                separate_stream: true,
-                priority: true,
-                ..FdkFold::default()
+                first: 32,
+                taper: true,
+                ..half
+            },
+            5,
+        ),
+        (
+            "folded, half texels, last group 288",
+            FdkFold { last: 288, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, last group 336",
+            FdkFold { last: 336, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, first 32, split, last 288",
+            FdkFold {
+                first: 32,
+                taper: true,
+                last: 288,
+                ..half
             },
             5,
         ),
@@ -267,36 +301,16 @@ fn main() {
             5,
         ),
         (
-            "folded, min blocks 4",
+            "folded, half texels, separate stream raised, first 32, split, last 288",
             FdkFold {
-                min_blocks: 4,
-                ..FdkFold::default()
-            },
-            5,
-        ),
-        (
-            "folded, half texels, min blocks 4",
-            FdkFold {
-                min_blocks: 4,
+                separate_stream: true,
+                priority: true,
+                first: 32,
+                taper: true,
+                last: 288,
                 ..half
             },
             5,
-        ),
-        (
-            "folded, half texels, zb 8 bx 32",
-            FdkFold {
-                shape: FoldShape { zb: 8, bx: 32 },
-                ..half
-            },
-            3,
-        ),
-        (
-            "folded, half texels, zb 16 bx 32",
-            FdkFold {
-                shape: FoldShape { zb: 16, bx: 32 },
-                ..half
-            },
-            3,
         ),
     ] {
         be.set_fdk_fold(cfg);
@@ -317,12 +331,12 @@ fn main() {
             );
         }
     }
-    be.set_fdk_fold(FdkFold::default());
-    let med = fdk_run(&be, "folded (default, again)", 5, &mut out);
+    be.set_fdk_fold(full);
+    let med = fdk_run(&be, "folded, float2 texels (again)", 5, &mut out);
     be.set_fdk_fold(half);
-    let medh = fdk_run(&be, "folded, half texels (again)", 5, &mut out);
+    let medh = fdk_run(&be, "folded, half texels (default, again)", 5, &mut out);
     println!(
-        "bench fdk_device summary: folded median {med:.4} s, half texels {medh:.4} s host to host"
+        "bench fdk_device summary: folded float2 median {med:.4} s, half texels (default) {medh:.4} s host to host"
     );
 
     // The CLI benchmark's geometry (`tomors phantom --geometry cone --size
@@ -349,7 +363,7 @@ fn main() {
             let med = times[times.len() / 2];
             println!("bench fdk_device {label} median {med:.4} s");
         };
-    for cfg in [FdkFold::default(), half] {
+    for cfg in [full, half] {
         be.set_fdk_fold(cfg);
         fdk_cli_geom(
             &be,

@@ -152,10 +152,10 @@ __device__ __forceinline__ float fold_scale(unsigned int bits)
 // row_stride floats apart) or packed two per complex row (pair = 1: the
 // real part for even r, the imaginary part for odd r). Projection a goes to
 // global angle g = a_first + a: texture g / tpg (gf2 float2 apart), rows
-// from (g % tpg)(h + 1), pitch2 float2 apart; folded row i holds rows
+// from (g % tpg)(h + 1), pitch2 float2 apart; folded row i < h holds rows
 // a_row + i and s_sum - a_row - i of the projection (zero outside the
-// detector). The zero rows between bands are never written (the buffer is
-// cleared once per call). pitch2 and gf2 count texels (float2 or
+// detector), row h (between bands) zeros: every texel a fetch of the
+// projection can touch is written. pitch2 and gf2 count texels (float2 or
 // __half2). With HALF, projection g is multiplied by fold_scale(mx[g])
 // before rounding to half and unscale[g] receives its inverse.
 extern "C" __global__ void cone_pack_fold(const float* __restrict__ src, long long row_stride,
@@ -165,21 +165,21 @@ extern "C" __global__ void cone_pack_fold(const float* __restrict__ src, long lo
                                           const unsigned int* __restrict__ mx,
                                           float* __restrict__ unscale)
 {
-    const long long total = (long long)nang * h * nc;
+    const long long total = (long long)nang * (h + 1) * nc;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
         const int c = (int)(i % nc);
         const long long ai = i / nc;
-        const int fi = (int)(ai % h);
-        const long long a = ai / h;
+        const int fi = (int)(ai % (h + 1));
+        const long long a = ai / (h + 1);
         const int r0 = a_row + fi;
         const int r1 = s_sum - a_row - fi;
         float v0 = 0.0f, v1 = 0.0f;
-        if (r0 >= 0 && r0 < nr) {
+        if (fi < h && r0 >= 0 && r0 < nr) {
             const long long ar = a * nr + r0;
             v0 = pair ? src[(ar >> 1) * row_stride + 2 * c + (ar & 1)] : src[ar * row_stride + c];
         }
-        if (r1 >= 0 && r1 < nr) {
+        if (fi < h && r1 >= 0 && r1 < nr) {
             const long long ar = a * nr + r1;
             v1 = pair ? src[(ar >> 1) * row_stride + 2 * c + (ar & 1)] : src[ar * row_stride + c];
         }

@@ -102,11 +102,26 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
         let e_plain = rel(&plain, &cpu);
         assert!(e_plain <= TEX_BOUND, "unfolded vs CPU {e_plain}");
 
-        let d = FdkFold::default();
+        // float2 texels, no register cap: the base of most rows.
+        let d = FdkFold {
+            half: false,
+            min_blocks: 0,
+            ..FdkFold::default()
+        };
         let shape = |zb, bx| FoldShape { zb, bx };
         // (upload chunk, configuration): every option, shape and split.
         let configs = [
+            (0, FdkFold::default()),
             (0, d),
+            (
+                7,
+                FdkFold {
+                    buffers: 2,
+                    first: 14,
+                    taper: true,
+                    ..FdkFold::default()
+                },
+            ),
             (0, FdkFold { arrays: true, ..d }),
             (0, FdkFold { half: true, ..d }),
             (
@@ -324,7 +339,10 @@ fn half_texels_keep_their_precision_at_any_scale() {
     let cpu = fdk(&CpuBackend::new(), proj.view(), &g, &vol, &opts).unwrap();
     for factor in [1.0f32, 1e8, 1e-8] {
         let scaled = proj.mapv(|v| v * factor);
-        be.set_fdk_fold(FdkFold::default());
+        be.set_fdk_fold(FdkFold {
+            half: false,
+            ..FdkFold::default()
+        });
         let (full, _) = device_fdk(&be, &scaled, &g, &vol, &opts);
         be.set_fdk_fold(FdkFold {
             half: true,

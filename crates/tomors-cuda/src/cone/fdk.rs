@@ -261,7 +261,12 @@ impl CudaBackend {
         };
         match result {
             Ok(Some(mut stats)) => {
-                stats.total_s = t0.elapsed().as_secs_f64();
+                let total = t0.elapsed().as_secs_f64();
+                if stats.folded {
+                    // The folded pipeline's total is its own wall time.
+                    stats.prep_ms = (total - stats.total_s).max(0.0) * 1e3;
+                }
+                stats.total_s = total;
                 tracing::debug!("FDK on the device: {stats}");
                 Ok(stats)
             }

@@ -49,6 +49,9 @@ pub struct FdkStats {
     pub host_out_s: f64,
     /// The whole call (wall time, s).
     pub total_s: f64,
+    /// Folded pipeline: host wall time from the call's start to entering
+    /// the pipeline (checks, host weights, buffers, ms).
+    pub prep_ms: f64,
     /// Folded pipeline: host wall time from entering the pipeline to the
     /// first chunk's copy into pinned memory (set-up, ms).
     pub setup_ms: f64,
@@ -89,9 +92,9 @@ impl std::fmt::Display for FdkStats {
         if self.folded {
             write!(
                 f,
-                "; set-up {:.1} ms, first upload → first back projection {:.1} ms, \
-                 → last back projection's end {:.1} ms",
-                self.setup_ms, self.first_bp_ms, self.span_ms
+                "; before the pipeline {:.1} ms, set-up {:.1} ms, first upload → first back \
+                 projection {:.1} ms, → last back projection's end {:.1} ms",
+                self.prep_ms, self.setup_ms, self.first_bp_ms, self.span_ms
             )?;
         }
         Ok(())

@@ -63,8 +63,10 @@ pub struct FdkFold {
     /// Store the folded projections as `__half2` texels (4 bytes instead
     /// of 8; each projection scaled by a power of two that brings its
     /// largest |value| into [2^14, 2^15), so half's relative rounding,
-    /// 2^-12, applies to every value): half the bytes per bilinear fetch;
-    /// the texture filters in f32.
+    /// ≤ 2^-11, applies to every value): half the bytes per bilinear
+    /// fetch; the texture filters in f32. The default: back projection
+    /// 33.7 ms instead of 46.8 ms at 512³/720 on an H200, 9.4·10⁻⁵ from
+    /// the `float2` texels on the tests' scans (`docs/perf-notes.md`).
     pub half: bool,
     /// With `separate_stream`: give the compute stream (weighting,
     /// filtering, packing) the device's greatest priority during the call,
@@ -73,7 +75,8 @@ pub struct FdkFold {
     pub priority: bool,
     /// Blocks of 256 threads per multiprocessor the back-projection
     /// kernel is compiled to fit (a register cap; 0: none, 3 fit at 71
-    /// registers).
+    /// registers; the default 4: 64 registers, no spills, back projection
+    /// 32.2 ms instead of 33.7 ms with half texels on an H200).
     pub min_blocks: usize,
     /// Angles of the first early group (rounded up to whole chunks; 0:
     /// `group`): a smaller first group starts the back projection sooner.
@@ -81,6 +84,10 @@ pub struct FdkFold {
     /// Split the last slab of the last group in two, so less is left to
     /// download and copy out after the last back projection.
     pub taper: bool,
+    /// Device buffers of uploaded chunks (2 to 16; 0: enough for the
+    /// largest group and the last group, so the uploads never wait for a
+    /// back projection queued before a chunk's filtering).
+    pub buffers: usize,
 }
 
 impl FdkFold {
@@ -104,11 +111,12 @@ impl Default for FdkFold {
             slab: 0,
             separate_stream: false,
             arrays: false,
-            half: false,
+            half: true,
             priority: false,
-            min_blocks: 0,
+            min_blocks: 4,
             first: 0,
             taper: false,
+            buffers: 0,
         }
     }
 }
@@ -161,12 +169,14 @@ struct Plan {
     arrays: bool,
     /// The compute stream at the greatest priority (with `separate`).
     priority: bool,
+    /// Device chunk buffers.
+    nraw: usize,
 }
 
 impl Plan {
-    /// Device chunk buffers: a group's and one more (2 to 8).
+    /// Device chunk buffers.
     fn nraw(&self) -> usize {
-        (self.group_chunks.max(self.first_chunks) + 1).clamp(2, 8)
+        self.nraw
     }
 
     /// Whether an early group ends with chunk `i`.
@@ -253,6 +263,10 @@ impl Plan {
             separate: cfg.separate_stream,
             arrays: cfg.arrays,
             priority: cfg.separate_stream && cfg.priority,
+            nraw: match cfg.buffers {
+                0 => (group_chunks.max(first_chunks).max(last_chunks) + 1).clamp(2, 16),
+                b => b.clamp(2, 16),
+            },
         }
     }
 }
@@ -549,13 +563,8 @@ fn pipeline(
     let cone = crate::cone::ConeModule::of(e)?;
 
     let weights = state.weights.as_ref().expect("refreshed by run_fold");
-    e.stack_tex
-        .as_ref()
-        .expect("allocated")
-        .fill_bytes(0, &e.comp)?;
-    if let Some(b) = state.scale.as_ref().filter(|_| layout.half) {
-        b.fill_bytes(0, &e.comp)?;
-    }
+    // The constants first (synchronous copies); the folded layout needs no
+    // clearing (the packing writes every texel a fetch can touch).
     module.set_geometry(geometry, volume, &e.comp)?;
     let array_textures = if buffers.arrays {
         let t = state
@@ -570,6 +579,9 @@ fn pipeline(
         module.set_textures(t, &e.comp)?;
         Vec::new()
     };
+    if let Some(b) = state.scale.as_ref().filter(|_| layout.half) {
+        b.fill_bytes(0, &e.comp)?;
+    }
     let job = filter_job(geometry, options);
     let ngroups = plan.ngroups();
     // The events, from the state's pool.
@@ -758,6 +770,8 @@ fn pipeline(
     stats.download_ms = summed_ms(&d0, &d1)?;
     let first_bp = if ngroups > 0 { &g0[0] } else { &bp0[0] };
     stats.first_bp_ms = up0[0].elapsed_ms(first_bp)? as f64;
-    stats.span_ms = up0[0].elapsed_ms(&bp1[nslabs - 1])? as f64;
+    stats.span_ms = up0[0].elapsed_ms(bp1[nslabs - 1])? as f64;
+    // The pipeline's own wall time (the caller turns it into the call's).
+    stats.total_s = t_entry.elapsed().as_secs_f64();
     Ok(Some(stats))
 }

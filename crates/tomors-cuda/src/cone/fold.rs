@@ -220,7 +220,7 @@ impl FoldModule {
             scale.max.into(),
             scale.unscale.into(),
         ];
-        let items = nang * layout.h * layout.nc;
+        let items = nang * (layout.h + 1) * layout.nc;
         // SAFETY: the parameters match `cone_pack_fold` in order and type;
         // `src` holds nang projections of nr rows, `dst` the folded layout
         // of every angle up to a_first + nang.
