@@ -185,7 +185,8 @@ impl Plan {
         i < self.early
             && (n == self.early
                 || n == self.first_chunks
-                || (n > self.first_chunks && (n - self.first_chunks) % self.group_chunks == 0))
+                || (n > self.first_chunks
+                    && (n - self.first_chunks).is_multiple_of(self.group_chunks)))
     }
 
     /// Early groups.
@@ -626,7 +627,7 @@ fn pipeline(
         }
         stats.host_in_s += th.elapsed().as_secs_f64();
         if i >= nraw {
-            e.up.wait(&c1[i - nraw])?;
+            e.up.wait(c1[i - nraw])?;
         }
         up0[i].record(&e.up)?;
         // SAFETY: the pinned buffer is not written again before up1[i]
@@ -640,7 +641,7 @@ fn pipeline(
             )?;
         }
         up1[i].record(&e.up)?;
-        e.comp.wait(&up1[i])?;
+        e.comp.wait(up1[i])?;
         c0[i].record(&e.comp)?;
         let (rows, stride, pair) =
             weights.weight_and_filter(e, &cone, raw[rb], (a0, k), (nr, nc), &job)?;
@@ -669,7 +670,7 @@ fn pipeline(
             let gi = groups_done;
             let (p0, _) = angles_of(group_start);
             group_start = i + 1;
-            bps!().wait(&c1[i])?;
+            bps!().wait(c1[i])?;
             g0[gi].record(bps!())?;
             // On a separate stream, in slabs (short launches, so the filter
             // kernels of the next chunks find free blocks between them).
@@ -701,7 +702,7 @@ fn pipeline(
     // 2. The last group slab by slab; download and copy out each pair of
     //    slabs (upper slices and their mirrors) while the next is computed.
     let (pl, _) = angles_of(early);
-    bps!().wait(&c1[nchunks - 1])?;
+    bps!().wait(c1[nchunks - 1])?;
     let slab_range = |j: usize| plan.slabs[j];
     for j in 0..=nslabs {
         if j < nslabs {
@@ -721,7 +722,7 @@ fn pipeline(
                 early > 0,
             )?;
             bp1[j].record(bps!())?;
-            e.down.wait(&bp1[j])?;
+            e.down.wait(bp1[j])?;
             d0[j].record(&e.down)?;
             let vol = e.out[0].as_ref().expect("allocated");
             let pin = e.pin_out[b].as_mut().expect("allocated").as_mut_slice();
