@@ -205,15 +205,29 @@ extern "C" __global__ void cone_fold_max(const float* __restrict__ src, long lon
                                          unsigned int* __restrict__ mx)
 {
     const long long a = blockIdx.y;
-    const int n = nr * nc;
+    const int step = gridDim.x * blockDim.x;
     float m = 0.0f;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const int r = i / nc;
-        const int c = i - r * nc;
-        const long long ar = a * nr + r;
-        const float v =
-            pair ? src[(ar >> 1) * row_stride + 2 * c + (ar & 1)] : src[ar * row_stride + c];
-        m = fmaxf(m, fabsf(v));
+    if (pair) {
+        // Whole complex rows (both rows of each, as one float2 load) from
+        // the one holding the projection's first row to the one holding
+        // its last; a half that belongs to a neighbour is skipped.
+        const long long r0 = a * nr, r1 = r0 + nr - 1;
+        const long long j0 = r0 >> 1;
+        const long long n = ((r1 >> 1) - j0 + 1) * nc;
+        const float2* s2 = (const float2*)src;
+        const long long stride2 = row_stride >> 1;
+        for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+            const long long j = j0 + i / nc;
+            const float2 v = s2[j * stride2 + i % nc];
+            if (2 * j >= r0) m = fmaxf(m, fabsf(v.x));
+            if (2 * j + 1 <= r1) m = fmaxf(m, fabsf(v.y));
+        }
+    } else {
+        const int n = nr * nc;
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+            const int r = i / nc;
+            m = fmaxf(m, fabsf(src[(a * nr + r) * row_stride + (i - r * nc)]));
+        }
     }
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     if ((threadIdx.x & 31) == 0 && m > 0.0f) atomicMax(mx + a_first + a, __float_as_uint(m));
