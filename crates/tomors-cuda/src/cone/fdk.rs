@@ -22,10 +22,11 @@
 //! angles, or the filtered projections do not fit in device memory.
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use ndarray::{s, ArrayView3, ArrayViewMut3};
-use tomors_core::cone::weights::{angular_weights, cosine_weights};
+use tomors_core::cone::weights::{angular_weights, cosine_weights, ScanMode};
 use tomors_core::cone::{
     check_slab, fdk_by_steps, fdk_slab_by_steps, ConeGeometry, ConeVolume, FdkOptions,
 };
@@ -198,17 +199,13 @@ impl CudaBackend {
         if !self.gpu_filtering() {
             return steps("cuFFT is missing".into(), out);
         }
-        let angular = angular_weights(geometry, options.scan)?;
-        let cosine = cosine_weights(geometry)
-            .slice(s![rows.clone(), ..])
-            .as_standard_layout()
-            .into_owned();
+        let host = {
+            let mut e = self.lock()?;
+            HostWeights::of(&mut e, geometry, options.scan, &rows)?
+        };
         let zs = fdk_slab_slices(volume, options.slab);
         let fold = self.fdk_fold();
-        let weights = (
-            angular.as_slice().expect("standard layout"),
-            cosine.as_slice().expect("standard layout"),
-        );
+        let weights = (&host.angular[..], &host.cosine[..]);
         let result = {
             let mut e = self.lock()?;
             let layout = match whole && fold.enabled && fold.shape.is_valid() {
@@ -405,6 +402,47 @@ fn non_finite(projections: &ArrayView3<'_, f32>, row0: usize) -> CoreError {
             (a, r + row0, c)
         )),
         None => CoreError::Data("the projections contain a non-finite value".into()),
+    }
+}
+
+/// The FDK weights on the host of the last geometry (angular
+/// `[angle][col]`, cosine `[row][col]` of detector rows `rows`), kept in the
+/// engine: a repeated reconstruction of the same scan skips computing them.
+struct HostWeights {
+    geometry: ConeGeometry,
+    scan: ScanMode,
+    rows: Range<usize>,
+    angular: Vec<f32>,
+    cosine: Vec<f32>,
+}
+
+impl HostWeights {
+    /// The weights for `geometry`, `scan` and `rows`, computed unless the
+    /// engine holds them already.
+    fn of(
+        e: &mut Engine,
+        geometry: &ConeGeometry,
+        scan: ScanMode,
+        rows: &Range<usize>,
+    ) -> tomors_core::Result<Arc<Self>> {
+        if let Some(w) = e.ext.get::<Arc<HostWeights>>() {
+            if w.scan == scan && w.rows == *rows && w.geometry == *geometry {
+                return Ok(w.clone());
+            }
+        }
+        let angular = angular_weights(geometry, scan)?;
+        let cosine = cosine_weights(geometry)
+            .slice(s![rows.clone(), ..])
+            .to_owned();
+        let w = Arc::new(Self {
+            geometry: geometry.clone(),
+            scan,
+            rows: rows.clone(),
+            angular: angular.iter().copied().collect(),
+            cosine: cosine.iter().copied().collect(),
+        });
+        e.ext.insert(w.clone());
+        Ok(w)
     }
 }
 
