@@ -245,13 +245,23 @@ fn main() {
     drop(ball_exact);
     for (label, cfg, reps) in [
         (
-            "folded, half texels, 4 chunk buffers (uploads wait behind the back projection)",
-            FdkFold { buffers: 4, ..half },
+            "folded, half texels, first group 96 angles (3 chunks)",
+            FdkFold { first: 96, ..half },
             5,
         ),
         (
-            "folded, half texels, first group 32 angles",
-            FdkFold { first: 32, ..half },
+            "folded, half texels, last group 240",
+            FdkFold { last: 240, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, last group 288",
+            FdkFold { last: 288, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, last group 416",
+            FdkFold { last: 416, ..half },
             5,
         ),
         (
@@ -263,32 +273,8 @@ fn main() {
             5,
         ),
         (
-            "folded, half texels, first group 32, last slab split",
-            FdkFold {
-                first: 32,
-                taper: true,
-                ..half
-            },
-            5,
-        ),
-        (
-            "folded, half texels, last group 288",
-            FdkFold { last: 288, ..half },
-            5,
-        ),
-        (
-            "folded, half texels, last group 336",
-            FdkFold { last: 336, ..half },
-            5,
-        ),
-        (
-            "folded, half texels, first 32, split, last 288",
-            FdkFold {
-                first: 32,
-                taper: true,
-                last: 288,
-                ..half
-            },
+            "folded, half texels, 4 chunk buffers",
+            FdkFold { buffers: 4, ..half },
             5,
         ),
         (
@@ -301,14 +287,10 @@ fn main() {
             5,
         ),
         (
-            "folded, half texels, separate stream raised, first 32, split, last 288",
+            "folded, float2 texels, register cap 4 blocks/SM",
             FdkFold {
-                separate_stream: true,
-                priority: true,
-                first: 32,
-                taper: true,
-                last: 288,
-                ..half
+                min_blocks: 4,
+                ..full
             },
             5,
         ),
