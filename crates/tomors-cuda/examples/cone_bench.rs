@@ -183,14 +183,24 @@ fn main() {
     });
     let mut unfolded = Array3::<f32>::zeros((n, n, n));
     fdk_run(&be, "unfolded", 5, &mut unfolded);
-    // The float2 texels without a register cap (the default before the
-    // half texels), and the default (half texels, 4 blocks per SM).
+    // The float2 texels without a register cap, in order on the compute
+    // stream (the default before the half texels); the half texels with 4
+    // blocks per SM in order (`half`, the default of batch 3 of
+    // docs/perf-notes.md, which labels it "(default)") and the default
+    // (`FdkFold::default()`: also a separate back-projection stream and
+    // the compute stream raised).
     let full = FdkFold {
         half: false,
         min_blocks: 0,
+        separate_stream: false,
+        priority: false,
         ..FdkFold::default()
     };
-    let half = FdkFold::default();
+    let half = FdkFold {
+        separate_stream: false,
+        priority: false,
+        ..FdkFold::default()
+    };
     be.set_fdk_fold(full);
     fdk_run(&be, "folded, float2 texels", 7, &mut out);
     let pitched = out.clone();
@@ -278,12 +288,8 @@ fn main() {
             5,
         ),
         (
-            "folded, half texels, separate stream, compute stream raised",
-            FdkFold {
-                separate_stream: true,
-                priority: true,
-                ..half
-            },
+            "folded, half texels, separate stream, compute stream raised (the default)",
+            FdkFold::default(),
             5,
         ),
         (

@@ -103,10 +103,13 @@ fn folded_fdk_matches_the_cpu_and_the_unfolded_pipeline() {
         let e_plain = rel(&plain, &cpu);
         assert!(e_plain <= TEX_BOUND, "unfolded vs CPU {e_plain}");
 
-        // float2 texels, no register cap: the base of most rows.
+        // float2 texels, no register cap, in order on the compute stream:
+        // the base of most rows.
         let d = FdkFold {
             half: false,
             min_blocks: 0,
+            separate_stream: false,
+            priority: false,
             ..FdkFold::default()
         };
         let shape = |zb, bx| FoldShape { zb, bx };

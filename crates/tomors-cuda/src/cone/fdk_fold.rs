@@ -50,10 +50,10 @@ pub struct FdkFold {
     /// of `FdkOptions::slab`, or 32 when that is 0 too).
     pub slab: usize,
     /// Back project on a stream of its own, concurrently with the
-    /// filtering of later chunks, each group in launches of `slab` upper
-    /// slices (false, the default: on the compute stream, in order after
-    /// the group's filtering; 0.0658 s against 0.0638 s in order at
-    /// 512³/720 on an H200, `docs/perf-notes.md`).
+    /// filtering of later chunks (without `priority`: each group in
+    /// launches of `slab` upper slices). The default, with `priority`:
+    /// 0.0442 s against 0.0464 s in order on the compute stream at
+    /// 512³/720 on an H200 (`docs/perf-notes.md`).
     pub separate_stream: bool,
     /// Read the projections through CUDA arrays (block-linear texels,
     /// filled from the packed layout by a device copy per chunk) instead
@@ -73,7 +73,9 @@ pub struct FdkFold {
     /// With `separate_stream`: give the compute stream (weighting,
     /// filtering, packing) the device's greatest priority during the call,
     /// so its kernels are dispatched ahead of the back projection's
-    /// pending blocks, and back project each group in one launch.
+    /// pending blocks, and back project each group in one launch (the
+    /// default; where the driver refuses the priority, the call runs
+    /// without it).
     pub priority: bool,
     /// Blocks of 256 threads per multiprocessor the back-projection
     /// kernel is compiled to fit (a register cap; 0: none, 3 fit at 71
@@ -113,10 +115,10 @@ impl Default for FdkFold {
             group: 0,
             last: 0,
             slab: 0,
-            separate_stream: false,
+            separate_stream: true,
             arrays: false,
             half: true,
-            priority: false,
+            priority: true,
             min_blocks: 4,
             first: 0,
             taper: false,
