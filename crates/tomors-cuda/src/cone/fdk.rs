@@ -129,8 +129,21 @@ impl CudaBackend {
             true => FoldLayout::new(&e.ctx, geometry, na, fold.half),
             false => None,
         };
+        // The host weights of the call (kept in the engine; a geometry the
+        // call will refuse is left for the call to report).
+        let rows = 0..geometry.n_rows();
+        let host = HostWeights::of(&mut e, geometry, options.scan, &rows).ok();
+        let weights = host.as_ref().map(|w| (&w.angular[..], &w.cosine[..]));
         let r = match layout {
-            Some(l) => match prepare_fold(&mut e, (&fold, chunk), &l, geometry, volume, options) {
+            Some(l) => match prepare_fold(
+                &mut e,
+                (&fold, chunk),
+                &l,
+                geometry,
+                volume,
+                options,
+                weights,
+            ) {
                 Err(err) if err.is_out_of_memory() => {
                     e.ext.remove::<FoldState>();
                     e.free_buffers();

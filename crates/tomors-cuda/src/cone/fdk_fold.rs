@@ -425,6 +425,7 @@ fn allocate(
 /// Loads the kernels, allocates every buffer and plans the FFTs of a
 /// folded FDK of `volume` from projections of `geometry`, without data
 /// (see [`CudaBackend::prepare_fdk`](crate::CudaBackend::prepare_fdk)).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn prepare_fold(
     e: &mut Engine,
     (cfg, chunk): (&FdkFold, usize),
@@ -432,19 +433,54 @@ pub(crate) fn prepare_fold(
     geometry: &ConeGeometry,
     volume: &ConeVolume,
     options: &FdkOptions,
+    weights: Option<(&[f32], &[f32])>,
 ) -> Result<()> {
     let shape = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
     let plan = Plan::new(cfg, chunk, shape, volume, options);
     FoldModule::of(e, cfg.variant())?;
     crate::cone::ConeModule::of(e)?;
-    let buffers = allocate(e, &plan, layout, shape, volume)?;
+    let mut buffers = allocate(e, &plan, layout, shape, volume)?;
+    // The weights, events and texture objects the call will reuse.
+    let r = reuse(e, &mut buffers, &plan, layout, shape.0, weights);
     e.ext.insert(buffers.state);
+    r?;
     // One filtering of a chunk's rows plans the FFTs and uploads the
     // filter's response (the values are discarded).
     let variant = e.fft_variant;
     let job = filter_job(geometry, options);
     e.filter_rows(buffers.raw[0], plan.ca * shape.1, shape.2, &job, variant)?;
     e.comp.synchronize()
+}
+
+/// Makes (or keeps from the last call) the per-call objects of `plan` in
+/// the buffers' state: the weights on the device (when given), the timing
+/// events, the texture objects over the pitched layout of `na` angles.
+fn reuse(
+    e: &Engine,
+    buffers: &mut Buffers,
+    plan: &Plan,
+    layout: &FoldLayout,
+    na: usize,
+    weights: Option<(&[f32], &[f32])>,
+) -> Result<()> {
+    let ctx = &e.ctx;
+    let state = &mut buffers.state;
+    if let Some(w) = weights {
+        FdkWeights::refresh(&mut state.weights, ctx, w, &e.comp)?;
+    }
+    let nev = 4 * plan.nchunks + 2 * plan.ngroups() + 4 * plan.slabs.len();
+    while state.events.len() < nev {
+        state.events.push(Event::new(ctx)?);
+    }
+    let groups = layout.groups(na);
+    let fresh = !matches!(&state.textures,
+        Some((base, n, l, _)) if *base == buffers.tex && *n == groups && l.same_textures(layout));
+    if !buffers.arrays && fresh {
+        state.textures = None;
+        let t = layout.textures(ctx, buffers.tex, na)?;
+        state.textures = Some((buffers.tex, groups, *layout, t));
+    }
+    Ok(())
 }
 
 /// The folded pipeline (see the module documentation); `Ok(None)` when a
@@ -471,27 +507,14 @@ pub(crate) fn run_fold(
     )?;
     let plan = Plan::new(cfg, chunk, projections.dim(), volume, options);
     let mut buffers = allocate(e, &plan, layout, projections.dim(), volume)?;
-    // Per-call objects reused from the last call: the weights, the events,
-    // the texture objects over the pitched layout.
-    let ctx = e.ctx.clone();
-    let state = &mut buffers.state;
-    let reuse = (|| {
-        FdkWeights::refresh(&mut state.weights, &ctx, weights, &e.comp)?;
-        let nev = 4 * plan.nchunks + 2 * plan.ngroups() + 4 * plan.slabs.len();
-        while state.events.len() < nev {
-            state.events.push(Event::new(&ctx)?);
-        }
-        let groups = layout.groups(projections.dim().0);
-        let fresh = !matches!(&state.textures,
-            Some((base, n, l, _)) if *base == buffers.tex && *n == groups && l.same_textures(layout));
-        if !buffers.arrays && fresh {
-            state.textures = None;
-            let t = layout.textures(&ctx, buffers.tex, projections.dim().0)?;
-            state.textures = Some((buffers.tex, groups, *layout, t));
-        }
-        Ok::<_, CudaError>(())
-    })();
-    if let Err(err) = reuse {
+    if let Err(err) = reuse(
+        e,
+        &mut buffers,
+        &plan,
+        layout,
+        projections.dim().0,
+        Some(weights),
+    ) {
         e.ext.insert(buffers.state);
         return Err(err);
     }
