@@ -41,6 +41,7 @@ pub(crate) mod fdk;
 mod fdk_common;
 pub(crate) mod fdk_fold;
 pub(crate) mod fold;
+mod fold_plan;
 mod multi;
 
 pub(crate) use backend::check_extents;
