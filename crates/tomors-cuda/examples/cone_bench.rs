@@ -183,11 +183,36 @@ fn main() {
     });
     let mut unfolded = Array3::<f32>::zeros((n, n, n));
     fdk_run(&be, "unfolded", 5, &mut unfolded);
-    be.set_fdk_fold(FdkFold::default());
-    fdk_run(&be, "folded", 7, &mut out);
+    // The float2 texels without a register cap, in order on the compute
+    // stream (the default before the half texels); the half texels with 4
+    // blocks per SM in order (`half`, the default of batch 3 of
+    // docs/perf-notes.md, which labels it "(default)") and the default
+    // (`FdkFold::default()`: also a separate back-projection stream and
+    // the compute stream raised).
+    let full = FdkFold {
+        half: false,
+        min_blocks: 0,
+        separate_stream: false,
+        priority: false,
+        ..FdkFold::default()
+    };
+    let half = FdkFold {
+        separate_stream: false,
+        priority: false,
+        ..FdkFold::default()
+    };
+    be.set_fdk_fold(full);
+    fdk_run(&be, "folded, float2 texels", 7, &mut out);
     let pitched = out.clone();
     let diff = rel_l2(&out, &unfolded);
     println!("bench fdk folded vs unfolded: rel L2 {diff:.3e}");
+    be.set_fdk_fold(half);
+    let mut halved = Array3::<f32>::zeros((n, n, n));
+    fdk_run(&be, "folded, half texels (default)", 7, &mut halved);
+    println!(
+        "bench fdk folded half vs float2 texels: rel L2 {:.3e}",
+        rel_l2(&halved, &pitched)
+    );
     // Both against the exact f32 FDK (plain loads, host steps) on these
     // random projections (iid texels: the 8-bit weights' worst case).
     be.set_cone_kernel(ConeKernel::Loads);
@@ -196,64 +221,111 @@ fn main() {
         .unwrap();
     be.set_cone_kernel(ConeKernel::Texture);
     println!(
-        "bench fdk vs the exact f32 FDK (Loads): folded rel L2 {:.3e}, unfolded {:.3e}",
-        rel_l2(&out, &exact),
+        "bench fdk vs the exact f32 FDK (Loads): folded rel L2 {:.3e}, folded half {:.3e}, unfolded {:.3e}",
+        rel_l2(&pitched, &exact),
+        rel_l2(&halved, &exact),
         rel_l2(&unfolded, &exact)
     );
-    be.set_fdk_fold(FdkFold {
-        separate_stream: true,
-        ..FdkFold::default()
-    });
-    fdk_run(&be, "folded, separate back-projection stream", 3, &mut out);
-    be.set_fdk_fold(FdkFold {
-        arrays: true,
-        ..FdkFold::default()
-    });
-    let arr = fdk_run(&be, "folded, CUDA arrays", 5, &mut out);
-    println!(
-        "bench fdk folded arrays vs pitched: rel L2 {:.3e}; vs exact {:.3e}",
-        rel_l2(&out, &pitched),
-        rel_l2(&out, &exact)
-    );
-    be.set_fdk_fold(FdkFold {
-        arrays: true,
-        separate_stream: true,
-        ..FdkFold::default()
-    });
-    fdk_run(&be, "folded, CUDA arrays, separate stream", 3, &mut out);
-    let _ = arr;
-    if std::env::args().any(|a| a == "--sweep") {
-        for (zb, bx) in [(16, 32), (16, 64), (8, 32)] {
-            be.set_fdk_fold(FdkFold {
-                shape: FoldShape { zb, bx },
-                ..FdkFold::default()
-            });
-            fdk_run(&be, &format!("folded zb {zb} bx {bx}"), 3, &mut out);
+    // A smooth scan (a centred ball's exact projections: chord lengths),
+    // where the 8-bit weights err ≈ 10⁻³ rather than on white noise.
+    let ball = ball_projections(&g, 150.0);
+    for (label, cfg) in [("float2", full), ("half", half)] {
+        be.set_fdk_fold(cfg);
+        be.fdk_device(ball.view(), &g, &vol, &opts, out.view_mut())
+            .unwrap();
+        if label == "float2" {
+            exact.assign(&out);
+        } else {
+            println!(
+                "bench fdk ball (smooth data): half vs float2 texels rel L2 {:.3e}",
+                rel_l2(&out, &exact)
+            );
         }
-        for (group, last) in [
-            (64, 240),
-            (128, 240),
-            (192, 240),
-            (96, 180),
-            (96, 360),
-            (160, 160),
-        ] {
+    }
+    be.set_cone_kernel(ConeKernel::Loads);
+    let mut ball_exact = Array3::<f32>::zeros((n, n, n));
+    be.fdk_device(ball.view(), &g, &vol, &opts, ball_exact.view_mut())
+        .unwrap();
+    be.set_cone_kernel(ConeKernel::Texture);
+    println!(
+        "bench fdk ball (smooth data) vs the exact f32 FDK (Loads): folded float2 {:.3e}, half {:.3e}",
+        rel_l2(&exact, &ball_exact),
+        rel_l2(&out, &ball_exact)
+    );
+    drop(ball_exact);
+    for (label, cfg, reps) in [
+        (
+            "folded, half texels, first group 96 angles (3 chunks)",
+            FdkFold { first: 96, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, last group 240",
+            FdkFold { last: 240, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, last group 288",
+            FdkFold { last: 288, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, last group 416",
+            FdkFold { last: 416, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, last slab split",
+            FdkFold {
+                taper: true,
+                ..half
+            },
+            5,
+        ),
+        (
+            "folded, half texels, 4 chunk buffers",
+            FdkFold { buffers: 4, ..half },
+            5,
+        ),
+        (
+            "folded, half texels, separate stream, compute stream raised (the default)",
+            FdkFold::default(),
+            5,
+        ),
+        (
+            "folded, float2 texels, register cap 4 blocks/SM",
+            FdkFold {
+                min_blocks: 4,
+                ..full
+            },
+            5,
+        ),
+    ] {
+        be.set_fdk_fold(cfg);
+        fdk_run(&be, label, reps, &mut out);
+    }
+    if std::env::args().any(|a| a == "--sweep") {
+        for (group, last) in [(64, 240), (128, 240), (96, 180), (96, 360)] {
             be.set_fdk_fold(FdkFold {
                 group,
                 last,
-                ..FdkFold::default()
+                ..half
             });
             fdk_run(
                 &be,
-                &format!("folded group {group} last {last}"),
+                &format!("folded half group {group} last {last}"),
                 3,
                 &mut out,
             );
         }
     }
-    be.set_fdk_fold(FdkFold::default());
-    let med = fdk_run(&be, "folded (default, again)", 5, &mut out);
-    println!("bench fdk_device summary: folded median {med:.4} s host to host");
+    be.set_fdk_fold(full);
+    let med = fdk_run(&be, "folded, float2 texels (again)", 5, &mut out);
+    be.set_fdk_fold(half);
+    let medh = fdk_run(&be, "folded, half texels (default, again)", 5, &mut out);
+    println!(
+        "bench fdk_device summary: folded float2 median {med:.4} s, half texels (default) {medh:.4} s host to host"
+    );
 
     // The CLI benchmark's geometry (`tomors phantom --geometry cone --size
     // 512 --angles 720 --sod 1000 --odd 500 --pixel-size 3`: pixels of 3,
@@ -261,28 +333,57 @@ fn main() {
     // library's on the same problem.
     let gc = ConeGeometry::new(g.angles().to_vec(), 1000.0, 500.0, n, n, 3.0, 3.0).unwrap();
     let vc = gc.fitting_volume(n, n, n).unwrap();
-    let fdk_cli_geom = |label: &str, reps: usize, out: &mut Array3<f32>| {
-        let mut times = Vec::new();
-        for rep in 0..=reps {
-            let t = Instant::now();
-            let st = be
-                .fdk_device(proj.view(), &gc, &vc, &opts, out.view_mut())
-                .unwrap();
-            let tt = t.elapsed().as_secs_f64();
-            println!("bench fdk_device {label} rep {rep}: {tt:.4} s host to host; {st}");
-            if rep > 0 {
-                times.push(tt);
+    let fdk_cli_geom =
+        |be: &tomors_cuda::CudaBackend, label: &str, reps: usize, out: &mut Array3<f32>| {
+            let mut times = Vec::new();
+            for rep in 0..=reps {
+                let t = Instant::now();
+                let st = be
+                    .fdk_device(proj.view(), &gc, &vc, &opts, out.view_mut())
+                    .unwrap();
+                let tt = t.elapsed().as_secs_f64();
+                println!("bench fdk_device {label} rep {rep}: {tt:.4} s host to host; {st}");
+                if rep > 0 {
+                    times.push(tt);
+                }
             }
+            times.sort_by(f64::total_cmp);
+            let med = times[times.len() / 2];
+            println!("bench fdk_device {label} median {med:.4} s");
+        };
+    for cfg in [full, half] {
+        be.set_fdk_fold(cfg);
+        fdk_cli_geom(
+            &be,
+            &format!(
+                "CLI geometry (pixel 3, voxel {}) folded, half texels {}",
+                vc.voxel_size, cfg.half
+            ),
+            5,
+            &mut out,
+        );
+    }
+}
+
+/// Exact cone-beam projections of a ball of radius `r` at the centre (the
+/// chord length through it of each detector pixel's ray; attenuation 1).
+fn ball_projections(g: &ConeGeometry, r: f64) -> Array3<f32> {
+    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
+    let (sod, sdd) = (g.sod(), g.sdd());
+    let mut p = Array3::<f32>::zeros((na, nr, nc));
+    for ((_, i, j), v) in p.indexed_iter_mut() {
+        // The ray from the source through detector pixel (i, j); the ball
+        // is centred, so the angle does not matter.
+        let u = (j as f64 - g.center_col()) * g.pixel_u();
+        let w = (i as f64 - g.center_row()) * g.pixel_v();
+        let len = (sdd * sdd + u * u + w * w).sqrt();
+        // Distance from the centre to the ray: sod · sin(angle to the axis).
+        let d = sod * (u * u + w * w).sqrt() / len;
+        if d < r {
+            *v = (2.0 * (r * r - d * d).sqrt()) as f32;
         }
-        times.sort_by(f64::total_cmp);
-        let med = times[times.len() / 2];
-        println!("bench fdk_device {label} median {med:.4} s");
-    };
-    fdk_cli_geom(
-        &format!("CLI geometry (pixel 3, voxel {}) folded", vc.voxel_size),
-        5,
-        &mut out,
-    );
+    }
+    p
 }
 
 /// Relative L2 difference of two volumes.

@@ -22,24 +22,28 @@
 //! angles, or the filtered projections do not fit in device memory.
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use ndarray::{s, ArrayView3, ArrayViewMut3};
-use tomors_core::cone::weights::{angular_weights, cosine_weights};
+use tomors_core::cone::weights::{angular_weights, cosine_weights, ScanMode};
 use tomors_core::cone::{
     check_slab, fdk_by_steps, fdk_slab_by_steps, ConeGeometry, ConeVolume, FdkOptions,
 };
 use tomors_core::CoreError;
 
-use crate::cone::fdk_common::{FdkStats, CHUNK_FLOATS, SLAB_FLOATS, SPARE_BYTES};
+use crate::cone::fdk_common::{
+    events, filter_job, summed_ms, ChunkEvents, FdkStats, FdkWeights, CHUNK_FLOATS, SLAB_FLOATS,
+    SPARE_BYTES,
+};
 use crate::cone::fdk_fold::{prepare_fold, run_fold, FdkFold, FoldState};
 use crate::cone::fold::FoldLayout;
 use crate::cone::{check_extents, BpSource, ConeKernel, ConeModule, StackLayout, CONE_MAX_ANGLES};
 use crate::error::{CudaError, Result};
-use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
+use crate::fbp::engine::{copy_in, copy_out, Engine};
 use crate::fbp::CudaBackend;
 use crate::runtime::{ensure, ensure_pinned};
-use crate::runtime::{DeviceBuffer, Event, ForeignDevicePtr};
+use crate::runtime::{DeviceBuffer, ForeignDevicePtr};
 
 /// The angles per upload chunk set by [`CudaBackend::set_fdk_chunk`]
 /// (kept in the backend's extensions; 0 = automatic).
@@ -122,11 +126,24 @@ impl CudaBackend {
         let chunk = self.ext.get::<FdkChunk>().map_or(0, |c| c.0);
         let mut e = self.lock()?;
         let layout = match fold.enabled && fold.shape.is_valid() {
-            true => FoldLayout::new(&e.ctx, geometry, na),
+            true => FoldLayout::new(&e.ctx, geometry, na, fold.half),
             false => None,
         };
+        // The host weights of the call (kept in the engine; a geometry the
+        // call will refuse is left for the call to report).
+        let rows = 0..geometry.n_rows();
+        let host = HostWeights::of(&mut e, geometry, options.scan, &rows).ok();
+        let weights = host.as_ref().map(|w| (&w.angular[..], &w.cosine[..]));
         let r = match layout {
-            Some(l) => match prepare_fold(&mut e, (&fold, chunk), &l, geometry, volume, options) {
+            Some(l) => match prepare_fold(
+                &mut e,
+                (&fold, chunk),
+                &l,
+                geometry,
+                volume,
+                options,
+                weights,
+            ) {
                 Err(err) if err.is_out_of_memory() => {
                     e.ext.remove::<FoldState>();
                     e.free_buffers();
@@ -195,21 +212,17 @@ impl CudaBackend {
         if !self.gpu_filtering() {
             return steps("cuFFT is missing".into(), out);
         }
-        let angular = angular_weights(geometry, options.scan)?;
-        let cosine = cosine_weights(geometry)
-            .slice(s![rows.clone(), ..])
-            .as_standard_layout()
-            .into_owned();
+        let host = {
+            let mut e = self.lock()?;
+            HostWeights::of(&mut e, geometry, options.scan, &rows)?
+        };
         let zs = fdk_slab_slices(volume, options.slab);
         let fold = self.fdk_fold();
-        let weights = (
-            angular.as_slice().expect("standard layout"),
-            cosine.as_slice().expect("standard layout"),
-        );
+        let weights = (&host.angular[..], &host.cosine[..]);
         let result = {
             let mut e = self.lock()?;
             let layout = match whole && fold.enabled && fold.shape.is_valid() {
-                true => FoldLayout::new(&e.ctx, geometry, na),
+                true => FoldLayout::new(&e.ctx, geometry, na, fold.half),
                 false => None,
             };
             let folded = match layout {
@@ -258,7 +271,12 @@ impl CudaBackend {
         };
         match result {
             Ok(Some(mut stats)) => {
-                stats.total_s = t0.elapsed().as_secs_f64();
+                let total = t0.elapsed().as_secs_f64();
+                if stats.folded {
+                    // The folded pipeline's total is its own wall time.
+                    stats.prep_ms = (total - stats.total_s).max(0.0) * 1e3;
+                }
+                stats.total_s = total;
                 tracing::debug!("FDK on the device: {stats}");
                 Ok(stats)
             }
@@ -400,6 +418,47 @@ fn non_finite(projections: &ArrayView3<'_, f32>, row0: usize) -> CoreError {
     }
 }
 
+/// The FDK weights on the host of the last geometry (angular
+/// `[angle][col]`, cosine `[row][col]` of detector rows `rows`), kept in the
+/// engine: a repeated reconstruction of the same scan skips computing them.
+struct HostWeights {
+    geometry: ConeGeometry,
+    scan: ScanMode,
+    rows: Range<usize>,
+    angular: Vec<f32>,
+    cosine: Vec<f32>,
+}
+
+impl HostWeights {
+    /// The weights for `geometry`, `scan` and `rows`, computed unless the
+    /// engine holds them already.
+    fn of(
+        e: &mut Engine,
+        geometry: &ConeGeometry,
+        scan: ScanMode,
+        rows: &Range<usize>,
+    ) -> tomors_core::Result<Arc<Self>> {
+        if let Some(w) = e.ext.get::<Arc<HostWeights>>() {
+            if w.scan == scan && w.rows == *rows && w.geometry == *geometry {
+                return Ok(w.clone());
+            }
+        }
+        let angular = angular_weights(geometry, scan)?;
+        let cosine = cosine_weights(geometry)
+            .slice(s![rows.clone(), ..])
+            .to_owned();
+        let w = Arc::new(Self {
+            geometry: geometry.clone(),
+            scan,
+            rows: rows.clone(),
+            angular: angular.iter().copied().collect(),
+            cosine: cosine.iter().copied().collect(),
+        });
+        e.ext.insert(w.clone());
+        Ok(w)
+    }
+}
+
 /// Where the projections of [`run`] come from.
 enum Src<'a> {
     /// Host memory `[angle][row][col]`, staged through pinned buffers.
@@ -501,30 +560,17 @@ fn run(
             ensure_pinned(&mut e.pin_out[b], &ctx, zs * plane_out)?;
         }
     }
-    let cos_w = DeviceBuffer::new(&ctx, plane * 4, "FDK cosine weights")?;
-    let ang_w = DeviceBuffer::new(&ctx, na * nc * 4, "FDK angular weights")?;
-    cos_w.upload(cosine)?;
-    ang_w.upload(angular)?;
-    let bad = DeviceBuffer::new(&ctx, 8, "FDK finiteness flag")?;
-    bad.fill_bytes(0xFF, &e.comp)?;
+    let weights = FdkWeights::upload(&ctx, (angular, cosine), &e.comp)?;
     e.stack_tex
         .as_ref()
         .expect("allocated")
         .fill_bytes(0, &e.comp)?;
     module.set_angles(geometry.angles(), &e.comp)?;
     let textures = layout.bind(&ctx, &module, tex, na, &e.comp)?;
-    let job = FilterJob {
-        spec: options.filter,
-        bin_width: geometry.pixel_u_at_axis() as f32,
-    };
-    let variant = e.fft_variant;
-    let events = |n: usize| (0..n).map(|_| Event::new(&ctx)).collect::<Result<Vec<_>>>();
-    let (up0, up1, c0, c1) = (
-        events(nchunks)?,
-        events(nchunks)?,
-        events(nchunks)?,
-        events(nchunks)?,
-    );
+    let job = filter_job(geometry, options);
+    let events = |n: usize| events(&ctx, n);
+    let ce = ChunkEvents::new(&ctx, nchunks)?;
+    let (up0, up1, c0, c1) = (&ce.up0, &ce.up1, &ce.c0, &ce.c1);
     let mut stats = FdkStats {
         on_device: true,
         chunks: nchunks,
@@ -579,36 +625,13 @@ fn run(
         up1[i].record(&e.up)?;
         e.comp.wait(&up1[i])?;
         c0[i].record(&e.comp)?;
-        module.weight(
-            &e.comp,
-            raw[b],
-            cos_w.ptr(),
-            ang_w.ptr(),
-            a0,
-            k,
-            nr,
-            nc,
-            bad.ptr(),
-        )?;
-        let (rows, stride, pair) = e.filter_rows(raw[b], k * nr, nc, &job, variant)?;
-        module.pack(
-            &e.comp,
-            rows,
-            stride as usize,
-            pair == 1,
-            tex,
-            a0,
-            k,
-            nr,
-            nc,
-            &layout,
-        )?;
+        let (rows, stride, pair) =
+            weights.weight_and_filter(e, &module, raw[b], (a0, k), (nr, nc), &job)?;
+        module.pack(&e.comp, rows, stride, pair, tex, a0, k, nr, nc, &layout)?;
         c1[i].record(&e.comp)?;
     }
     c1[nchunks - 1].synchronize()?;
-    let mut flag = [0u64; 1];
-    bad.download(&mut flag)?;
-    if flag[0] != u64::MAX {
+    if !weights.all_finite()? {
         return Ok(None);
     }
 
@@ -685,15 +708,10 @@ fn run(
     }
     e.comp.synchronize()?;
     drop(textures);
-    for i in 0..nchunks {
-        stats.upload_ms += up0[i].elapsed_ms(&up1[i])? as f64;
-        stats.filter_ms += c0[i].elapsed_ms(&c1[i])? as f64;
-    }
-    for j in 0..nslabs {
-        stats.backproject_ms += bp0[j].elapsed_ms(&bp1[j])? as f64;
-        if host_out {
-            stats.download_ms += d0[j].elapsed_ms(&d1[j])? as f64;
-        }
+    ce.add_to(&mut stats)?;
+    stats.backproject_ms = summed_ms(&bp0, &bp1)?;
+    if host_out {
+        stats.download_ms = summed_ms(&d0, &d1)?;
     }
     Ok(Some(stats))
 }

@@ -18,61 +18,15 @@ use std::time::Instant;
 use ndarray::{s, ArrayView3, ArrayViewMut3};
 use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions};
 
-use crate::cone::fdk_common::{FdkStats, CHUNK_FLOATS, SPARE_BYTES};
-use crate::cone::fold::{FoldLayout, FoldModule, FoldShape};
+use crate::cone::fdk_common::{filter_job, summed_ms, FdkStats, FdkWeights, SPARE_BYTES};
+use crate::cone::fold::{FoldLayout, FoldModule, FoldScale, FoldVariant};
+use crate::cone::fold_plan::Plan;
 use crate::error::{CudaError, Result};
-use crate::fbp::engine::{copy_in, copy_out, Engine, FilterJob};
+use crate::fbp::engine::{copy_in, copy_out, Engine};
 use crate::runtime::{ensure, ensure_pinned};
-use crate::runtime::{Array2d, DeviceBuffer, Event, Stream, TexFilter, TexFormat, Texture};
+use crate::runtime::{Array2d, DeviceBuffer, Event, Stream, TexFilter, Texture};
 
-/// How [`CudaBackend::fdk_device`](crate::CudaBackend::fdk_device) uses the
-/// folded kernel (set with
-/// [`CudaBackend::set_fdk_fold`](crate::CudaBackend::set_fdk_fold)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FdkFold {
-    /// Use the folded pipeline where it applies (the default); false: the
-    /// unfolded texture kernel after all uploads.
-    pub enabled: bool,
-    /// The kernel's launch shape.
-    pub shape: FoldShape,
-    /// Angles per back-projection launch before the last group (rounded up
-    /// to whole upload chunks; 0: about 96).
-    pub group: usize,
-    /// Angles of the last group, back projected slab by slab (rounded up
-    /// to whole chunks; 0: a third of the angles).
-    pub last: usize,
-    /// Upper slices per slab of the last group (each with its mirror;
-    /// rounded up to whole runs of the kernel's slices per thread; 0: half
-    /// of `FdkOptions::slab`, or 32 when that is 0 too).
-    pub slab: usize,
-    /// Back project on a stream of its own, concurrently with the
-    /// filtering of later chunks, each group in launches of `slab` upper
-    /// slices (false, the default: on the compute stream, in order after
-    /// the group's filtering; 0.0658 s against 0.0638 s in order at
-    /// 512³/720 on an H200, `docs/perf-notes.md`).
-    pub separate_stream: bool,
-    /// Read the projections through CUDA arrays (block-linear texels,
-    /// filled from the packed layout by a device copy per chunk) instead
-    /// of pitched memory; needs the projections' texels twice in device
-    /// memory (falls back to pitched memory when they do not fit). The
-    /// same values; measured 3 % slower at 512³/720 on an H200 (the kernel
-    /// is bound by the texture unit's throughput either way), so off.
-    pub arrays: bool,
-}
-
-impl Default for FdkFold {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            shape: FoldShape::default(),
-            group: 0,
-            last: 0,
-            slab: 0,
-            separate_stream: false,
-            arrays: false,
-        }
-    }
-}
+pub use crate::cone::fold_plan::FdkFold;
 
 /// The device state the folded pipeline keeps between calls (the whole
 /// volume lives in the engine's first output slot, which
@@ -85,85 +39,17 @@ pub(crate) struct FoldState {
     raw: Vec<Option<DeviceBuffer>>,
     /// CUDA arrays of the texture groups (with `FdkFold::arrays`).
     arrays: Vec<Array2d>,
-}
-
-/// The split of one folded FDK: upload chunks, early groups, the last
-/// group's slabs.
-#[derive(Clone, Copy, Debug)]
-struct Plan {
-    /// Angles per upload chunk, and chunks.
-    ca: usize,
-    nchunks: usize,
-    /// Chunks per early back-projection launch; early chunks.
-    group_chunks: usize,
-    early: usize,
-    /// First upper slice, upper slices, upper slices per slab, slabs.
-    kmid: usize,
-    nu: usize,
-    su: usize,
-    nslabs: usize,
-    /// Back projection on its own stream.
-    separate: bool,
-    /// Projections in CUDA arrays.
-    arrays: bool,
-}
-
-impl Plan {
-    /// Device chunk buffers: a group's and one more (2 to 8).
-    fn nraw(&self) -> usize {
-        (self.group_chunks + 1).clamp(2, 8)
-    }
-
-    fn new(
-        cfg: &FdkFold,
-        chunk: usize,
-        (na, nr, nc): (usize, usize, usize),
-        volume: &ConeVolume,
-        options: &FdkOptions,
-    ) -> Self {
-        let plane = (nr * nc).max(1);
-        let ca0 = match chunk {
-            0 => CHUNK_FLOATS / plane,
-            c => c,
-        }
-        .clamp(1, na.max(1));
-        let ca = na.div_ceil(na.div_ceil(ca0)).max(1);
-        let nchunks = na.div_ceil(ca);
-        let group_chunks = match cfg.group {
-            0 => 96usize.div_ceil(ca),
-            g => g.div_ceil(ca),
-        }
-        .max(1);
-        let last_chunks = match cfg.last {
-            0 => na.div_ceil(3).div_ceil(ca),
-            l => l.div_ceil(ca),
-        }
-        .clamp(1, nchunks.max(1));
-        let kmid = volume.nz / 2;
-        let nu = volume.nz - kmid;
-        let zb = cfg.shape.zb;
-        let su = match (cfg.slab, options.slab) {
-            (0, 0) => 32usize,
-            (0, s) => s.div_ceil(2),
-            (s, _) => s,
-        }
-        .div_ceil(zb)
-        .max(1)
-            * zb;
-        let su = su.min(nu).max(1);
-        Self {
-            ca,
-            nchunks,
-            group_chunks,
-            early: nchunks.saturating_sub(last_chunks),
-            kmid,
-            nu,
-            su,
-            nslabs: nu.div_ceil(su),
-            separate: cfg.separate_stream,
-            arrays: cfg.arrays,
-        }
-    }
+    /// The half texels' per-projection maxima and inverse scales (see
+    /// [`FoldScale`]; with `FdkFold::half`).
+    scale: Option<DeviceBuffer>,
+    /// The last call's weights (reused when they are the same).
+    weights: Option<FdkWeights>,
+    /// Timing events, reused by every call (each call's are complete
+    /// before it returns).
+    events: Vec<Event>,
+    /// The texture objects over the pitched layout and what they were
+    /// made for: (base address, textures, layout).
+    textures: Option<(u64, usize, FoldLayout, Vec<Texture>)>,
 }
 
 /// The device buffers of one folded FDK.
@@ -173,6 +59,7 @@ struct Buffers {
     tex: u64,
     raw: Vec<u64>,
     vol: u64,
+    scale: FoldScale,
     state: FoldState,
 }
 
@@ -208,7 +95,8 @@ fn allocate(
             + fft_spec
             + vol_bytes
             - have(&e.out[0], vol_bytes)
-            + (plane + na * nc) * 4;
+            + (plane + na * nc) * 4
+            + if layout.half { 8 * na } else { 0 };
         (base, if have_arrays { 0 } else { tex_bytes })
     };
     let (base, arr) = needs(e);
@@ -245,15 +133,21 @@ fn allocate(
             bp: Stream::new(&ctx)?,
             raw: Vec::new(),
             arrays: Vec::new(),
+            scale: None,
+            weights: None,
+            events: Vec::new(),
+            textures: None,
         },
     };
     if arrays {
         let groups = layout.groups(na);
-        let fits = |a: &Array2d| a.width == layout.nc && a.height == layout.height;
+        let fits = |a: &Array2d| {
+            a.width == layout.nc && a.height == layout.height && a.format == layout.format()
+        };
         if state.arrays.len() != groups || !state.arrays.iter().all(fits) {
             state.arrays.clear();
             for _ in 0..groups {
-                match Array2d::new(&ctx, layout.nc, layout.height, TexFormat::Float2) {
+                match Array2d::new(&ctx, layout.nc, layout.height, layout.format()) {
                     Ok(a) => state.arrays.push(a),
                     Err(err) => {
                         tracing::info!("FDK projections in pitched memory, not arrays: {err}");
@@ -266,6 +160,20 @@ fn allocate(
     } else {
         state.arrays.clear();
     }
+    let scale = if layout.half {
+        match ensure(&mut state.scale, &ctx, 8 * na, "FDK half-texel scales") {
+            Ok(p) => FoldScale {
+                max: p,
+                unscale: p + 4 * na as u64,
+            },
+            Err(err) => {
+                e.ext.insert(state);
+                return Err(err);
+            }
+        }
+    } else {
+        FoldScale::default()
+    };
     let nraw = plan.nraw();
     state.raw.resize_with(state.raw.len().max(nraw), || None);
     let mut raw = Vec::with_capacity(nraw);
@@ -283,6 +191,7 @@ fn allocate(
         tex,
         raw,
         vol,
+        scale,
         state,
     })
 }
@@ -290,6 +199,7 @@ fn allocate(
 /// Loads the kernels, allocates every buffer and plans the FFTs of a
 /// folded FDK of `volume` from projections of `geometry`, without data
 /// (see [`CudaBackend::prepare_fdk`](crate::CudaBackend::prepare_fdk)).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn prepare_fold(
     e: &mut Engine,
     (cfg, chunk): (&FdkFold, usize),
@@ -297,22 +207,54 @@ pub(crate) fn prepare_fold(
     geometry: &ConeGeometry,
     volume: &ConeVolume,
     options: &FdkOptions,
+    weights: Option<(&[f32], &[f32])>,
 ) -> Result<()> {
     let shape = (geometry.n_angles(), geometry.n_rows(), geometry.n_cols());
     let plan = Plan::new(cfg, chunk, shape, volume, options);
-    FoldModule::of(e, cfg.shape)?;
+    FoldModule::of(e, cfg.variant())?;
     crate::cone::ConeModule::of(e)?;
-    let buffers = allocate(e, &plan, layout, shape, volume)?;
+    let mut buffers = allocate(e, &plan, layout, shape, volume)?;
+    // The weights, events and texture objects the call will reuse.
+    let r = reuse(e, &mut buffers, &plan, layout, shape.0, weights);
     e.ext.insert(buffers.state);
+    r?;
     // One filtering of a chunk's rows plans the FFTs and uploads the
     // filter's response (the values are discarded).
-    let job = FilterJob {
-        spec: options.filter,
-        bin_width: geometry.pixel_u_at_axis() as f32,
-    };
     let variant = e.fft_variant;
+    let job = filter_job(geometry, options);
     e.filter_rows(buffers.raw[0], plan.ca * shape.1, shape.2, &job, variant)?;
     e.comp.synchronize()
+}
+
+/// Makes (or keeps from the last call) the per-call objects of `plan` in
+/// the buffers' state: the weights on the device (when given), the timing
+/// events, the texture objects over the pitched layout of `na` angles.
+fn reuse(
+    e: &Engine,
+    buffers: &mut Buffers,
+    plan: &Plan,
+    layout: &FoldLayout,
+    na: usize,
+    weights: Option<(&[f32], &[f32])>,
+) -> Result<()> {
+    let ctx = &e.ctx;
+    let state = &mut buffers.state;
+    if let Some(w) = weights {
+        FdkWeights::refresh(&mut state.weights, ctx, w, &e.comp)?;
+    }
+    let nev = 4 * plan.nchunks + 2 * plan.ngroups() + 4 * plan.slabs.len();
+    while state.events.len() < nev {
+        state.events.push(Event::new(ctx)?);
+    }
+    let groups = layout.groups(na);
+    let fresh = !matches!(&state.textures,
+        Some((base, n, l, _)) if *base == buffers.tex && *n == groups && l.same_textures(layout));
+    if !buffers.arrays && fresh {
+        state.textures = None;
+        let t = layout.textures(ctx, buffers.tex, na)?;
+        state.textures = Some((buffers.tex, groups, *layout, t));
+    }
+    Ok(())
 }
 
 /// The folded pipeline (see the module documentation); `Ok(None)` when a
@@ -330,12 +272,39 @@ pub(crate) fn run_fold(
     weights: (&[f32], &[f32]),
     out: ArrayViewMut3<'_, f32>,
 ) -> Result<Option<FdkStats>> {
-    let module = FoldModule::of(e, cfg.shape)?;
+    let module = FoldModule::of(
+        e,
+        FoldVariant {
+            half: layout.half,
+            ..cfg.variant()
+        },
+    )?;
     let plan = Plan::new(cfg, chunk, projections.dim(), volume, options);
-    let buffers = allocate(e, &plan, layout, projections.dim(), volume)?;
+    let mut buffers = allocate(e, &plan, layout, projections.dim(), volume)?;
+    if let Err(err) = reuse(
+        e,
+        &mut buffers,
+        &plan,
+        layout,
+        projections.dim().0,
+        Some(weights),
+    ) {
+        e.ext.insert(buffers.state);
+        return Err(err);
+    }
+    // The compute stream ahead of the back projection's stream, for this
+    // call (a driver that refuses leaves the priorities as they are).
+    let raised = plan.priority
+        && match e.comp.set_priority(e.ctx.greatest_stream_priority()?) {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::info!("FDK compute stream priority not set: {err}");
+                false
+            }
+        };
     let r = pipeline(
         e,
-        &buffers,
+        (&buffers, raised),
         &module,
         layout,
         &plan,
@@ -343,9 +312,11 @@ pub(crate) fn run_fold(
         geometry,
         volume,
         options,
-        weights,
         out,
     );
+    if raised {
+        let _ = e.comp.set_priority(0);
+    }
     e.ext.insert(buffers.state);
     r
 }
@@ -353,7 +324,7 @@ pub(crate) fn run_fold(
 #[allow(clippy::too_many_arguments)]
 fn pipeline(
     e: &mut Engine,
-    buffers: &Buffers,
+    (buffers, raised): (&Buffers, bool),
     module: &FoldModule,
     layout: &FoldLayout,
     plan: &Plan,
@@ -361,9 +332,9 @@ fn pipeline(
     geometry: &ConeGeometry,
     volume: &ConeVolume,
     options: &FdkOptions,
-    (angular, cosine): (&[f32], &[f32]),
     mut out: ArrayViewMut3<'_, f32>,
 ) -> Result<Option<FdkStats>> {
+    let t_entry = Instant::now();
     let ctx = e.ctx.clone();
     let (na, nr, nc) = projections.dim();
     let (nx, ny, nz) = (volume.nx, volume.ny, volume.nz);
@@ -371,16 +342,16 @@ fn pipeline(
     let Plan {
         ca,
         nchunks,
-        group_chunks,
         early,
         kmid,
         nu,
         su,
-        nslabs,
         separate,
         ..
     } = *plan;
+    let nslabs = plan.slabs.len();
     let (tex, raw, volp, state) = (buffers.tex, &buffers.raw, buffers.vol, &buffers.state);
+    let scale = &buffers.scale;
     let nraw = raw.len();
     // The back-projection stream: the compute stream (in order with the
     // filtering) or the state's own.
@@ -395,18 +366,11 @@ fn pipeline(
     }
     let cone = crate::cone::ConeModule::of(e)?;
 
-    let cos_w = DeviceBuffer::new(&ctx, plane * 4, "FDK cosine weights")?;
-    let ang_w = DeviceBuffer::new(&ctx, na * nc * 4, "FDK angular weights")?;
-    cos_w.upload(cosine)?;
-    ang_w.upload(angular)?;
-    let bad = DeviceBuffer::new(&ctx, 8, "FDK finiteness flag")?;
-    bad.fill_bytes(0xFF, &e.comp)?;
-    e.stack_tex
-        .as_ref()
-        .expect("allocated")
-        .fill_bytes(0, &e.comp)?;
+    let weights = state.weights.as_ref().expect("refreshed by run_fold");
+    // The constants first (synchronous copies); the folded layout needs no
+    // clearing (the packing writes every texel a fetch can touch).
     module.set_geometry(geometry, volume, &e.comp)?;
-    let textures = if buffers.arrays {
+    let array_textures = if buffers.arrays {
         let t = state
             .arrays
             .iter()
@@ -415,37 +379,33 @@ fn pipeline(
         module.set_textures(&t, &e.comp)?;
         t
     } else {
-        layout.bind(&ctx, module, tex, na, &e.comp)?
+        let (.., t) = state.textures.as_ref().expect("made by run_fold");
+        module.set_textures(t, &e.comp)?;
+        Vec::new()
     };
-    let job = FilterJob {
-        spec: options.filter,
-        bin_width: geometry.pixel_u_at_axis() as f32,
-    };
-    let variant = e.fft_variant;
-    let events = |n: usize| (0..n).map(|_| Event::new(&ctx)).collect::<Result<Vec<_>>>();
-    let (up0, up1, c0, c1) = (
-        events(nchunks)?,
-        events(nchunks)?,
-        events(nchunks)?,
-        events(nchunks)?,
-    );
-    let ngroups = early.div_ceil(group_chunks);
-    let (g0, g1) = (events(ngroups)?, events(ngroups)?);
-    let (bp0, bp1, d0, d1) = (
-        events(nslabs)?,
-        events(nslabs)?,
-        events(nslabs)?,
-        events(nslabs)?,
-    );
+    if let Some(b) = state.scale.as_ref().filter(|_| layout.half) {
+        b.fill_bytes(0, &e.comp)?;
+    }
+    let job = filter_job(geometry, options);
+    let ngroups = plan.ngroups();
+    // The events, from the state's pool.
+    let mut pool = state.events.iter();
+    let mut take = |n: usize| -> Vec<&Event> { pool.by_ref().take(n).collect() };
+    let (up0, up1, c0, c1) = (take(nchunks), take(nchunks), take(nchunks), take(nchunks));
+    let (g0, g1) = (take(ngroups), take(ngroups));
+    let (bp0, bp1, d0, d1) = (take(nslabs), take(nslabs), take(nslabs), take(nslabs));
     let mut stats = FdkStats {
         on_device: true,
         folded: true,
+        half: layout.half,
+        priority: raised,
         chunks: nchunks,
         slabs: nslabs,
         ..FdkStats::default()
     };
     let angles_of = |i: usize| (i * ca, ((i + 1) * ca).min(na));
     let mut groups_done = 0;
+    let mut group_start = 0;
 
     // 1. Upload, weight, filter and pack chunk by chunk; back project each
     //    finished early group into the whole volume on the bp stream.
@@ -458,6 +418,9 @@ fn pipeline(
             up1[i - 2].synchronize()?;
         }
         let th = Instant::now();
+        if i == 0 {
+            stats.setup_ms = (th - t_entry).as_secs_f64() * 1e3;
+        }
         {
             let pin = e.pin_in[b].as_mut().expect("allocated");
             copy_in(
@@ -467,7 +430,7 @@ fn pipeline(
         }
         stats.host_in_s += th.elapsed().as_secs_f64();
         if i >= nraw {
-            e.up.wait(&c1[i - nraw])?;
+            e.up.wait(c1[i - nraw])?;
         }
         up0[i].record(&e.up)?;
         // SAFETY: the pinned buffer is not written again before up1[i]
@@ -481,31 +444,12 @@ fn pipeline(
             )?;
         }
         up1[i].record(&e.up)?;
-        e.comp.wait(&up1[i])?;
+        e.comp.wait(up1[i])?;
         c0[i].record(&e.comp)?;
-        cone.weight(
-            &e.comp,
-            raw[rb],
-            cos_w.ptr(),
-            ang_w.ptr(),
-            a0,
-            k,
-            nr,
-            nc,
-            bad.ptr(),
-        )?;
-        let (rows, stride, pair) = e.filter_rows(raw[rb], k * nr, nc, &job, variant)?;
-        module.pack(
-            &e.comp,
-            rows,
-            stride as usize,
-            pair == 1,
-            tex,
-            a0,
-            k,
-            nr,
-            layout,
-        )?;
+        let (rows, stride, pair) =
+            weights.weight_and_filter(e, &cone, raw[rb], (a0, k), (nr, nc), &job)?;
+        module.measure(&e.comp, rows, stride, pair, a0, k, nr, nc, scale)?;
+        module.pack(&e.comp, rows, stride, pair, tex, a0, k, nr, layout, scale)?;
         if buffers.arrays {
             // The chunk's bands (with their zero rows) into the arrays.
             let band = layout.h + 1;
@@ -525,15 +469,15 @@ fn pipeline(
         }
         c1[i].record(&e.comp)?;
         // An early group ends with this chunk: back project it.
-        if i < early && ((i + 1) % group_chunks == 0 || i + 1 == early) {
+        if plan.ends_group(i) {
             let gi = groups_done;
-            let first_chunk = gi * group_chunks;
-            let (p0, _) = angles_of(first_chunk);
-            bps!().wait(&c1[i])?;
+            let (p0, _) = angles_of(group_start);
+            group_start = i + 1;
+            bps!().wait(c1[i])?;
             g0[gi].record(bps!())?;
             // On a separate stream, in slabs (short launches, so the filter
             // kernels of the next chunks find free blocks between them).
-            let step = if separate { su } else { nu };
+            let step = if separate && !plan.priority { su } else { nu };
             for k0 in (kmid..nz).step_by(step) {
                 module.backproject(
                     bps!(),
@@ -541,6 +485,7 @@ fn pipeline(
                     geometry,
                     volume,
                     layout,
+                    scale,
                     (p0, a1 - p0),
                     (k0, step.min(nz - k0)),
                     gi > 0,
@@ -550,41 +495,40 @@ fn pipeline(
             groups_done += 1;
         }
     }
+    // 2. The last group slab by slab, every launch queued at once (they
+    //    wait for nothing but the filtering); each pair of slabs (upper
+    //    slices and their mirrors) is downloaded as soon as it is done and
+    //    copied out while the next ones are computed.
+    let (pl, _) = angles_of(early);
+    bps!().wait(c1[nchunks - 1])?;
+    for (j, &(k0, k1)) in plan.slabs.iter().enumerate() {
+        bp0[j].record(bps!())?;
+        module.backproject(
+            bps!(),
+            volp,
+            geometry,
+            volume,
+            layout,
+            scale,
+            (pl, na - pl),
+            (k0, k1 - k0),
+            early > 0,
+        )?;
+        bp1[j].record(bps!())?;
+    }
     // Every value is checked before anything reaches `out`.
     c1[nchunks - 1].synchronize()?;
-    let mut flag = [0u64; 1];
-    bad.download(&mut flag)?;
-    if flag[0] != u64::MAX {
+    if !weights.all_finite()? {
         bps!().synchronize()?;
         return Ok(None);
     }
-
-    // 2. The last group slab by slab; download and copy out each pair of
-    //    slabs (upper slices and their mirrors) while the next is computed.
-    let (pl, _) = angles_of(early);
-    bps!().wait(&c1[nchunks - 1])?;
-    let slab_range = |j: usize| {
-        let k0 = kmid + j * su;
-        (k0, (k0 + su).min(nz))
-    };
+    let slab_range = |j: usize| plan.slabs[j];
     for j in 0..=nslabs {
         if j < nslabs {
             let b = j % 2;
             let (k0, k1) = slab_range(j);
             let n = k1 - k0;
-            bp0[j].record(bps!())?;
-            module.backproject(
-                bps!(),
-                volp,
-                geometry,
-                volume,
-                layout,
-                (pl, na - pl),
-                (k0, n),
-                early > 0,
-            )?;
-            bp1[j].record(bps!())?;
-            e.down.wait(&bp1[j])?;
+            e.down.wait(bp1[j])?;
             d0[j].record(&e.down)?;
             let vol = e.out[0].as_ref().expect("allocated");
             let pin = e.pin_out[b].as_mut().expect("allocated").as_mut_slice();
@@ -626,17 +570,15 @@ fn pipeline(
             stats.host_out_s += th.elapsed().as_secs_f64();
         }
     }
-    drop(textures);
-    for i in 0..nchunks {
-        stats.upload_ms += up0[i].elapsed_ms(&up1[i])? as f64;
-        stats.filter_ms += c0[i].elapsed_ms(&c1[i])? as f64;
-    }
-    for gi in 0..ngroups {
-        stats.backproject_ms += g0[gi].elapsed_ms(&g1[gi])? as f64;
-    }
-    for j in 0..nslabs {
-        stats.backproject_ms += bp0[j].elapsed_ms(&bp1[j])? as f64;
-        stats.download_ms += d0[j].elapsed_ms(&d1[j])? as f64;
-    }
+    drop(array_textures);
+    stats.upload_ms = summed_ms(&up0, &up1)?;
+    stats.filter_ms = summed_ms(&c0, &c1)?;
+    stats.backproject_ms = summed_ms(&g0, &g1)? + summed_ms(&bp0, &bp1)?;
+    stats.download_ms = summed_ms(&d0, &d1)?;
+    let first_bp = if ngroups > 0 { &g0[0] } else { &bp0[0] };
+    stats.first_bp_ms = up0[0].elapsed_ms(first_bp)? as f64;
+    stats.span_ms = up0[0].elapsed_ms(bp1[nslabs - 1])? as f64;
+    // The pipeline's own wall time (the caller turns it into the call's).
+    stats.total_s = t_entry.elapsed().as_secs_f64();
     Ok(Some(stats))
 }

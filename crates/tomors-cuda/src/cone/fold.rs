@@ -4,18 +4,21 @@
 //! about the principal point's row. Applies when the principal point's row
 //! is a whole or half pixel index (twice it an integer: a centred detector)
 //! and the whole volume is reconstructed (the volume is centred on z = 0).
-//! Same values as `cone_bp_tex` to the texture's 8-bit weights.
+//! Same values as `cone_bp_tex` to the texture's 8-bit weights. Optionally
+//! (`half`) the folded texels are `__half2` (4 bytes instead of 8), each
+//! projection scaled by a power of two into half's range.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use tomors_core::cone::{ConeGeometry, ConeVolume};
 
-use crate::cone::{CONE_MAX_ANGLES, TEX_ROWS};
+use crate::cone::{
+    launch_items, load_module, set_textures, stacked_textures, CONE_MAX_ANGLES, TEX_ROWS,
+};
 use crate::error::Result;
 use crate::fbp::engine::Engine;
-use crate::runtime::compile::cubin_cached;
-use crate::runtime::{launch, Context, Function, Module, Stream, TexFilter, TexFormat, Texture};
+use crate::runtime::{launch, Context, Function, Module, Stream, TexFormat, Texture};
 
 /// Source of the folded kernels.
 pub const CONE_FOLD_CU: &str = include_str!("../../kernels/cone_fold.cu");
@@ -46,59 +49,72 @@ impl FoldShape {
     }
 }
 
-/// The folded kernels of one device and shape.
+/// What selects a compiled variant of the folded kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct FoldVariant {
+    /// The launch shape.
+    pub shape: FoldShape,
+    /// `__half2` texels (scaled per projection) instead of `float2`.
+    pub half: bool,
+    /// Blocks of 256 threads per multiprocessor the compiler must fit
+    /// (0 or 1: no register cap).
+    pub min_blocks: usize,
+}
+
+/// The folded kernels of one device, shape and texel type.
 pub(crate) struct FoldModule {
     module: Module,
     bp: Function,
     pack: Function,
+    max: Function,
     shape: FoldShape,
+    /// `__half2` texels (scaled per projection) instead of `float2`.
+    pub(crate) half: bool,
 }
 
 /// The loaded shapes of one engine.
 #[derive(Default)]
-struct FoldModules(HashMap<FoldShape, Arc<FoldModule>>);
+struct FoldModules(HashMap<FoldVariant, Arc<FoldModule>>);
 
 impl FoldModule {
-    pub(crate) fn load(ctx: &Arc<Context>, shape: FoldShape) -> Result<Self> {
+    pub(crate) fn load(ctx: &Arc<Context>, v: FoldVariant) -> Result<Self> {
         ctx.bind()?;
+        let FoldVariant { shape, half, .. } = v;
         let defines = vec![
             ("MAXP".to_string(), CONE_MAX_ANGLES.to_string()),
             ("MAXT".to_string(), FOLD_MAXT.to_string()),
             ("ZB".to_string(), shape.zb.to_string()),
             ("BX".to_string(), shape.bx.to_string()),
+            ("HALF".to_string(), u8::from(half).to_string()),
+            ("MINB".to_string(), v.min_blocks.clamp(1, 8).to_string()),
         ];
-        let (cubin, _) = cubin_cached(
-            "cone_fold",
-            CONE_FOLD_CU,
-            &defines,
-            &ctx.name,
-            ctx.cc,
-            ctx.driver,
-        )?;
-        let module = Module::load(ctx, &cubin)?;
+        let module = load_module(ctx, "cone_fold", CONE_FOLD_CU, &defines)?;
         Ok(Self {
             bp: module.function("cone_bp_fold")?,
             pack: module.function("cone_pack_fold")?,
+            max: module.function("cone_fold_max")?,
             module,
             shape,
+            half,
         })
     }
 
-    /// The engine's folded module of `shape`, compiled or loaded on first use.
-    pub(crate) fn of(engine: &mut Engine, shape: FoldShape) -> Result<Arc<Self>> {
-        if let Some(m) = engine
-            .ext
-            .get::<FoldModules>()
-            .and_then(|m| m.0.get(&shape))
-        {
+    /// The engine's folded module of variant `v`, compiled or loaded on
+    /// first use.
+    pub(crate) fn of(engine: &mut Engine, v: FoldVariant) -> Result<Arc<Self>> {
+        let v = FoldVariant {
+            min_blocks: v.min_blocks.clamp(1, 8),
+            ..v
+        };
+        if let Some(m) = engine.ext.get::<FoldModules>().and_then(|m| m.0.get(&v)) {
             return Ok(m.clone());
         }
-        let m = Arc::new(Self::load(&engine.ctx, shape)?);
+        let m = Arc::new(Self::load(&engine.ctx, v)?);
         let mut all = engine
             .ext
             .get::<FoldModules>()
             .map_or_else(HashMap::new, |m| m.0.clone());
-        all.insert(shape, m.clone());
+        all.insert(v, m.clone());
         engine.ext.insert(FoldModules(all));
         Ok(m)
     }
@@ -118,13 +134,59 @@ impl FoldModule {
     /// Sets the texture objects of a launch (`c_ftex`), after the work
     /// queued on `stream`.
     pub(crate) fn set_textures(&self, textures: &[Texture], stream: &Stream) -> Result<()> {
-        let handles: Vec<u64> = textures.iter().map(|t| t.raw).collect();
-        self.module.set_global("c_ftex", &handles, stream)
+        set_textures(&self.module, "c_ftex", textures, stream)
+    }
+
+    /// With `__half2` texels: max-es the largest |value| of each of `nang`
+    /// projections of filtered rows (laid out as for [`Self::pack`]) into
+    /// `scale.max` (u32 float bits per global angle, zeroed before the
+    /// call's first chunk). Nothing to do with `float2` texels.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn measure(
+        &self,
+        stream: &Stream,
+        src: u64,
+        row_stride: usize,
+        pair: bool,
+        a_first: usize,
+        nang: usize,
+        nr: usize,
+        nc: usize,
+        scale: &FoldScale,
+    ) -> Result<()> {
+        if !self.half || nang == 0 {
+            return Ok(());
+        }
+        let params = [
+            src.into(),
+            (row_stride as i64).into(),
+            i32::from(pair).into(),
+            (a_first as i32).into(),
+            (nr as i32).into(),
+            (nc as i32).into(),
+            scale.max.into(),
+        ];
+        let per = (nr * nc).div_ceil(256 * 8).clamp(1, 16) as u32;
+        // SAFETY: the parameters match `cone_fold_max`; `src` holds nang
+        // projections of nr rows, `scale.max` every global angle.
+        unsafe {
+            launch(
+                &self.max,
+                "cone_fold_max",
+                (per, nang as u32, 1),
+                (256, 1, 1),
+                0,
+                stream,
+                &params,
+            )
+        }
     }
 
     /// Packs `nang` projections of filtered rows (`src`: plain rows
     /// `row_stride` floats apart, or two rows per complex row when `pair`)
-    /// into the folded layout at `dst`, as global angles `a_first..`.
+    /// into the folded layout at `dst`, as global angles `a_first..`
+    /// (with `__half2` texels scaled by the powers of two of
+    /// [`Self::measure`], their inverses written to `scale.unscale`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn pack(
         &self,
@@ -137,7 +199,9 @@ impl FoldModule {
         nang: usize,
         nr: usize,
         layout: &FoldLayout,
+        scale: &FoldScale,
     ) -> Result<()> {
+        let tb = layout.texel_bytes();
         let params = [
             src.into(),
             (row_stride as i64).into(),
@@ -147,30 +211,20 @@ impl FoldModule {
             (nang as i32).into(),
             (nr as i32).into(),
             (layout.nc as i32).into(),
-            ((layout.pitch_bytes / 8) as i32).into(),
+            ((layout.pitch_bytes / tb) as i32).into(),
             (layout.tpg as i32).into(),
-            ((layout.gbytes / 8) as i64).into(),
+            ((layout.gbytes / tb) as i64).into(),
             (layout.h as i32).into(),
             (layout.a_row as i32).into(),
             (layout.s_sum as i32).into(),
+            scale.max.into(),
+            scale.unscale.into(),
         ];
-        let blocks = (nang * layout.h * layout.nc)
-            .div_ceil(256)
-            .clamp(1, 65_535 * 8) as u32;
+        let items = nang * (layout.h + 1) * layout.nc;
         // SAFETY: the parameters match `cone_pack_fold` in order and type;
         // `src` holds nang projections of nr rows, `dst` the folded layout
         // of every angle up to a_first + nang.
-        unsafe {
-            launch(
-                &self.pack,
-                "cone_pack_fold",
-                (blocks, 1, 1),
-                (256, 1, 1),
-                0,
-                stream,
-                &params,
-            )
-        }
+        unsafe { launch_items(&self.pack, "cone_pack_fold", items, stream, &params) }
     }
 
     /// Back projects projections `p_first..p_first + nang` (textures bound
@@ -185,6 +239,7 @@ impl FoldModule {
         geometry: &ConeGeometry,
         volume: &ConeVolume,
         layout: &FoldLayout,
+        scale: &FoldScale,
         (p_first, nang): (usize, usize),
         (k_first, nk): (usize, usize),
         accumulate: bool,
@@ -209,6 +264,7 @@ impl FoldModule {
             (geometry.center_col() as f32).into(),
             ((geometry.center_row() - layout.a_row as f64) as f32).into(),
             volume.voxel_size.into(),
+            scale.unscale.into(),
         ];
         let by = 256 / self.shape.bx;
         let grid = (
@@ -259,8 +315,17 @@ pub(crate) fn fold_constants(geometry: &ConeGeometry, volume: &ConeVolume) -> Ve
         .collect()
 }
 
-/// The folded texture layout: `tpg` projections per pitched `float2`
-/// texture, `h` folded rows each plus one zero row, rows `pitch_bytes`
+/// Device arrays of the half texels' per-projection scale (null pointers
+/// with `float2` texels): the largest |value| of each projection (u32
+/// float bits) and the inverse of its power-of-two scale.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FoldScale {
+    pub max: u64,
+    pub unscale: u64,
+}
+
+/// The folded texture layout: `tpg` projections per pitched `float2` (or
+/// `__half2`) texture, `h` folded rows each plus one zero row, rows `pitch_bytes`
 /// apart, textures `gbytes` apart; folded row `i` holds detector rows
 /// `a_row + i` and `s_sum - a_row - i`.
 #[derive(Clone, Copy, Debug)]
@@ -273,6 +338,8 @@ pub(crate) struct FoldLayout {
     pub gbytes: usize,
     pub height: usize,
     pub nc: usize,
+    /// `__half2` texels instead of `float2`.
+    pub half: bool,
 }
 
 impl FoldLayout {
@@ -280,7 +347,12 @@ impl FoldLayout {
     /// the detector cannot be folded (twice the principal point's row is
     /// not an integer), a folded projection exceeds a texture's rows or
     /// the device's limits, or more than the kernel's textures are needed.
-    pub(crate) fn new(ctx: &Context, geometry: &ConeGeometry, nang: usize) -> Option<Self> {
+    pub(crate) fn new(
+        ctx: &Context,
+        geometry: &ConeGeometry,
+        nang: usize,
+        half: bool,
+    ) -> Option<Self> {
         let s = 2.0 * geometry.center_row();
         let s_sum = s.round();
         if !s.is_finite() || (s - s_sum).abs() > 1e-6 || s_sum.abs() > 1e9 {
@@ -297,7 +369,8 @@ impl FoldLayout {
         let h = h as usize;
         let tpg = (TEX_ROWS - 1) / (h + 1);
         let align = ctx.pitch_align.max(32);
-        let pitch_bytes = (nc * 8).div_ceil(align) * align;
+        let tb = if half { 4 } else { 8 };
+        let pitch_bytes = (nc * tb).div_ceil(align) * align;
         let height = tpg * (h + 1);
         if height > ctx.max_tex_height || nc > ctx.max_tex_width || nang.div_ceil(tpg) > FOLD_MAXT {
             return None;
@@ -312,7 +385,26 @@ impl FoldLayout {
             gbytes,
             height,
             nc,
+            half,
         })
+    }
+
+    /// Bytes per texel (8 for `float2`, 4 for `__half2`).
+    pub(crate) fn texel_bytes(&self) -> usize {
+        if self.half {
+            4
+        } else {
+            8
+        }
+    }
+
+    /// The texel format of the layout's textures and arrays.
+    pub(crate) fn format(&self) -> TexFormat {
+        if self.half {
+            TexFormat::Half2
+        } else {
+            TexFormat::Float2
+        }
     }
 
     /// Bytes of the folded layout of `nang` projections.
@@ -321,30 +413,37 @@ impl FoldLayout {
     }
 
     /// The texture objects (bilinear, border zero) over the layout of
-    /// `nang` projections at `base`, set into `c_ftex` of `module`.
-    pub(crate) fn bind(
+    /// `nang` projections at `base` (set them with
+    /// [`FoldModule::set_textures`]).
+    pub(crate) fn textures(
         &self,
         ctx: &Arc<Context>,
-        module: &FoldModule,
         base: u64,
         nang: usize,
-        stream: &Stream,
     ) -> Result<Vec<Texture>> {
-        let textures = (0..nang.div_ceil(self.tpg))
-            .map(|g| {
-                Texture::pitch2d(
-                    ctx,
-                    base + (g * self.gbytes) as u64,
-                    self.nc,
-                    self.height,
-                    self.pitch_bytes,
-                    TexFormat::Float2,
-                    TexFilter::Linear,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        module.set_textures(&textures, stream)?;
-        Ok(textures)
+        stacked_textures(
+            ctx,
+            (base, self.groups(nang), self.gbytes),
+            (self.nc, self.height, self.pitch_bytes),
+            self.format(),
+        )
+    }
+
+    /// Whether texture objects made for `other` serve this layout too.
+    pub(crate) fn same_textures(&self, other: &Self) -> bool {
+        (
+            self.nc,
+            self.height,
+            self.pitch_bytes,
+            self.gbytes,
+            self.half,
+        ) == (
+            other.nc,
+            other.height,
+            other.pitch_bytes,
+            other.gbytes,
+            other.half,
+        )
     }
 
     /// Texture groups of `nang` projections.

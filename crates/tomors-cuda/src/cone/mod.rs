@@ -41,6 +41,7 @@ pub(crate) mod fdk;
 mod fdk_common;
 pub(crate) mod fdk_fold;
 pub(crate) mod fold;
+mod fold_plan;
 mod multi;
 
 pub(crate) use backend::check_extents;
@@ -110,19 +111,11 @@ pub(crate) struct ConeModule {
 impl ConeModule {
     pub(crate) fn load(ctx: &Arc<Context>) -> Result<Self> {
         ctx.bind()?;
-        let defines = vec![
+        let defines = [
             ("MAXP".to_string(), CONE_MAX_ANGLES.to_string()),
             ("ZB".to_string(), CONE_ZB.to_string()),
         ];
-        let (cubin, _) = cubin_cached(
-            "cone_backproject",
-            CONE_BACKPROJECT_CU,
-            &defines,
-            &ctx.name,
-            ctx.cc,
-            ctx.driver,
-        )?;
-        let module = Module::load(ctx, &cubin)?;
+        let module = load_module(ctx, "cone_backproject", CONE_BACKPROJECT_CU, &defines)?;
         Ok(Self {
             bp: module.function("cone_bp")?,
             bp_tex: module.function("cone_bp_tex")?,
@@ -188,21 +181,10 @@ impl ConeModule {
             tpg.into(),
             gf.into(),
         ];
-        let blocks = (nang * nr * nc).div_ceil(256).clamp(1, 65_535 * 8) as u32;
         // SAFETY: the parameters match `cone_pack` in order and type; the
         // caller's buffers hold the rows and the stacked layout of every
         // angle up to a_first + nang.
-        unsafe {
-            launch(
-                &self.pack,
-                "cone_pack",
-                (blocks, 1, 1),
-                (256, 1, 1),
-                0,
-                stream,
-                &params,
-            )
-        }
+        unsafe { launch_items(&self.pack, "cone_pack", nang * nr * nc, stream, &params) }
     }
 
     /// Multiplies `nang` projections at `q` (`[angle][row][col]`, global
@@ -234,20 +216,9 @@ impl ConeModule {
             ic.into(),
             bad.into(),
         ];
-        let blocks = (nang * nr * nc).div_ceil(256).clamp(1, 65_535 * 8) as u32;
         // SAFETY: the parameters match `fdk_weight`; `q` holds nang
         // projections, the weights cover every angle and column.
-        unsafe {
-            launch(
-                &self.weight,
-                "fdk_weight",
-                (blocks, 1, 1),
-                (256, 1, 1),
-                0,
-                stream,
-                &params,
-            )
-        }
+        unsafe { launch_items(&self.weight, "fdk_weight", nang * nr * nc, stream, &params) }
     }
 
     /// Back projects `nang` projections (the angles set by
@@ -420,21 +391,79 @@ impl StackLayout {
         nang: usize,
         stream: &Stream,
     ) -> Result<Vec<Texture>> {
-        let textures = (0..nang.div_ceil(self.tpg))
-            .map(|g| {
-                Texture::pitch2d(
-                    ctx,
-                    base + (g * self.gbytes) as u64,
-                    self.nc,
-                    self.height,
-                    self.pitch_bytes,
-                    TexFormat::Float1,
-                    TexFilter::Linear,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let handles: Vec<u64> = textures.iter().map(|t| t.raw).collect();
-        module.module.set_global("c_tex", &handles, stream)?;
+        let textures = stacked_textures(
+            ctx,
+            (base, nang.div_ceil(self.tpg), self.gbytes),
+            (self.nc, self.height, self.pitch_bytes),
+            TexFormat::Float1,
+        )?;
+        set_textures(&module.module, "c_tex", &textures, stream)?;
         Ok(textures)
     }
+}
+
+/// Launches the grid-stride kernel `f` over `items` in blocks of 256
+/// threads (at most 65 535 × 8 blocks).
+///
+/// # Safety
+/// As [`launch`]: `params` match the kernel's parameters in order and type,
+/// and every buffer they name holds what the kernel reads and writes.
+pub(crate) unsafe fn launch_items(
+    f: &Function,
+    name: &str,
+    items: usize,
+    stream: &Stream,
+    params: &[Arg],
+) -> Result<()> {
+    let blocks = items.div_ceil(256).clamp(1, 65_535 * 8) as u32;
+    // SAFETY: the caller's contract.
+    unsafe { launch(f, name, (blocks, 1, 1), (256, 1, 1), 0, stream, params) }
+}
+
+/// Compiles (or loads from the kernel cache) the cone kernel file `name`
+/// with `defines` for `ctx`'s device, and loads it.
+pub(crate) fn load_module(
+    ctx: &Arc<Context>,
+    name: &str,
+    source: &str,
+    defines: &[(String, String)],
+) -> Result<Module> {
+    let (cubin, _) = cubin_cached(name, source, defines, &ctx.name, ctx.cc, ctx.driver)?;
+    Module::load(ctx, &cubin)
+}
+
+/// Bilinear, border-zero texture objects over `groups` stacked pitched
+/// textures of `width × height` texels (rows `pitch` bytes apart) at
+/// `base`, `gbytes` apart.
+pub(crate) fn stacked_textures(
+    ctx: &Arc<Context>,
+    (base, groups, gbytes): (u64, usize, usize),
+    (width, height, pitch): (usize, usize, usize),
+    format: TexFormat,
+) -> Result<Vec<Texture>> {
+    (0..groups)
+        .map(|g| {
+            Texture::pitch2d(
+                ctx,
+                base + (g * gbytes) as u64,
+                width,
+                height,
+                pitch,
+                format,
+                TexFilter::Linear,
+            )
+        })
+        .collect()
+}
+
+/// Sets the handles of `textures` into the constant array `name` of
+/// `module`, after the work queued on `stream`.
+pub(crate) fn set_textures(
+    module: &Module,
+    name: &str,
+    textures: &[Texture],
+    stream: &Stream,
+) -> Result<()> {
+    let handles: Vec<u64> = textures.iter().map(|t| t.raw).collect();
+    module.set_global(name, &handles, stream)
 }

@@ -158,6 +158,19 @@ impl Context {
         cudarc::driver::result::mem_get_info().map_err(driver_error("cuMemGetInfo"))
     }
 
+    /// The greatest (most urgent) stream priority of the device (a
+    /// number ≤ 0; streams are created at 0, the least).
+    pub fn greatest_stream_priority(&self) -> Result<i32> {
+        self.bind()?;
+        let (mut least, mut greatest) = (0, 0);
+        // SAFETY: two out-parameters; the context is current.
+        super::check(
+            unsafe { sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) },
+            "cuCtxGetStreamPriorityRange",
+        )?;
+        Ok(greatest)
+    }
+
     /// Waits for all work of this context.
     pub fn synchronize(&self) -> Result<()> {
         self.inner
@@ -189,6 +202,37 @@ impl Stream {
     /// The raw handle (for the calls cudarc does not wrap).
     pub(crate) fn raw(&self) -> sys::CUstream {
         self.inner.cu_stream()
+    }
+
+    /// Sets the stream's scheduling priority (lower numbers first; see
+    /// [`Context::greatest_stream_priority`]) for the work queued after
+    /// the call; the priority read back must equal `priority`.
+    pub fn set_priority(&self, priority: i32) -> Result<()> {
+        // SAFETY: the union is written through its priority member; the
+        // stream handle is alive.
+        unsafe {
+            let mut v: sys::CUstreamAttrValue = std::mem::zeroed();
+            v.priority = priority;
+            super::check(
+                sys::cuStreamSetAttribute(
+                    self.raw(),
+                    sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PRIORITY,
+                    &v,
+                ),
+                "cuStreamSetAttribute (priority)",
+            )?;
+            let mut got = 0;
+            super::check(
+                sys::cuStreamGetPriority(self.raw(), &mut got),
+                "cuStreamGetPriority",
+            )?;
+            if got != priority {
+                return Err(CudaError::Unavailable(format!(
+                    "stream priority {priority} was not applied (reads {got})"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Blocks until all work queued on the stream has finished.

@@ -26,6 +26,8 @@ pub enum TexFormat {
     Float2,
     /// Two 32-bit unsigned integers per texel (four packed halfs), read as integers.
     Uint2,
+    /// Two halfs per texel (`__half2`), read (and filtered) as `float2`.
+    Half2,
 }
 
 /// A texture object over pitched device memory (destroyed on drop; the
@@ -160,6 +162,7 @@ fn format_parts(format: TexFormat) -> (sys::CUarray_format, u32, u32, usize) {
             sys::CU_TRSF_READ_AS_INTEGER,
             8,
         ),
+        TexFormat::Half2 => (sys::CUarray_format::CU_AD_FORMAT_HALF, 2, 0, 4),
     }
 }
 

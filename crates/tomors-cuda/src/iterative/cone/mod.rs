@@ -66,7 +66,7 @@ use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::iterative::{ray_frames, ConeJosephProjector, RayFrame};
 use tomors_core::CoreError;
 
-use crate::cone::fold::{FoldLayout, FoldModule};
+use crate::cone::fold::{FoldLayout, FoldModule, FoldScale, FoldVariant};
 use crate::cone::{check_extents, BpSource, ConeModule, FoldShape, StackLayout, CONE_MAX_ANGLES};
 use crate::error::{CudaError, Result};
 use crate::fbp::CudaBackend;
@@ -257,10 +257,17 @@ impl FoldBack {
         stream: &Stream,
     ) -> Result<Option<Self>> {
         let na = geometry.n_angles();
-        let Some(layout) = FoldLayout::new(ctx, geometry, na) else {
+        let Some(layout) = FoldLayout::new(ctx, geometry, na, false) else {
             return Ok(None);
         };
-        let module = FoldModule::load(ctx, FoldShape::default())?;
+        let module = FoldModule::load(
+            ctx,
+            FoldVariant {
+                shape: FoldShape::default(),
+                half: false,
+                min_blocks: 0,
+            },
+        )?;
         let tex = DeviceBuffer::new(
             ctx,
             layout.bytes(na),
@@ -268,7 +275,8 @@ impl FoldBack {
         )?;
         tex.fill_bytes(0, stream)?;
         module.set_geometry(geometry, volume, stream)?;
-        let textures = layout.bind(ctx, &module, tex.ptr(), na, stream)?;
+        let textures = layout.textures(ctx, tex.ptr(), na)?;
+        module.set_textures(&textures, stream)?;
         Ok(Some(Self {
             textures,
             module,

@@ -395,6 +395,7 @@ impl CudaConeJoseph {
             &vb.geometry,
             &vb.full,
             l,
+            &FoldScale::default(),
             (0, nang),
             (nz / 2, nz - nz / 2),
             false,
