@@ -65,7 +65,7 @@ step fbp-e2e 200 "$EX/cuda_bench" --sizes $N --e2e-slices $E2E
 # gridding method (--method fourier, warp gather, W = 4), both host to host, pageable arrays.
 [[ -x "$EX/bp_levers" ]] && step fbp-e2e-fast 150 "$EX/bp_levers" --n $N --e2e-slices $E2E --warm 32 --e2e "fast:linear/0"
 # The exact line-sweep kernel (--kernel sweep; not Auto's choice yet), host to host, same case.
-[[ -x "$EX/bp_levers" ]] && step fbp-e2e-sweep 150 "$EX/bp_levers" --n $N --e2e-slices $E2E --warm 128 --e2e "sweep:linear/0"
+[[ -x "$EX/bp_levers" && -z ${SKIP_SWEEP:-} ]] && step fbp-e2e-sweep 150 "$EX/bp_levers" --n $N --e2e-slices $E2E --warm 128 --e2e "sweep:linear/0"
 [[ -x "$EX/fourier_bench" ]] && step fourier-e2e 150 "$EX/fourier_bench" --sizes $N --slices $E2E --reps 2 --host pageable --configs warp:4
 step fbp-file-phantom 200 "$BIN" phantom --size $N --angles $N --rows $FILE_ROWS --out-dir "$WORK/par" --overwrite
 step fbp-file 200 "$BIN" recon "$WORK/par/projections.npy" --angles "$WORK/par/angles.npy" --backend cuda --out "$WORK/par/rec.npy"

@@ -18,13 +18,21 @@ use tomors_core::geometry::uniform_angles;
 use tomors_core::phantom::Phantom3d;
 use tomors_core::{Backend, FilterSpec, Interpolation, ParallelGeometry, SliceGrid};
 use tomors_cuda::cone::{fdk_slab_slices, slab_parts};
-use tomors_cuda::{CudaBackend, CudaOptions, MultiCudaBackend};
+use tomors_cuda::{CudaBackend, CudaOptions, FdkFold, MultiCudaBackend};
 
 /// The agreement of several devices with one: the kernels read the same
 /// texture coordinates, so only the row filter's batching may differ
 /// (f32 rounding); measured 0 on H200s (docs/multi-gpu.md). Bound: f32
 /// rounding, 10× below the ALU kernels' 1e-5.
 const SAME: f64 = 1e-6;
+
+/// The unfolded FDK pipeline (what each z-slab of several devices runs).
+fn unfolded() -> FdkFold {
+    FdkFold {
+        enabled: false,
+        ..FdkFold::default()
+    }
+}
 
 fn rel(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
     rel_l2(a.as_slice().unwrap(), b.as_slice().unwrap())
@@ -78,9 +86,12 @@ fn two_devices(test: &str) -> Option<MultiCudaBackend> {
 /// the detector.
 #[test]
 fn fdk_slabs_from_their_rows_equal_the_whole() {
-    let Some(be) = gpu_or_skip("fdk_slabs_from_their_rows_equal_the_whole") else {
+    let Some(mut be) = gpu_or_skip("fdk_slabs_from_their_rows_equal_the_whole") else {
         return;
     };
+    // Slabs from their rows take the unfolded kernel; so does the whole here
+    // (the folded kernel reads other texels: `cone_fold_gpu` bounds it).
+    be.set_fdk_fold(unfolded());
     let (g, v, p) = cone_case(90);
     let opts = FdkOptions {
         slab: 16,
@@ -125,7 +136,9 @@ fn fdk_on_two_devices_equals_one() {
     let Some(multi) = two_devices("fdk_on_two_devices_equals_one") else {
         return;
     };
-    let one = CudaBackend::new(0).unwrap();
+    let mut one = CudaBackend::new(0).unwrap();
+    // Device slabs are not folded; the one-device reference neither.
+    one.set_fdk_fold(unfolded());
     let (g, v, p) = cone_case(120);
     eprintln!("devices: {}", multi.name());
     for slab in [0, 16] {
