@@ -6,13 +6,13 @@
 use ndarray::{s, Array3};
 use numpy::{IntoPyArray, PyArray3, PyReadonlyArray1, PyReadonlyArray3};
 use pyo3::prelude::*;
-use tomors_core::fbp::{check_finite, projections_to_sinograms_into};
+use tomors_core::fbp::check_finite;
 use tomors_core::fourier::FourierOptions;
 use tomors_core::{CoreError, FilterKind, FilterSpec, Padding, SliceGrid};
 
 use crate::boundary::{check_size, compute, Progress};
 use crate::gpu::{fbp_backend, Choice};
-use crate::parallel::{parallel_geometry, parse_name};
+use crate::parallel::{for_each_slab, parallel_geometry, parse_name};
 
 /// `tomors.recon(..., algorithm="fbp", method="fourier")`.
 #[pyfunction]
@@ -54,37 +54,19 @@ pub fn fourier<'py>(
         let grid = SliceGrid::for_geometry(&geometry);
         check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
         let (backend, _) = fbp_backend(choice, devices.as_deref(), None)?;
-        let slab = slab.max(1);
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
-        let mut buf = if sinogram_order {
-            Array3::<f32>::zeros((0, 0, 0))
-        } else {
-            Array3::<f32>::zeros((slab.min(n_rows), n_angles, n_bins))
-        };
-        let mut start = 0;
-        while start < n_rows {
-            let end = (start + slab).min(n_rows);
-            let sino = if sinogram_order {
-                tomo.slice(s![start..end, .., ..])
-            } else {
-                projections_to_sinograms_into(
-                    tomo,
-                    start..end,
-                    buf.slice_mut(s![..end - start, .., ..]),
-                )?;
-                buf.slice(s![..end - start, .., ..])
-            };
+        let finished = for_each_slab(tomo, sinogram_order, slab, &progress, |rows, sino| {
             backend.fourier(
                 sino,
                 &geometry,
                 &grid,
                 &options,
-                out.slice_mut(s![start..end, .., ..]),
+                out.slice_mut(s![rows, .., ..]),
             )?;
-            start = end;
-            if !progress.report(start, n_rows) {
-                return progress.finish(Err(CoreError::Cancelled.into()));
-            }
+            Ok(())
+        })?;
+        if !finished {
+            return progress.finish(Err(CoreError::Cancelled.into()));
         }
         Ok((out, backend.name()))
     })?;

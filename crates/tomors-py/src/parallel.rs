@@ -44,6 +44,46 @@ fn sinograms<'a>(
     }
 }
 
+/// Runs `each(rows, sinograms)` over slabs of `slab` rows of `tomo`:
+/// sinograms are read in place, projections transposed into one buffer
+/// that every slab reuses; progress is reported after each slab. `Ok(false)`
+/// when the caller cancelled (the slabs after it are not run).
+pub(crate) fn for_each_slab(
+    tomo: ArrayView3<'_, f32>,
+    sinogram_order: bool,
+    slab: usize,
+    progress: &Progress,
+    mut each: impl FnMut(std::ops::Range<usize>, ArrayView3<'_, f32>) -> Result<()>,
+) -> Result<bool> {
+    let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
+    let slab = slab.max(1);
+    let mut buf = if sinogram_order {
+        Array3::<f32>::zeros((0, 0, 0))
+    } else {
+        Array3::<f32>::zeros((slab.min(n_rows), n_angles, n_bins))
+    };
+    let mut start = 0;
+    while start < n_rows {
+        let end = (start + slab).min(n_rows);
+        let sino = if sinogram_order {
+            tomo.slice(s![start..end, .., ..])
+        } else {
+            projections_to_sinograms_into(
+                tomo,
+                start..end,
+                buf.slice_mut(s![..end - start, .., ..]),
+            )?;
+            buf.slice(s![..end - start, .., ..])
+        };
+        each(start..end, sino)?;
+        start = end;
+        if !progress.report(start, n_rows) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// `tomors.recon(..., algorithm="fbp")`.
 #[pyfunction]
 #[pyo3(signature = (tomo, theta, center, centers, sinogram_order, filter, cutoff, padding, interp, backend, devices, kernel, slab, progress))]
@@ -86,30 +126,10 @@ pub fn fbp<'py>(
         check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
         let (backend, gpus) = fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
         phases.lap("backend");
-        let slab = slab.max(1);
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
-        // One sinogram buffer for every slab of projections (sinograms are
-        // read in place).
-        let mut buf = if sinogram_order {
-            Array3::<f32>::zeros((0, 0, 0))
-        } else {
-            Array3::<f32>::zeros((slab.min(n_rows), n_angles, n_bins))
-        };
         phases.lap("alloc");
         let mut stages = GpuStages::default();
-        let mut start = 0;
-        while start < n_rows {
-            let end = (start + slab).min(n_rows);
-            let sino = if sinogram_order {
-                tomo.slice(s![start..end, .., ..])
-            } else {
-                projections_to_sinograms_into(
-                    tomo,
-                    start..end,
-                    buf.slice_mut(s![..end - start, .., ..]),
-                )?;
-                buf.slice(s![..end - start, .., ..])
-            };
+        let finished = for_each_slab(tomo, sinogram_order, slab, &progress, |rows, sino| {
             phases.lap("sinograms");
             backend.fbp(
                 sino,
@@ -117,17 +137,16 @@ pub fn fbp<'py>(
                 &grid,
                 &filter,
                 interpolation,
-                out.slice_mut(s![start..end, .., ..]),
+                out.slice_mut(s![rows, .., ..]),
             )?;
             phases.lap("backend.fbp");
             if phases.on() {
                 stages.add(gpus.as_deref());
             }
-            start = end;
-            if !progress.report(start, n_rows) {
-                return progress.finish(Err(CoreError::Cancelled.into()));
-            }
-            phases.lap("progress");
+            Ok(())
+        })?;
+        if !finished {
+            return progress.finish(Err(CoreError::Cancelled.into()));
         }
         phases.note(|| stages.to_string());
         phases.print();
