@@ -20,28 +20,22 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{gpu_or_skip, rel_l2};
+use common::{assert_constraint, fixed_options, flat, gpu_or_skip, max_rel, rel_l2, shepp_256};
 use ndarray::{s, Array2, Array3, Axis};
 use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
     ray_frames, reconstruct, reconstruct_cone, solve, Algorithm, ConeJosephProjector,
-    ConeVoxelProjector, Constraint, IterativeOptions, JosephProjector, Projector, RayOrder,
-    StackOperator, Weighting,
+    ConeVoxelProjector, Constraint, JosephProjector, Projector, RayOrder, StackOperator, Weighting,
 };
 use tomors_core::linalg::{LinearOperator, RayAccess, RayBatches};
 use tomors_core::metrics::{disc_mask, nrmse};
-use tomors_core::phantom::Phantom2d;
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::cone::cone_art_stride;
 use tomors_cuda::iterative::parallel::joseph_art_strides;
 use tomors_cuda::{cone_sirt_cuda_with, sirt_cuda, ConeBackProjector, CudaJoseph, GpuSirtOptions};
 
 const PI: f32 = std::f32::consts::PI;
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.iter().copied().collect()
-}
 
 /// `trace(a, k, visit)`: visits the pixels of ray `k` of projection `a`.
 type Trace<'a> = &'a dyn Fn(usize, usize, &mut dyn FnMut(usize));
@@ -143,21 +137,6 @@ fn cone_art_batches_are_disjoint() {
     }
 }
 
-/// The exact 60-angle Shepp–Logan on a 256² grid (two slices: the phantom
-/// and half of it), and the phantom.
-fn shepp_256() -> (ParallelGeometry, SliceGrid, Array3<f32>, Array2<f32>) {
-    let n = 256;
-    let geom = ParallelGeometry::new(uniform_angles(60, PI), n).unwrap();
-    let grid = SliceGrid::for_geometry(&geom);
-    let p = Phantom2d::shepp_logan();
-    let s = p.project(&geom, n as f64 / 2.0);
-    let mut sino = Array3::<f32>::zeros((2, 60, n));
-    sino.index_axis_mut(Axis(0), 0).assign(&s);
-    sino.index_axis_mut(Axis(0), 1).assign(&s.mapv(|v| 0.5 * v));
-    let truth = p.rasterize(&grid, n as f64 / 2.0, 4);
-    (geom, grid, sino, truth)
-}
-
 /// Issue 16's must-show: on the exact Shepp–Logan 256², 60 angles, GPU
 /// SART, BLOCK-IT, block-parallel and ART reach the CPU's NRMSE (inside the
 /// reconstruction disc) after the same number of sweeps, within 2 %. SART
@@ -236,14 +215,7 @@ fn gpu_block_methods_and_art_reach_the_cpu_nrmse() {
         ),
     ];
     for (name, algorithm, relaxation, constraint, iterations) in cases {
-        let options = IterativeOptions {
-            algorithm,
-            iterations,
-            relaxation,
-            constraint,
-            tolerance: None,
-            track_residual: true,
-        };
+        let options = fixed_options(algorithm, iterations, relaxation, constraint);
         let t = std::time::Instant::now();
         let want = reconstruct::<f32, _>(&cpu, sino.view(), None, &options, &mut |_| true).unwrap();
         let t_cpu = t.elapsed().as_secs_f64();
@@ -306,12 +278,7 @@ fn gpu_block_methods_and_art_reach_the_cpu_nrmse() {
             (e_half - e_gpu).abs() <= 0.05 * e_gpu,
             "{name}: half slice {e_half} vs {e_gpu}"
         );
-        if let Some(lo) = constraint.min {
-            assert!(got.x.iter().all(|&v| v >= lo as f32), "{name}: below min");
-        }
-        if let Some(hi) = constraint.max {
-            assert!(got.x.iter().all(|&v| v <= hi as f32), "{name}: above max");
-        }
+        assert_constraint(&got.x, constraint, name);
     }
 }
 
@@ -481,26 +448,14 @@ fn gpu_art_equals_kaczmarz_in_the_same_order() {
             projections_per_block: 5,
         },
     ] {
-        let options = IterativeOptions {
-            algorithm,
-            iterations: 3,
-            relaxation: Some(0.9),
-            constraint: Constraint::bounded(0.0, 0.8),
-            tolerance: None,
-            track_residual: true,
-        };
+        let options = fixed_options(algorithm, 3, Some(0.9), Constraint::bounded(0.0, 0.8));
         let mut xh = Array3::<f32>::zeros((ns, grid.ny, grid.nx));
         let rh = solve(&host, &b, &mut xh, &options, &mut |_| true).unwrap();
         let mut xd = op.domain_zeros().unwrap();
         let rd = solve(&op, &bd, &mut xd, &options, &mut |_| true).unwrap();
         let got = gpu.download(&xd).unwrap();
         let e = rel_l2(&flat(&got), &flat(&xh));
-        let er = rd
-            .residuals
-            .iter()
-            .zip(&rh.residuals)
-            .map(|(a, b)| (a - b).abs() / b)
-            .fold(0.0, f64::max);
+        let er = max_rel(&rd.residuals, &rh.residuals);
         let moved = rel_l2(&flat(&xh), &vec![0.0; xh.len()]);
         eprintln!(
             "{algorithm:?}: GPU vs host Kaczmarz in the same order: iterate rel L2 {e:.2e}, \
@@ -582,14 +537,7 @@ fn gpu_cone_art_and_block_parallel_reach_the_cpu_nrmse() {
             ConeBackProjector::Voxel,
         ),
     ] {
-        let options = IterativeOptions {
-            algorithm,
-            iterations: 3,
-            relaxation: None,
-            constraint: Constraint::non_negative(),
-            tolerance: None,
-            track_residual: true,
-        };
+        let options = fixed_options(algorithm, 3, None, Constraint::non_negative());
         let want = match back {
             ConeBackProjector::Joseph => {
                 reconstruct_cone::<f32, _>(&cpu, b.view(), None, &options, &mut |_| true)

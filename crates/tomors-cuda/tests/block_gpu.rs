@@ -8,7 +8,9 @@
 
 mod common;
 
-use common::{gpu_or_skip, random, rel_l2};
+use common::{
+    assert_constraint, fixed_options, flat, gpu_or_skip, max_rel, rand3, rel, rel_l2, shepp_256,
+};
 use ndarray::{Array2, Array3, Axis};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
@@ -17,25 +19,11 @@ use tomors_core::iterative::{
 };
 use tomors_core::linalg::{LinearOperator, Vector};
 use tomors_core::metrics::{disc_mask, nrmse};
-use tomors_core::phantom::Phantom2d;
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{sirt_cuda, CudaJoseph, DeviceVec, GpuSirtOptions};
 
 const PI: f32 = std::f32::consts::PI;
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.iter().copied().collect()
-}
-
-fn rand3(dim: (usize, usize, usize), seed: u64) -> Array3<f32> {
-    Array3::from_shape_vec(dim, random(dim.0 * dim.1 * dim.2, seed)).unwrap()
-}
-
-/// Relative difference of two scalars.
-fn rel(a: f64, b: f64) -> f64 {
-    (a - b).abs() / b.abs().max(1e-300)
-}
 
 /// Every operation of the device vectors equals the host vectors' (f32
 /// element-wise arithmetic: relative L2 ≤ 1e-6, fused multiply-adds on the
@@ -237,21 +225,6 @@ fn block_views_match_the_cpu() {
     assert!(op.forward(&xd, &[1, 2, 3], &mut y).is_err());
 }
 
-/// The exact 60-angle Shepp–Logan on a 256² grid (two slices: the phantom
-/// and half of it, so the stack has a padded slice group), and the phantom.
-fn shepp_256() -> (ParallelGeometry, SliceGrid, Array3<f32>, Array2<f32>) {
-    let n = 256;
-    let geom = ParallelGeometry::new(uniform_angles(60, PI), n).unwrap();
-    let grid = SliceGrid::for_geometry(&geom);
-    let p = Phantom2d::shepp_logan();
-    let s = p.project(&geom, n as f64 / 2.0);
-    let mut sino = Array3::<f32>::zeros((2, 60, n));
-    sino.index_axis_mut(Axis(0), 0).assign(&s);
-    sino.index_axis_mut(Axis(0), 1).assign(&s.mapv(|v| 0.5 * v));
-    let truth = p.rasterize(&grid, n as f64 / 2.0, 4);
-    (geom, grid, sino, truth)
-}
-
 /// GPU SART and BLOCK-IT (tomors-core's block-sequential method through
 /// `solve` on the device operator) after 5 sweeps on the exact 60-angle
 /// Shepp–Logan at 256² (the CPU reference takes about a second per case): the
@@ -300,14 +273,7 @@ fn gpu_sart_and_block_it_match_the_cpu() {
             Constraint::bounded(0.0, 1.0),
         ),
     ] {
-        let options = IterativeOptions {
-            algorithm,
-            iterations: 5,
-            relaxation,
-            constraint,
-            tolerance: None,
-            track_residual: true,
-        };
+        let options = fixed_options(algorithm, 5, relaxation, constraint);
         let want = reconstruct::<f32, _>(&cpu, sino.view(), None, &options, &mut |_| true).unwrap();
         let seen = std::sync::Mutex::new(Vec::new());
         let progress = |i: &GpuIteration| {
@@ -328,12 +294,7 @@ fn gpu_sart_and_block_it_match_the_cpu() {
         let e_cpu = nrmse(want.x.index_axis(Axis(0), 0), truth.view(), Some(&mask)).unwrap();
         let e_gpu = nrmse(got.x.index_axis(Axis(0), 0), truth.view(), Some(&mask)).unwrap();
         let ex = rel_l2(&flat(&got.x), &flat(&want.x));
-        let er = got
-            .residuals
-            .iter()
-            .zip(&want.residuals)
-            .map(|(&a, &b)| rel(a, b))
-            .fold(0.0, f64::max);
+        let er = max_rel(&got.residuals, &want.residuals);
         eprintln!(
             "{name}: NRMSE GPU {e_gpu:.5} CPU {e_cpu:.5} ({:+.3} %), iterate rel L2 {ex:.2e}, \
              residuals {er:.2e}, λ {:.5} (cpu {:.5}); {stats:?}",
@@ -358,12 +319,7 @@ fn gpu_sart_and_block_it_match_the_cpu() {
             e_gpu < 0.5 * e_zero,
             "{name}: NRMSE {e_gpu} (zero image {e_zero})"
         );
-        if let Some(lo) = constraint.min {
-            assert!(got.x.iter().all(|&v| v >= lo as f32), "{name}: below min");
-        }
-        if let Some(hi) = constraint.max {
-            assert!(got.x.iter().all(|&v| v <= hi as f32), "{name}: above max");
-        }
+        assert_constraint(&got.x, constraint, name);
     }
 }
 
@@ -489,12 +445,7 @@ fn cone_blocks_and_sart_match_the_cpu() {
     let want = reconstruct_cone::<f32, _>(&cpu, b.view(), None, &options, &mut |_| true).unwrap();
     let (got, _) = cone_sirt_cuda(&be, &g, &v, b.view(), None, &options, &|_| true).unwrap();
     let ex = rel_l2(&flat(&got.x), &flat(&want.x));
-    let er = got
-        .residuals
-        .iter()
-        .zip(&want.residuals)
-        .map(|(&a, &b)| rel(a, b))
-        .fold(0.0, f64::max);
+    let er = max_rel(&got.residuals, &want.residuals);
     eprintln!("cone SART: iterate rel L2 {ex:.2e}, residuals {er:.2e}");
     assert_eq!(got.iterations, 3);
     assert!(ex <= 1e-3, "cone SART: iterate rel L2 {ex:.3e}");
