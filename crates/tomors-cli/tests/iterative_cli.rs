@@ -2,40 +2,13 @@
 //! line beats FBP on sparse data; bad options fail with one error line and
 //! leave nothing behind.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
+use std::path::Path;
+
+use common::{nrmse, ok, run};
 use ndarray::{Array3, Ix3};
 use ndarray_npy::read_npy;
-
-/// The binary under test: `TOMORS_BIN` when set (a copy run elsewhere,
-/// e.g. on a GPU machine), else the one cargo built.
-fn tomors() -> Command {
-    Command::new(
-        std::env::var("TOMORS_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tomors").into()),
-    )
-}
-
-fn run(args: &[&str]) -> std::process::Output {
-    tomors().arg("--quiet").args(args).output().unwrap()
-}
-
-fn nrmse(recon: &Array3<f32>, truth: &Array3<f32>) -> f64 {
-    let (_, ny, nx) = truth.dim();
-    let (cy, cx) = ((ny as f64 - 1.0) / 2.0, (nx as f64 - 1.0) / 2.0);
-    let r = 0.45 * ny.min(nx) as f64;
-    let (mut se, mut count, mut lo, mut hi) = (0.0, 0usize, f64::INFINITY, f64::NEG_INFINITY);
-    for ((_, y, x), &t) in truth.indexed_iter() {
-        if (y as f64 - cy).powi(2) + (x as f64 - cx).powi(2) <= r * r {
-            let d = recon[[0, y, x]] as f64 - t as f64;
-            se += d * d;
-            count += 1;
-            lo = lo.min(t as f64);
-            hi = hi.max(t as f64);
-        }
-    }
-    (se / count as f64).sqrt() / (hi - lo)
-}
 
 fn phantom(dir: &Path) {
     let out = run(&[
@@ -47,11 +20,7 @@ fn phantom(dir: &Path) {
         "--out-dir",
         dir.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&out);
 }
 
 #[test]
@@ -95,11 +64,7 @@ fn iterative_methods_beat_fbp_on_sparse_data() {
             "--min",
             "0",
         ]);
-        assert!(
-            result.status.success(),
-            "{}",
-            String::from_utf8_lossy(&result.stderr)
-        );
+        ok(&result);
         let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
         let x = x.into_dimensionality::<Ix3>().unwrap();
         assert_eq!(x.dim(), (1, 96, 96));

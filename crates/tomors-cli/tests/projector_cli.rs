@@ -3,46 +3,13 @@
 //! beat FBP on sparse data; cone beam rejects them with one error line and
 //! writes nothing.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
+use std::path::Path;
+
+use common::{nrmse, ok, run};
 use ndarray::{Array3, Ix3};
 use ndarray_npy::read_npy;
-
-fn tomors() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tomors"))
-}
-
-fn run(args: &[&str]) -> std::process::Output {
-    tomors().arg("--quiet").args(args).output().unwrap()
-}
-
-fn ok(out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// NRMSE of slice 0 inside the central disc (radius 0.45 of the size),
-/// normalised by the truth's range there.
-fn nrmse(recon: &Array3<f32>, truth: &Array3<f32>) -> f64 {
-    let (_, ny, nx) = truth.dim();
-    let (cy, cx) = ((ny as f64 - 1.0) / 2.0, (nx as f64 - 1.0) / 2.0);
-    let r = 0.45 * ny.min(nx) as f64;
-    let (mut se, mut count, mut lo, mut hi) = (0.0, 0usize, f64::INFINITY, f64::NEG_INFINITY);
-    for ((_, y, x), &t) in truth.indexed_iter() {
-        if (y as f64 - cy).powi(2) + (x as f64 - cx).powi(2) <= r * r {
-            let d = recon[[0, y, x]] as f64 - t as f64;
-            se += d * d;
-            count += 1;
-            lo = lo.min(t as f64);
-            hi = hi.max(t as f64);
-        }
-    }
-    (se / count as f64).sqrt() / (hi - lo)
-}
 
 fn path(dir: &Path, name: &str) -> String {
     dir.join(name).to_str().unwrap().to_string()
