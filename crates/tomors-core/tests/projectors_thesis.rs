@@ -4,6 +4,9 @@
 //! projections of constant images and of a disc against exact chord
 //! lengths, and SIRT with each on a sparse Shepp–Logan problem.
 
+mod common;
+
+use common::{adjoint_error, random};
 use ndarray::{s, Array2, Array3, Axis};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -13,7 +16,7 @@ use tomors_core::fbp::{fbp_sinograms, FbpOptions};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
     all_angles, cone_projector, projector, reconstruct, Algorithm, Constraint, IterativeOptions,
-    Projector, ProjectorKind, Real, Region, StripProjector, Weighting, ZeroOneProjector,
+    Projector, ProjectorKind, Region, StripProjector, Weighting, ZeroOneProjector,
 };
 use tomors_core::metrics::{disc_mask, nrmse};
 use tomors_core::phantom::{Ellipse, Phantom2d};
@@ -21,33 +24,6 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 
 const PI: f32 = std::f32::consts::PI;
 const NEW: [ProjectorKind; 2] = [ProjectorKind::ZeroOne, ProjectorKind::Strip];
-
-fn random<T: Real>(dim: (usize, usize), rng: &mut StdRng) -> Array2<T> {
-    Array2::from_shape_fn(dim, |_| T::from_f64(rng.gen_range(-1.0..1.0)))
-}
-
-fn dot<T: Real>(a: &Array2<T>, b: &Array2<T>) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x.to_f64() * y.to_f64()).sum()
-}
-
-/// |⟨Ax, y⟩ − ⟨x, Aᵀy⟩| / (‖Ax‖‖y‖) for random x, y, over all projections
-/// and over a subset.
-fn adjoint_error<T: Real>(p: &dyn Projector<T>, seed: u64) -> f64 {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let subset: Vec<usize> = (0..p.n_angles()).filter(|a| a % 3 != 1).collect();
-    let mut worst = 0.0f64;
-    for angles in [all_angles(p.n_angles()), subset] {
-        let x = random::<T>(p.image_dim(), &mut rng);
-        let y = random::<T>((angles.len(), p.n_bins()), &mut rng);
-        let mut ax = Array2::from_elem((angles.len(), p.n_bins()), T::ZERO);
-        let mut aty = Array2::from_elem(p.image_dim(), T::ZERO);
-        p.forward_slice(x.view(), &angles, ax.view_mut()).unwrap();
-        p.back_slice(y.view(), &angles, aty.view_mut()).unwrap();
-        let e = (dot(&ax, &y) - dot(&x, &aty)).abs() / (dot(&ax, &ax).sqrt() * dot(&y, &y).sqrt());
-        worst = worst.max(e);
-    }
-    worst
-}
 
 /// Angles over a full turn: random ones, the axes, the diagonals, and
 /// angles within 10⁻⁶…10⁻³ rad of 45° and 135° (where the stepping axis
