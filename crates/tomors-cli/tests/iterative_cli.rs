@@ -4,72 +4,31 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{nrmse, ok, run};
+use common::{fbp_nrmse, gpu_or_skip, iterative_nrmse, nrmse, run, sparse_phantom};
 use ndarray::{Array3, Ix3};
 use ndarray_npy::read_npy;
-
-fn phantom(dir: &Path) {
-    let out = run(&[
-        "phantom",
-        "--size",
-        "96",
-        "--angles",
-        "24",
-        "--out-dir",
-        dir.to_str().unwrap(),
-    ]);
-    ok(&out);
-}
 
 #[test]
 fn iterative_methods_beat_fbp_on_sparse_data() {
     let dir = tempfile::tempdir().unwrap();
-    phantom(dir.path());
+    sparse_phantom(dir.path());
     let d = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let truth: Array3<f32> = read_npy(d("phantom.npy")).unwrap();
-    let fbp = run(&[
-        "recon",
-        &d("projections.npy"),
-        "--angles",
-        &d("angles.npy"),
-        "--out",
-        &d("fbp.npy"),
-        "--backend",
-        "cpu",
-    ]);
-    assert!(fbp.status.success());
-    let fbp = nrmse(&read_npy::<_, Array3<f32>>(d("fbp.npy")).unwrap(), &truth);
+    let fbp = fbp_nrmse(dir.path(), &truth);
     for (algorithm, projector, iterations) in [
         ("block-it", "voxel", "6"),
         ("art", "joseph", "4"),
         ("sart", "line", "4"),
         ("sirt", "joseph", "150"),
     ] {
-        let out = d(&format!("{algorithm}.npy"));
-        let result = run(&[
-            "recon",
-            &d("projections.npy"),
-            "--angles",
-            &d("angles.npy"),
-            "--out",
-            &out,
-            "--algorithm",
+        let e = iterative_nrmse(
+            dir.path(),
+            &format!("{algorithm}.npy"),
             algorithm,
-            "--projector",
             projector,
-            "--iterations",
             iterations,
-            "--min",
-            "0",
-        ]);
-        ok(&result);
-        let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
-        let x = x.into_dimensionality::<Ix3>().unwrap();
-        assert_eq!(x.dim(), (1, 96, 96));
-        assert!(x.iter().all(|&v| v >= 0.0));
-        let e = nrmse(&x, &truth);
+            &truth,
+        );
         println!("{algorithm} ({projector}, {iterations} iterations): NRMSE {e:.4}, FBP {fbp:.4}");
         assert!(e < fbp, "{algorithm}: {e} vs FBP {fbp}");
     }
@@ -78,7 +37,7 @@ fn iterative_methods_beat_fbp_on_sparse_data() {
 #[test]
 fn bad_iterative_options_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    phantom(dir.path());
+    sparse_phantom(dir.path());
     let p = dir.path().join("projections.npy");
     let out = dir.path().join("out.npy");
     for (extra, needle) in [
@@ -154,15 +113,11 @@ fn bad_iterative_options_fail_cleanly() {
 /// `TOMORS_REQUIRE_GPU=1`).
 #[test]
 fn gpu_sirt_matches_cpu_sirt() {
-    if let Err(e) = tomors_cuda::device_count() {
-        if std::env::var("TOMORS_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-            panic!("TOMORS_REQUIRE_GPU=1 but no GPU is usable: {e}");
-        }
-        eprintln!("skipping gpu_sirt_matches_cpu_sirt: {e}");
+    if !gpu_or_skip("gpu_sirt_matches_cpu_sirt") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    phantom(dir.path());
+    sparse_phantom(dir.path());
     let p = dir.path().join("projections.npy");
     let mut results = Vec::new();
     for backend in ["cpu", "cuda"] {
@@ -205,15 +160,11 @@ fn gpu_sirt_matches_cpu_sirt() {
 /// method on both (within 2 %).
 #[test]
 fn gpu_art_block_parallel_and_line_run_from_the_cli() {
-    if let Err(e) = tomors_cuda::device_count() {
-        if std::env::var("TOMORS_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-            panic!("TOMORS_REQUIRE_GPU=1 but no GPU is usable: {e}");
-        }
-        eprintln!("skipping gpu_art_block_parallel_and_line_run_from_the_cli: {e}");
+    if !gpu_or_skip("gpu_art_block_parallel_and_line_run_from_the_cli") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    phantom(dir.path());
+    sparse_phantom(dir.path());
     let d = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let truth: Array3<f32> = read_npy(d("phantom.npy")).unwrap();
     for (case, (algorithm, projector, extra)) in [

@@ -7,62 +7,26 @@ mod common;
 
 use std::path::Path;
 
-use common::{nrmse, ok, run};
-use ndarray::{Array3, Ix3};
+use common::{arg as path, fbp_nrmse, iterative_nrmse, ok, run, sparse_phantom};
+use ndarray::Array3;
 use ndarray_npy::read_npy;
-
-fn path(dir: &Path, name: &str) -> String {
-    dir.join(name).to_str().unwrap().to_string()
-}
 
 #[test]
 fn zero_one_and_strip_reconstruct_parallel_beam() {
     let dir = tempfile::tempdir().unwrap();
     let d = |name: &str| path(dir.path(), name);
-    ok(&run(&[
-        "phantom",
-        "--size",
-        "96",
-        "--angles",
-        "24",
-        "--out-dir",
-        &d(""),
-    ]));
+    sparse_phantom(dir.path());
     let truth: Array3<f32> = read_npy(d("phantom.npy")).unwrap();
-    ok(&run(&[
-        "recon",
-        &d("projections.npy"),
-        "--angles",
-        &d("angles.npy"),
-        "--out",
-        &d("fbp.npy"),
-        "--backend",
-        "cpu",
-    ]));
-    let fbp = nrmse(&read_npy::<_, Array3<f32>>(d("fbp.npy")).unwrap(), &truth);
+    let fbp = fbp_nrmse(dir.path(), &truth);
     for projector in ["zero-one", "strip"] {
-        let out = d(&format!("{projector}.npy"));
-        ok(&run(&[
-            "recon",
-            &d("projections.npy"),
-            "--angles",
-            &d("angles.npy"),
-            "--out",
-            &out,
-            "--algorithm",
+        let e = iterative_nrmse(
+            dir.path(),
+            &format!("{projector}.npy"),
             "sart",
-            "--projector",
             projector,
-            "--iterations",
             "4",
-            "--min",
-            "0",
-        ]));
-        let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
-        let x = x.into_dimensionality::<Ix3>().unwrap();
-        assert_eq!(x.dim(), (1, 96, 96));
-        assert!(x.iter().all(|&v| v >= 0.0));
-        let e = nrmse(&x, &truth);
+            &truth,
+        );
         println!("sart ({projector}, 4 sweeps): NRMSE {e:.4}, FBP {fbp:.4}");
         assert!(e < fbp, "{projector}: {e} vs FBP {fbp}");
     }

@@ -3,9 +3,11 @@
 //! run, and the Paganin options.
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::process::{Command, Output};
 
-use ndarray::Array3;
+use ndarray::{Array3, Ix3};
+use ndarray_npy::read_npy;
 
 /// The binary under test: `TOMORS_BIN` when set (a copy run elsewhere,
 /// e.g. on a GPU machine), else the one cargo built.
@@ -90,4 +92,91 @@ pub fn run_measured(cmd: &mut Command) -> (bool, String, u64) {
         std::fs::read_to_string(err.path()).unwrap_or_default(),
         rss,
     )
+}
+
+/// `dir/name` as a string argument.
+pub fn arg(dir: &Path, name: &str) -> String {
+    dir.join(name).to_str().unwrap().to_string()
+}
+
+/// The sparse problem of the iterative tests in `dir`: a 96² phantom from
+/// 24 projections (`phantom.npy`, `projections.npy`, `angles.npy`).
+pub fn sparse_phantom(dir: &Path) {
+    ok(&run(&[
+        "phantom",
+        "--size",
+        "96",
+        "--angles",
+        "24",
+        "--out-dir",
+        dir.to_str().unwrap(),
+    ]));
+}
+
+/// The NRMSE against `truth` of the CPU FBP of the sparse problem in `dir`
+/// (written to `fbp.npy`).
+pub fn fbp_nrmse(dir: &Path, truth: &Array3<f32>) -> f64 {
+    let d = |name: &str| arg(dir, name);
+    ok(&run(&[
+        "recon",
+        &d("projections.npy"),
+        "--angles",
+        &d("angles.npy"),
+        "--out",
+        &d("fbp.npy"),
+        "--backend",
+        "cpu",
+    ]));
+    nrmse(&read_npy::<_, Array3<f32>>(d("fbp.npy")).unwrap(), truth)
+}
+
+/// The NRMSE against `truth` of `algorithm` with `projector` for
+/// `iterations` (x ≥ 0) on the sparse problem in `dir`, written to
+/// `dir/name`; the volume must be one 96² slice, non-negative.
+pub fn iterative_nrmse(
+    dir: &Path,
+    name: &str,
+    algorithm: &str,
+    projector: &str,
+    iterations: &str,
+    truth: &Array3<f32>,
+) -> f64 {
+    let d = |name: &str| arg(dir, name);
+    let out = d(name);
+    ok(&run(&[
+        "recon",
+        &d("projections.npy"),
+        "--angles",
+        &d("angles.npy"),
+        "--out",
+        &out,
+        "--algorithm",
+        algorithm,
+        "--projector",
+        projector,
+        "--iterations",
+        iterations,
+        "--min",
+        "0",
+    ]));
+    let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
+    let x = x.into_dimensionality::<Ix3>().unwrap();
+    assert_eq!(x.dim(), (1, 96, 96));
+    assert!(x.iter().all(|&v| v >= 0.0));
+    nrmse(&x, truth)
+}
+
+/// Whether a GPU is usable; without one `false` after printing why `test`
+/// is skipped (a failure under `TOMORS_REQUIRE_GPU=1`).
+pub fn gpu_or_skip(test: &str) -> bool {
+    match tomors_cuda::device_count() {
+        Ok(_) => true,
+        Err(e) if std::env::var("TOMORS_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
+            panic!("TOMORS_REQUIRE_GPU=1 but no GPU is usable: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping {test}: {e}");
+            false
+        }
+    }
 }
