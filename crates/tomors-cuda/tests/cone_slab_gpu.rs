@@ -16,8 +16,9 @@ use std::ops::Range;
 use common::cone::{cases, cpu_back_slices, cpu_forward};
 use common::{dot, flat, gpu_or_skip, rand3, rel_l2};
 use ndarray::{s, Array3};
-use tomors_core::iterative::{ConeJosephProjector, ConeVoxelProjector, VolumeBox};
-use tomors_cuda::{ConeBackProjector, CudaConeJoseph};
+use tomors_core::cone::{ConeGeometry, ConeVolume};
+use tomors_core::iterative::{ConeJosephProjector, ConeVoxelProjector, Projector, VolumeBox};
+use tomors_cuda::{ConeBackProjector, CudaBackend, CudaConeJoseph};
 
 /// Partitions of the slices: two and three balanced slabs, and an uneven
 /// one with a single-slice slab.
@@ -27,6 +28,53 @@ fn partitions(nz: usize) -> Vec<Vec<Range<usize>>> {
         vec![0..nz / 3, nz / 3..2 * nz / 3, 2 * nz / 3..nz],
         vec![0..1, 1..nz - 2, nz - 2..nz],
     ]
+}
+
+/// One slab `z` of the pair `back` on the GPU: the slab's forward
+/// projection `f` of its part `xs` of `x` and its back projection `b` of
+/// `y`, with their relative L2 distances from the CPU pair `cpu` of the
+/// same box (forward in f64, back in f32: `ef`, `eb`) and from the slab of
+/// the whole volume's back projection `wb` (`ew`).
+struct Slab {
+    xs: Array3<f32>,
+    f: Array3<f32>,
+    b: Array3<f32>,
+    ef: f64,
+    eb: f64,
+    ew: f64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_slab<P: Projector<f64> + Projector<f32>>(
+    be: &CudaBackend,
+    (g, v): (&ConeGeometry, &ConeVolume),
+    z: Range<usize>,
+    back: ConeBackProjector,
+    cpu: &P,
+    x: &Array3<f32>,
+    y: &Array3<f32>,
+    wb: &Array3<f32>,
+) -> Slab {
+    let gpu = CudaConeJoseph::slab(be, g, v, z.clone(), back).unwrap();
+    assert_eq!(gpu.z_range(), z);
+    assert_eq!(gpu.volume_dim(), (z.len(), v.ny, v.nx));
+    let xs = x.slice(s![z.clone(), .., ..]).to_owned();
+    let f = gpu.forward(xs.view()).unwrap();
+    let b = gpu.back(y.view()).unwrap();
+    let ef = rel_l2(&flat(&f), &flat(&cpu_forward::<f64>(cpu, g, &xs)));
+    let eb = rel_l2(
+        &flat(&b),
+        &flat(&cpu_back_slices::<f32>(cpu, z.len(), v, y)),
+    );
+    let ew = rel_l2(&flat(&b), &flat(&wb.slice(s![z, .., ..]).to_owned()));
+    Slab {
+        xs,
+        f,
+        b,
+        ef,
+        eb,
+        ew,
+    }
 }
 
 /// Joseph pair: every slab's forward and back projection equals the CPU
@@ -52,23 +100,24 @@ fn joseph_slabs_match_the_cpu_box_and_the_whole_volume() {
         for part in partitions(v.nz) {
             let mut sum = Array3::<f32>::zeros(wf.dim());
             for z in part {
-                let gpu = CudaConeJoseph::slab(&be, &g, &v, z.clone(), ConeBackProjector::Joseph)
-                    .unwrap();
-                assert_eq!(gpu.z_range(), z);
-                assert_eq!(gpu.volume_dim(), (z.len(), v.ny, v.nx));
-                let xs = x.slice(s![z.clone(), .., ..]).to_owned();
-                let f = gpu.forward(xs.view()).unwrap();
-                let b = gpu.back(y.view()).unwrap();
                 let cpu =
                     ConeJosephProjector::with_box(&g, &v, VolumeBox::slab(&v, z.clone())).unwrap();
-                let ef = rel_l2(&flat(&f), &flat(&cpu_forward::<f64>(&cpu, &g, &xs)));
-                let eb = rel_l2(
-                    &flat(&b),
-                    &flat(&cpu_back_slices::<f32>(&cpu, z.len(), &v, &y)),
-                );
-                let ew = rel_l2(
-                    &flat(&b),
-                    &flat(&wb.slice(s![z.clone(), .., ..]).to_owned()),
+                let Slab {
+                    xs,
+                    f,
+                    b,
+                    ef,
+                    eb,
+                    ew,
+                } = run_slab(
+                    &be,
+                    (&g, &v),
+                    z.clone(),
+                    ConeBackProjector::Joseph,
+                    &cpu,
+                    &x,
+                    &y,
+                    &wb,
                 );
                 let gap = (dot(&f, &y) - dot(&xs, &b)).abs()
                     / (dot(&f, &f).sqrt() * dot(&y, &y).sqrt()).max(1e-300);
@@ -124,21 +173,17 @@ fn voxel_slabs_match_the_cpu_box_and_the_whole_volume() {
         for part in partitions(v.nz) {
             let mut sum = Array3::<f32>::zeros(wf.dim());
             for z in part {
-                let gpu =
-                    CudaConeJoseph::slab(&be, &g, &v, z.clone(), ConeBackProjector::Voxel).unwrap();
-                let xs = x.slice(s![z.clone(), .., ..]).to_owned();
-                let f = gpu.forward(xs.view()).unwrap();
-                let b = gpu.back(y.view()).unwrap();
                 let cpu =
                     ConeVoxelProjector::with_box(&g, &v, VolumeBox::slab(&v, z.clone())).unwrap();
-                let ef = rel_l2(&flat(&f), &flat(&cpu_forward::<f64>(&cpu, &g, &xs)));
-                let eb = rel_l2(
-                    &flat(&b),
-                    &flat(&cpu_back_slices::<f32>(&cpu, z.len(), &v, &y)),
-                );
-                let ew = rel_l2(
-                    &flat(&b),
-                    &flat(&wb.slice(s![z.clone(), .., ..]).to_owned()),
+                let Slab { f, ef, eb, ew, .. } = run_slab(
+                    &be,
+                    (&g, &v),
+                    z.clone(),
+                    ConeBackProjector::Voxel,
+                    &cpu,
+                    &x,
+                    &y,
+                    &wb,
                 );
                 eprintln!(
                     "{name}, voxel slab {z:?}: vs CPU box forward {ef:.2e}, back {eb:.2e}; \

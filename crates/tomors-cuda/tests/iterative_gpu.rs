@@ -9,7 +9,8 @@
 mod common;
 
 use common::{
-    assert_constraint, fixed_options, flat, gpu_or_skip, no_progress, random, rel_l2, run_gap,
+    assert_constraint, fixed_options, flat, gpu_or_skip, no_progress, rand3, random, rel_l2,
+    run_gap,
 };
 use ndarray::{Array3, Axis};
 use tomors_core::geometry::uniform_angles;
@@ -110,10 +111,8 @@ fn forward_and_back_match_the_cpu_joseph() {
         let cpu = JosephProjector::new(&geom, &grid).unwrap();
         let ns = 11;
         let (na, nb) = (geom.n_angles(), geom.n_bins());
-        let x =
-            Array3::from_shape_vec((ns, grid.ny, grid.nx), random(ns * grid.ny * grid.nx, seed))
-                .unwrap();
-        let y = Array3::from_shape_vec((ns, na, nb), random(ns * na * nb, seed ^ 3)).unwrap();
+        let x = rand3((ns, grid.ny, grid.nx), seed);
+        let y = rand3((ns, na, nb), seed ^ 3);
         let want_f = cpu_forward(&cpu, &x);
         let want_b = cpu_back(&cpu, &y);
         for (sg, bsg, ap, paired, quad) in [
@@ -164,12 +163,8 @@ fn gpu_pair_is_adjoint() {
     for (name, geom, grid) in cases(seed) {
         let ns = 5;
         let (na, nb) = (geom.n_angles(), geom.n_bins());
-        let x = Array3::from_shape_vec(
-            (ns, grid.ny, grid.nx),
-            random(ns * grid.ny * grid.nx, seed ^ 11),
-        )
-        .unwrap();
-        let y = Array3::from_shape_vec((ns, na, nb), random(ns * na * nb, seed ^ 13)).unwrap();
+        let x = rand3((ns, grid.ny, grid.nx), seed ^ 11);
+        let y = rand3((ns, na, nb), seed ^ 13);
         let gpu = CudaJoseph::new(&be, &geom, &grid, 4).unwrap();
         let mut ax = Array3::<f32>::zeros((ns, na, nb));
         gpu.forward(x.view(), ax.view_mut()).unwrap();
