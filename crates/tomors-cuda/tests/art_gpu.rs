@@ -20,16 +20,19 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{assert_constraint, fixed_options, flat, gpu_or_skip, max_rel, rel_l2, shepp_256};
+use common::{
+    assert_constraint, disc_and_zero_error, fixed_options, flat, gpu_or_skip, max_rel, rel_l2,
+    sart_and_block_it, shepp_256,
+};
 use ndarray::{s, Array2, Array3, Axis};
 use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
     ray_frames, reconstruct, reconstruct_cone, solve, Algorithm, ConeJosephProjector,
-    ConeVoxelProjector, Constraint, JosephProjector, Projector, RayOrder, StackOperator, Weighting,
+    ConeVoxelProjector, Constraint, JosephProjector, Projector, RayOrder, StackOperator,
 };
 use tomors_core::linalg::{LinearOperator, RayAccess, RayBatches};
-use tomors_core::metrics::{disc_mask, nrmse};
+use tomors_core::metrics::nrmse;
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::cone::cone_art_stride;
 use tomors_cuda::iterative::parallel::joseph_art_strides;
@@ -153,30 +156,8 @@ fn gpu_block_methods_and_art_reach_the_cpu_nrmse() {
     };
     let (geom, grid, sino, truth) = shepp_256();
     let cpu = JosephProjector::new(&geom, &grid).unwrap();
-    let mask = disc_mask(256, 256, 0.45);
-    let zero = Array2::<f32>::zeros((256, 256));
-    let e_zero = nrmse(zero.view(), truth.view(), Some(&mask)).unwrap();
-    let cases = [
-        (
-            "SART",
-            Algorithm::BlockSequential {
-                weighting: Weighting::RowColumnSums,
-                projections_per_block: 1,
-            },
-            None,
-            Constraint::non_negative(),
-            5,
-        ),
-        (
-            "BLOCK-IT (Cimmino, blocks of 10)",
-            Algorithm::BlockSequential {
-                weighting: Weighting::Cimmino,
-                projections_per_block: 10,
-            },
-            None,
-            Constraint::none(),
-            5,
-        ),
+    let (mask, e_zero) = disc_and_zero_error(&truth);
+    let more = [
         (
             "block-parallel (blocks of 10)",
             Algorithm::BlockParallel {
@@ -214,6 +195,10 @@ fn gpu_block_methods_and_art_reach_the_cpu_nrmse() {
             3,
         ),
     ];
+    let sart_block_it = sart_and_block_it().map(|(name, algorithm, relaxation, constraint)| {
+        (name, algorithm, relaxation, constraint, 5)
+    });
+    let cases = sart_block_it.into_iter().chain(more);
     for (name, algorithm, relaxation, constraint, iterations) in cases {
         let options = fixed_options(algorithm, iterations, relaxation, constraint);
         let t = std::time::Instant::now();

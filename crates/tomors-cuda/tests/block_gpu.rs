@@ -9,7 +9,8 @@
 mod common;
 
 use common::{
-    assert_constraint, fixed_options, flat, gpu_or_skip, max_rel, rand3, rel, rel_l2, shepp_256,
+    assert_constraint, disc_and_zero_error, fixed_options, flat, gpu_or_skip, max_rel, rand3, rel,
+    rel_l2, sart_and_block_it, shepp_256,
 };
 use ndarray::{Array2, Array3, Axis};
 use tomors_core::geometry::uniform_angles;
@@ -18,7 +19,7 @@ use tomors_core::iterative::{
     RayOrder, Weighting,
 };
 use tomors_core::linalg::{LinearOperator, Vector};
-use tomors_core::metrics::{disc_mask, nrmse};
+use tomors_core::metrics::nrmse;
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{sirt_cuda, CudaJoseph, DeviceVec, GpuSirtOptions};
@@ -241,38 +242,17 @@ fn gpu_sart_and_block_it_match_the_cpu() {
     };
     let (geom, grid, sino, truth) = shepp_256();
     let cpu = JosephProjector::new(&geom, &grid).unwrap();
-    let mask = disc_mask(256, 256, 0.45);
-    let zero = Array2::<f32>::zeros((256, 256));
-    let e_zero = nrmse(zero.view(), truth.view(), Some(&mask)).unwrap();
-    for (name, algorithm, relaxation, constraint) in [
-        (
-            "SART",
-            Algorithm::BlockSequential {
-                weighting: Weighting::RowColumnSums,
-                projections_per_block: 1,
-            },
-            None,
-            Constraint::non_negative(),
-        ),
-        (
-            "BLOCK-IT (Cimmino, blocks of 10)",
-            Algorithm::BlockSequential {
-                weighting: Weighting::Cimmino,
-                projections_per_block: 10,
-            },
-            None,
-            Constraint::none(),
-        ),
-        (
-            "SART-type, blocks of 7, λ 1.2, box",
-            Algorithm::BlockSequential {
-                weighting: Weighting::RowColumnSums,
-                projections_per_block: 7,
-            },
-            Some(1.2),
-            Constraint::bounded(0.0, 1.0),
-        ),
-    ] {
+    let (mask, e_zero) = disc_and_zero_error(&truth);
+    let more = [(
+        "SART-type, blocks of 7, λ 1.2, box",
+        Algorithm::BlockSequential {
+            weighting: Weighting::RowColumnSums,
+            projections_per_block: 7,
+        },
+        Some(1.2),
+        Constraint::bounded(0.0, 1.0),
+    )];
+    for (name, algorithm, relaxation, constraint) in sart_and_block_it().into_iter().chain(more) {
         let options = fixed_options(algorithm, 5, relaxation, constraint);
         let want = reconstruct::<f32, _>(&cpu, sino.view(), None, &options, &mut |_| true).unwrap();
         let seen = std::sync::Mutex::new(Vec::new());

@@ -8,7 +8,7 @@ pub mod cone;
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
 use tomors_core::geometry::uniform_angles;
-use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, IterativeResult};
+use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, IterativeResult, Weighting};
 use tomors_core::phantom::Phantom2d;
 use tomors_core::{Interpolation, ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::GpuIteration;
@@ -196,4 +196,39 @@ pub fn shepp_256() -> (ParallelGeometry, SliceGrid, Array3<f32>, Array2<f32>) {
     sino.index_axis_mut(Axis(0), 1).assign(&s.mapv(|v| 0.5 * v));
     let truth = p.rasterize(&grid, n as f64 / 2.0, 4);
     (geom, grid, sino, truth)
+}
+
+/// The reconstruction disc of `truth` (radius 0.45 of the size) and the
+/// NRMSE of a zero image inside it (what a method must beat).
+pub fn disc_and_zero_error(truth: &Array2<f32>) -> (Array2<bool>, f64) {
+    let (ny, nx) = truth.dim();
+    let mask = tomors_core::metrics::disc_mask(ny, nx, 0.45);
+    let zero = Array2::<f32>::zeros((ny, nx));
+    let e_zero = tomors_core::metrics::nrmse(zero.view(), truth.view(), Some(&mask)).unwrap();
+    (mask, e_zero)
+}
+
+/// SART and BLOCK-IT (Cimmino, blocks of 10) as the GPU tests run them:
+/// (name, algorithm, relaxation, constraint).
+pub fn sart_and_block_it() -> [(&'static str, Algorithm, Option<f64>, Constraint); 2] {
+    [
+        (
+            "SART",
+            Algorithm::BlockSequential {
+                weighting: Weighting::RowColumnSums,
+                projections_per_block: 1,
+            },
+            None,
+            Constraint::non_negative(),
+        ),
+        (
+            "BLOCK-IT (Cimmino, blocks of 10)",
+            Algorithm::BlockSequential {
+                weighting: Weighting::Cimmino,
+                projections_per_block: 10,
+            },
+            None,
+            Constraint::none(),
+        ),
+    ]
 }
