@@ -199,6 +199,19 @@ fn gpu_or_why_not() -> Option<String> {
     Some(why)
 }
 
+/// Without a GPU (`why`), `--backend cuda` failed with one error line and
+/// wrote nothing to `target`.
+fn refused_without_a_gpu(why: &str, out: &Output, target: &Path) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "no GPU ({why}) but --backend cuda succeeded"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!target.exists());
+    println!("no GPU ({why}): {err}");
+}
+
 /// Relative L2 difference of `a` from `b`.
 fn rel_l2(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
     (a - b).mapv(|v| (v as f64).powi(2)).sum().sqrt() / b.mapv(|v| (v as f64).powi(2)).sum().sqrt()
@@ -232,15 +245,7 @@ fn cone_on_cuda_runs_or_says_why_not() {
             println!("cone FDK GPU vs CPU: relative L2 {d:.2e}");
             assert!(d < 2e-3, "{d}");
         }
-        Some(why) => {
-            assert!(
-                !out.status.success(),
-                "no GPU ({why}) but --backend cuda succeeded"
-            );
-            assert_eq!(err.trim().lines().count(), 1, "{err}");
-            assert!(!target.exists());
-            println!("no GPU ({why}): {err}");
-        }
+        Some(why) => refused_without_a_gpu(&why, &out, &target),
     }
 }
 
@@ -368,15 +373,7 @@ fn cone_sirt_on_cuda_matches_cpu_or_says_why_not() {
             println!("cone SART GPU vs CPU: relative L2 {d:.2e}");
             assert!(d < 1e-5, "{d}");
         }
-        Some(why) => {
-            assert!(
-                !out.status.success(),
-                "no GPU ({why}) but --backend cuda succeeded"
-            );
-            assert_eq!(err.trim().lines().count(), 1, "{err}");
-            assert!(!target.exists());
-            println!("no GPU ({why}): {err}");
-        }
+        Some(why) => refused_without_a_gpu(&why, &out, &target),
     }
     let bad = dir.join("art.npy");
     let out = run(&["--algorithm", "art", "--projector", "line"], &bad);
