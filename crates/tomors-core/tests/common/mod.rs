@@ -5,7 +5,8 @@
 use ndarray::Array2;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tomors_core::iterative::{all_angles, Projector, Real};
+use tomors_core::iterative::{all_angles, projector, Projector, ProjectorKind, Real};
+use tomors_core::{ParallelGeometry, SliceGrid};
 
 /// Values uniform in [-1, 1).
 pub fn random<T: Real>(dim: (usize, usize), rng: &mut StdRng) -> Array2<T> {
@@ -35,4 +36,24 @@ pub fn adjoint_error<T: Real>(p: &dyn Projector<T>, seed: u64) -> f64 {
         worst = worst.max(e);
     }
     worst
+}
+
+/// The orientation convention on a random 12² image: at θ = 0 bin k sees
+/// column k (to `tol0`); at θ = π/2 bin k sees row n − 1 − k (to 1e-5: π/2
+/// as an f32 is off by 4e-8 rad, which moves the rays by ~3e-7 pixels).
+pub fn assert_orientation(kind: ProjectorKind, tol0: f64) {
+    let n = 12;
+    let geometry = ParallelGeometry::new(vec![0.0, std::f32::consts::PI / 2.0], n).unwrap();
+    let grid = SliceGrid::for_geometry(&geometry);
+    let mut rng = StdRng::seed_from_u64(1);
+    let x = random::<f64>((n, n), &mut rng);
+    let p = projector::<f64>(kind, &geometry, &grid, None).unwrap();
+    let mut sino = Array2::zeros((2, n));
+    p.forward_slice(x.view(), &[0, 1], sino.view_mut()).unwrap();
+    for k in 0..n {
+        let col = x.column(k).sum();
+        let row = x.row(n - 1 - k).sum();
+        assert!((sino[[0, k]] - col).abs() < tol0, "{kind:?} θ=0 bin {k}");
+        assert!((sino[[1, k]] - row).abs() < 1e-5, "{kind:?} θ=π/2 bin {k}");
+    }
 }
