@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fbp_nrmse, gpu_or_skip, iterative_nrmse, nrmse, run, sparse_phantom};
+use common::{fbp_nrmse, gpu_or_skip, iterative_nrmse, run, sparse_phantom};
 use ndarray::{Array3, Ix3};
 use ndarray_npy::read_npy;
 
@@ -24,9 +24,8 @@ fn iterative_methods_beat_fbp_on_sparse_data() {
         let e = iterative_nrmse(
             dir.path(),
             &format!("{algorithm}.npy"),
-            algorithm,
-            projector,
-            iterations,
+            (algorithm, projector, iterations),
+            &[],
             &truth,
         );
         println!("{algorithm} ({projector}, {iterations} iterations): NRMSE {e:.4}, FBP {fbp:.4}");
@@ -178,39 +177,14 @@ fn gpu_art_block_parallel_and_line_run_from_the_cli() {
     {
         let mut errors = Vec::new();
         for backend in ["cpu", "cuda"] {
-            let out = d(&format!("{case}_{algorithm}_{projector}_{backend}.npy"));
-            let mut args = vec!["recon", &d("projections.npy"), "--angles", &d("angles.npy")]
-                .into_iter()
-                .map(String::from)
-                .collect::<Vec<_>>();
-            for a in [
-                "--out",
-                &out,
-                "--algorithm",
-                algorithm,
-                "--projector",
-                projector,
-                "--iterations",
-                "4",
-                "--min",
-                "0",
-                "--backend",
-                backend,
-            ] {
-                args.push(a.to_string());
-            }
-            args.extend(extra.iter().map(|s| s.to_string()));
-            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-            let r = run(&argv);
-            assert!(
-                r.status.success(),
-                "{algorithm} {projector} {backend}: {}",
-                String::from_utf8_lossy(&r.stderr)
-            );
-            let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
-            let x = x.into_dimensionality::<Ix3>().unwrap();
-            assert!(x.iter().all(|&v| v >= 0.0));
-            errors.push(nrmse(&x, &truth));
+            let flags = [&["--backend", backend][..], &extra].concat();
+            errors.push(iterative_nrmse(
+                dir.path(),
+                &format!("{case}_{algorithm}_{projector}_{backend}.npy"),
+                (algorithm, projector, "4"),
+                &flags,
+                &truth,
+            ));
         }
         let (cpu, gpu) = (errors[0], errors[1]);
         println!("{algorithm} ({projector}) {extra:?}: NRMSE CPU {cpu:.5}, GPU {gpu:.5}");

@@ -22,9 +22,8 @@ fn zero_one_and_strip_reconstruct_parallel_beam() {
         let e = iterative_nrmse(
             dir.path(),
             &format!("{projector}.npy"),
-            "sart",
-            projector,
-            "4",
+            ("sart", projector, "4"),
+            &[],
             &truth,
         );
         println!("sart ({projector}, 4 sweeps): NRMSE {e:.4}, FBP {fbp:.4}");

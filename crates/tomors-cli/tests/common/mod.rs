@@ -131,23 +131,24 @@ pub fn fbp_nrmse(dir: &Path, truth: &Array3<f32>) -> f64 {
 }
 
 /// The NRMSE against `truth` of `algorithm` with `projector` for
-/// `iterations` (x ≥ 0) on the sparse problem in `dir`, written to
-/// `dir/name`; the volume must be one 96² slice, non-negative.
+/// `iterations` (x ≥ 0, then the flags `extra`) on the sparse problem in
+/// `dir`, written to `dir/name`; the volume must be one 96² slice,
+/// non-negative.
 pub fn iterative_nrmse(
     dir: &Path,
     name: &str,
-    algorithm: &str,
-    projector: &str,
-    iterations: &str,
+    (algorithm, projector, iterations): (&str, &str, &str),
+    extra: &[&str],
     truth: &Array3<f32>,
 ) -> f64 {
     let d = |name: &str| arg(dir, name);
     let out = d(name);
-    ok(&run(&[
+    let (projections, angles) = (d("projections.npy"), d("angles.npy"));
+    let mut args = vec![
         "recon",
-        &d("projections.npy"),
+        &projections,
         "--angles",
-        &d("angles.npy"),
+        &angles,
         "--out",
         &out,
         "--algorithm",
@@ -158,7 +159,14 @@ pub fn iterative_nrmse(
         iterations,
         "--min",
         "0",
-    ]));
+    ];
+    args.extend_from_slice(extra);
+    let r = run(&args);
+    assert!(
+        r.status.success(),
+        "{algorithm} {projector} {extra:?}: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
     let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
     let x = x.into_dimensionality::<Ix3>().unwrap();
     assert_eq!(x.dim(), (1, 96, 96));
