@@ -20,11 +20,12 @@ mod common;
 
 use std::collections::HashSet;
 
+use common::cone::{centred_ball, cpu_forward};
 use common::{
     assert_constraint, disc_and_zero_error, fixed_options, flat, gpu_or_skip, max_rel, rel_l2,
     sart_and_block_it, shepp_256,
 };
-use ndarray::{s, Array2, Array3, Axis};
+use ndarray::{s, Array3, Axis};
 use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
@@ -464,25 +465,10 @@ fn gpu_cone_art_and_block_parallel_reach_the_cpu_nrmse() {
     };
     let g = ConeGeometry::new(uniform_angles(24, 2.0 * PI), 80.0, 40.0, 24, 32, 1.0, 1.0).unwrap();
     let v = g.fitting_volume(24, 24, 16).unwrap();
-    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
     let cpu = ConeJosephProjector::new(&g, &v).unwrap();
     let cpu_voxel = ConeVoxelProjector::new(&g, &v).unwrap();
-    let ball = Array3::from_shape_fn((v.nz, v.ny, v.nx), |(z, y, x)| {
-        let f = |i: usize, n: usize| i as f64 / n as f64 - 0.5;
-        let r = f(x, v.nx).powi(2) + f(y, v.ny).powi(2) + f(z, v.nz).powi(2);
-        if r < 0.12 {
-            1.0f32
-        } else {
-            0.0
-        }
-    });
-    let img = ball
-        .view()
-        .into_shape_with_order((v.nz * v.ny, v.nx))
-        .unwrap();
-    let mut b = Array2::<f32>::zeros((na, nr * nc));
-    Projector::<f32>::forward_slice(&cpu, img, &(0..na).collect::<Vec<_>>(), b.view_mut()).unwrap();
-    let b = b.into_shape_with_order((na, nr, nc)).unwrap();
+    let ball = centred_ball(&v);
+    let b = cpu_forward::<f32>(&cpu, &g, &ball);
     let err = |x: &Array3<f32>| {
         let d = rel_l2(&flat(x), &flat(&ball));
         // Central slices only as a second view: the ends see few rays.

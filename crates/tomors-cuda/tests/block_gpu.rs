@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::cone::{centred_ball, cpu_forward};
 use common::{
     assert_constraint, disc_and_zero_error, fixed_options, flat, gpu_or_skip, max_rel, rand3, rel,
     rel_l2, sart_and_block_it, shepp_256,
@@ -394,23 +395,8 @@ fn cone_blocks_and_sart_match_the_cpu() {
         assert!(eb <= 1e-5, "cone block {angles:?}: back {eb:.3e}");
     }
     // Cone SART on a ball.
-    let ball = Array3::from_shape_fn((v.nz, v.ny, v.nx), |(z, y, x)| {
-        let f = |i: usize, n: usize| i as f64 / n as f64 - 0.5;
-        let r = f(x, v.nx).powi(2) + f(y, v.ny).powi(2) + f(z, v.nz).powi(2);
-        if r < 0.12 {
-            1.0f32
-        } else {
-            0.0
-        }
-    });
-    let bimg = ball
-        .view()
-        .into_shape_with_order((v.nz * v.ny, v.nx))
-        .unwrap();
-    let mut b = Array2::<f32>::zeros((na, nr * nc));
-    Projector::<f32>::forward_slice(&cpu, bimg, &(0..na).collect::<Vec<_>>(), b.view_mut())
-        .unwrap();
-    let b = b.into_shape_with_order((na, nr, nc)).unwrap();
+    let ball = centred_ball(&v);
+    let b = cpu_forward::<f32>(&cpu, &g, &ball);
     let options = IterativeOptions {
         algorithm: Algorithm::BlockSequential {
             weighting: Weighting::RowColumnSums,

@@ -136,3 +136,16 @@ pub fn two_balls(v: &ConeVolume, dz: f64) -> Array3<f32> {
         (if r1 < 0.16 { 1.0 } else { 0.0 }) + (if r2 < 0.02 { 0.5 } else { 0.0 })
     })
 }
+
+/// A centred ball of 1 (radius² 0.12 of the volume's unit cube).
+pub fn centred_ball(v: &ConeVolume) -> Array3<f32> {
+    Array3::from_shape_fn((v.nz, v.ny, v.nx), |(z, y, x)| {
+        let f = |i: usize, n: usize| i as f64 / n as f64 - 0.5;
+        let r = f(x, v.nx).powi(2) + f(y, v.ny).powi(2) + f(z, v.nz).powi(2);
+        if r < 0.12 {
+            1.0f32
+        } else {
+            0.0
+        }
+    })
+}
