@@ -514,6 +514,23 @@ fn slot<'a>(path: &Path, ds: &'a Option<Dataset>) -> Result<&'a Dataset> {
         .ok_or_else(|| format_err(path, "the dataset was closed (a failed reopening)"))
 }
 
+/// Reopens the frame dataset `name` kept in `data` with a chunk cache of
+/// `bytes` (at most one band of its chunks); `false` when it is not chunked
+/// in bands (nothing to cache).
+fn cache_frames(
+    file: &File,
+    path: &Path,
+    name: &str,
+    data: &mut Option<Dataset>,
+    bytes: usize,
+) -> Result<bool> {
+    let Some(band) = data.as_ref().and_then(band_bytes) else {
+        return Ok(false);
+    };
+    reopen_with_cache(file, path, name, data, bytes.min(band))?;
+    Ok(true)
+}
+
 /// Frames `frames`, rows `rows` of the frame dataset `name`: by direct
 /// chunk reads where its layout allows ([`DirectLayout`]), else through
 /// HDF5 from the dataset kept in `data`.
@@ -719,17 +736,10 @@ impl ProjectionSource for DxSource {
         band_bytes(self.data.as_ref()?).map(|b| b + side)
     }
     fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
-        let Some(band) = self.data.as_ref().and_then(band_bytes) else {
-            return Ok(false);
-        };
         let file = &self._file;
-        reopen_with_cache(
-            file,
-            &self.path,
-            &self.data_name,
-            &mut self.data,
-            bytes.min(band),
-        )?;
+        if !cache_frames(file, &self.path, &self.data_name, &mut self.data, bytes)? {
+            return Ok(false);
+        }
         for (ds, name) in [
             (&mut self.flats, "/exchange/data_white"),
             (&mut self.darks, "/exchange/data_dark"),
@@ -1059,17 +1069,13 @@ impl ProjectionSource for NxTomoSource {
         band_bytes(self.data.as_ref()?)
     }
     fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
-        let Some(band) = self.data.as_ref().and_then(band_bytes) else {
-            return Ok(false);
-        };
-        reopen_with_cache(
+        cache_frames(
             &self._file,
             &self.path,
             &self.paths.data,
             &mut self.data,
-            bytes.min(band),
-        )?;
-        Ok(true)
+            bytes,
+        )
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;
