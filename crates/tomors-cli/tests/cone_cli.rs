@@ -1,19 +1,14 @@
 //! `tomors phantom --geometry cone` and `tomors recon --geometry cone`: the
 //! round trip reproduces the phantom, and bad geometry gets one error line.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
+use std::path::Path;
+use std::process::Output;
+
+use common::tomors;
 use ndarray::{Array3, Axis};
 use ndarray_npy::read_npy;
-
-/// The binary under test: `TOMORS_BIN` when set (a copy run elsewhere,
-/// e.g. on a GPU machine), else the one cargo built.
-fn tomors() -> Command {
-    Command::new(
-        std::env::var("TOMORS_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tomors").into()),
-    )
-}
 
 const GEOMETRY: [&str; 8] = [
     "--geometry",
@@ -26,41 +21,62 @@ const GEOMETRY: [&str; 8] = [
     "2",
 ];
 
-fn phantom(dir: &Path, extra: &[&str]) {
+/// Asserts that the command succeeded, with its stderr and `what` if not.
+fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A 32³ cone phantom from `angles` projections into `dir`.
+fn phantom_of(dir: &Path, angles: &str, extra: &[&str]) {
     let out = tomors()
-        .args(["--quiet", "phantom", "--size", "32", "--angles", "90"])
+        .args(["--quiet", "phantom", "--size", "32", "--angles", angles])
         .args(GEOMETRY)
         .args(extra)
         .arg("--out-dir")
         .arg(dir)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, "");
 }
 
-fn recon(dir: &Path, name: &str, extra: &[&str]) -> Array3<f32> {
-    let rec = dir.join(name);
-    let out = tomors()
+/// A 32³ cone phantom from 90 projections into `dir`.
+fn phantom(dir: &Path, extra: &[&str]) {
+    phantom_of(dir, "90", extra)
+}
+
+/// `tomors recon` of the phantom in `dir` on `backend` into `target`.
+fn run_recon(dir: &Path, backend: &str, extra: &[&str], target: &Path) -> Output {
+    tomors()
         .args(["--quiet", "recon"])
         .arg(dir.join("projections.npy"))
         .arg("--angles")
         .arg(dir.join("angles.npy"))
         .args(GEOMETRY)
         .args(extra)
-        .args(["--backend", "cpu", "--out"])
-        .arg(&rec)
+        .args(["--backend", backend, "--out"])
+        .arg(target)
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        .unwrap()
+}
+
+/// The reconstruction of the phantom in `dir` on `backend`, written to
+/// `dir/name`; a failure names the options.
+fn recon_on(dir: &Path, backend: &str, name: &str, extra: &[&str]) -> Array3<f32> {
+    let rec = dir.join(name);
+    assert_ok(
+        &run_recon(dir, backend, extra, &rec),
+        &format!("{extra:?}: "),
     );
     read_npy(&rec).unwrap()
+}
+
+/// The CPU reconstruction of the phantom in `dir`, written to `dir/name`.
+fn recon(dir: &Path, name: &str, extra: &[&str]) -> Array3<f32> {
+    recon_on(dir, "cpu", name, extra)
 }
 
 /// RMS error of the central slice over the phantom's range there.
@@ -183,6 +199,19 @@ fn gpu_or_why_not() -> Option<String> {
     Some(why)
 }
 
+/// Without a GPU (`why`), `--backend cuda` failed with one error line and
+/// wrote nothing to `target`.
+fn refused_without_a_gpu(why: &str, out: &Output, target: &Path) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "no GPU ({why}) but --backend cuda succeeded"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!target.exists());
+    println!("no GPU ({why}): {err}");
+}
+
 /// Relative L2 difference of `a` from `b`.
 fn rel_l2(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
     (a - b).mapv(|v| (v as f64).powi(2)).sum().sqrt() / b.mapv(|v| (v as f64).powi(2)).sum().sqrt()
@@ -198,16 +227,7 @@ fn cone_on_cuda_runs_or_says_why_not() {
     phantom(dir, &[]);
     let no_gpu = gpu_or_why_not();
     let target = dir.join("gpu.npy");
-    let out = tomors()
-        .args(["--quiet", "recon"])
-        .arg(dir.join("projections.npy"))
-        .arg("--angles")
-        .arg(dir.join("angles.npy"))
-        .args(GEOMETRY)
-        .args(["--backend", "cuda", "--out"])
-        .arg(&target)
-        .output()
-        .unwrap();
+    let out = run_recon(dir, "cuda", &[], &target);
     let err = String::from_utf8_lossy(&out.stderr);
     match no_gpu {
         None => {
@@ -225,15 +245,7 @@ fn cone_on_cuda_runs_or_says_why_not() {
             println!("cone FDK GPU vs CPU: relative L2 {d:.2e}");
             assert!(d < 2e-3, "{d}");
         }
-        Some(why) => {
-            assert!(
-                !out.status.success(),
-                "no GPU ({why}) but --backend cuda succeeded"
-            );
-            assert_eq!(err.trim().lines().count(), 1, "{err}");
-            assert!(!target.exists());
-            println!("no GPU ({why}): {err}");
-        }
+        Some(why) => refused_without_a_gpu(&why, &out, &target),
     }
 }
 
@@ -243,18 +255,7 @@ fn cone_on_cuda_runs_or_says_why_not() {
 fn cone_iterative_beats_fdk_on_sparse_data() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sparse");
-    let out = tomors()
-        .args(["--quiet", "phantom", "--size", "32", "--angles", "12"])
-        .args(GEOMETRY)
-        .arg("--out-dir")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    phantom_of(&dir, "12", &[]);
     let truth: Array3<f32> = read_npy(dir.join("phantom.npy")).unwrap();
     let e_fdk = central_error(&recon(&dir, "fdk.npy", &[]), &truth);
     for (name, extra) in [
@@ -337,19 +338,7 @@ fn cone_sirt_on_cuda_matches_cpu_or_says_why_not() {
     let sirt = ["--algorithm", "sirt", "--iterations", "10", "--min", "0"];
     let cpu = recon(dir, "cpu.npy", &sirt);
     let target = dir.join("gpu.npy");
-    let run = |extra: &[&str], target: &Path| {
-        tomors()
-            .args(["--quiet", "recon"])
-            .arg(dir.join("projections.npy"))
-            .arg("--angles")
-            .arg(dir.join("angles.npy"))
-            .args(GEOMETRY)
-            .args(extra)
-            .args(["--backend", "cuda", "--out"])
-            .arg(target)
-            .output()
-            .unwrap()
-    };
+    let run = |extra: &[&str], target: &Path| run_recon(dir, "cuda", extra, target);
     let out = run(&sirt, &target);
     let err = String::from_utf8_lossy(&out.stderr);
     match no_gpu {
@@ -369,12 +358,7 @@ fn cone_sirt_on_cuda_matches_cpu_or_says_why_not() {
             let voxel = [&sirt[..], &["--projector", "voxel"]].concat();
             let cpu_v = recon(dir, "cpu_voxel.npy", &voxel);
             let target_v = dir.join("gpu_voxel.npy");
-            let out = run(&voxel, &target_v);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_ok(&run(&voxel, &target_v), "");
             let d = rel_l2(&read_npy(&target_v).unwrap(), &cpu_v);
             println!("cone SIRT voxel pair GPU vs CPU: relative L2 {d:.2e}");
             assert!(d < 2e-3, "{d}");
@@ -384,25 +368,12 @@ fn cone_sirt_on_cuda_matches_cpu_or_says_why_not() {
             let sart = ["--algorithm", "sart", "--iterations", "3", "--min", "0"];
             let cpu_s = recon(dir, "cpu_sart.npy", &sart);
             let target_s = dir.join("gpu_sart.npy");
-            let out = run(&sart, &target_s);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_ok(&run(&sart, &target_s), "");
             let d = rel_l2(&read_npy(&target_s).unwrap(), &cpu_s);
             println!("cone SART GPU vs CPU: relative L2 {d:.2e}");
             assert!(d < 1e-5, "{d}");
         }
-        Some(why) => {
-            assert!(
-                !out.status.success(),
-                "no GPU ({why}) but --backend cuda succeeded"
-            );
-            assert_eq!(err.trim().lines().count(), 1, "{err}");
-            assert!(!target.exists());
-            println!("no GPU ({why}): {err}");
-        }
+        Some(why) => refused_without_a_gpu(&why, &out, &target),
     }
     let bad = dir.join("art.npy");
     let out = run(&["--algorithm", "art", "--projector", "line"], &bad);
@@ -427,26 +398,7 @@ fn deterministic_cone_sirt_and_cone_art_on_cuda() {
     phantom(dir, &[]);
     let sirt = ["--algorithm", "sirt", "--iterations", "10", "--min", "0"];
     let cpu = recon(dir, "cpu.npy", &sirt);
-    let gpu = |name: &str, extra: &[&str]| -> Array3<f32> {
-        let target = dir.join(name);
-        let out = tomors()
-            .args(["--quiet", "recon"])
-            .arg(dir.join("projections.npy"))
-            .arg("--angles")
-            .arg(dir.join("angles.npy"))
-            .args(GEOMETRY)
-            .args(extra)
-            .args(["--backend", "cuda", "--out"])
-            .arg(&target)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{extra:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        read_npy(&target).unwrap()
-    };
+    let gpu = |name: &str, extra: &[&str]| recon_on(dir, "cuda", name, extra);
     let det: Vec<&str> = sirt.iter().copied().chain(["--deterministic"]).collect();
     let (a, b) = (gpu("d1.npy", &det), gpu("d2.npy", &det));
     assert!(

@@ -171,26 +171,33 @@ fn config_file_flags_override_and_unknown_keys_fail() {
         ),
     )
     .unwrap();
+    // The same reconstruction from flags alone, with `filter`, into `out`.
+    let by_flags = |filter: &str, out: &Path| {
+        ok(recon(
+            &[
+                "--backend",
+                "cpu",
+                "--filter",
+                filter,
+                "--center",
+                "15.5",
+                "--out",
+            ],
+            &[out, &p],
+        ));
+    };
+    let same_bits = |a: &Path, b: &Path| {
+        assert_eq!(
+            bits(&read_npy_volume(a).unwrap()),
+            bits(&read_npy_volume(b).unwrap())
+        );
+    };
     // The file alone equals the same flags.
     let a = d.path().join("a.npy");
     let b = d.path().join("b.npy");
     ok(recon(&["--config"], &[&rec, Path::new("--out"), &a]));
-    ok(recon(
-        &[
-            "--backend",
-            "cpu",
-            "--filter",
-            "hann",
-            "--center",
-            "15.5",
-            "--out",
-        ],
-        &[&b, &p],
-    ));
-    assert_eq!(
-        bits(&read_npy_volume(&a).unwrap()),
-        bits(&read_npy_volume(&b).unwrap())
-    );
+    by_flags("hann", &b);
+    same_bits(&a, &b);
     // A flag overrides the file; the record says so.
     let c = d.path().join("c.npy");
     let e = d.path().join("e.npy");
@@ -198,22 +205,8 @@ fn config_file_flags_override_and_unknown_keys_fail() {
         &["--config"],
         &[&rec, Path::new("--filter=cosine"), Path::new("--out"), &c],
     ));
-    ok(recon(
-        &[
-            "--backend",
-            "cpu",
-            "--filter",
-            "cosine",
-            "--center",
-            "15.5",
-            "--out",
-        ],
-        &[&e, &p],
-    ));
-    assert_eq!(
-        bits(&read_npy_volume(&c).unwrap()),
-        bits(&read_npy_volume(&e).unwrap())
-    );
+    by_flags("cosine", &e);
+    same_bits(&c, &e);
     let side = std::fs::read_to_string(d.path().join("c.npy.tomors.toml")).unwrap();
     assert!(side.contains("filter = \"cosine\""), "{side}");
     assert!(side.contains("center = 15.5"), "{side}");
@@ -223,10 +216,7 @@ fn config_file_flags_override_and_unknown_keys_fail() {
         &["--config"],
         &[&d.path().join("c.npy.tomors.toml"), Path::new("--out"), &f],
     ));
-    assert_eq!(
-        bits(&read_npy_volume(&c).unwrap()),
-        bits(&read_npy_volume(&f).unwrap())
-    );
+    same_bits(&c, &f);
     // A sidecar left without its volume is replaced; a foreign file at the
     // sidecar's name is not.
     std::fs::remove_file(&f).unwrap();

@@ -4,14 +4,12 @@
 //! every method reads every input kind (.npy, HDF5, TIFF stack, raw)
 //! through the same readers and preprocessing.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use common::{tomors, PAGANIN};
 use ndarray::{Array1, Array3};
-
-fn tomors() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tomors"))
-}
 
 /// 24 projections of 8 rows × 16 columns: counts of a smooth object under
 /// flats of 1000 and darks of 10, so −log of the normalised data is a
@@ -255,40 +253,11 @@ fn every_flag_on_every_method_runs_or_names_the_flag() {
         case(&["--rotate-proj", "1.5"], ALL),
         case(&["--rotate-proj", "60"], NONE),
         case(
-            &[
-                "--retrieve-phase",
-                "paganin",
-                "--delta-beta",
-                "100",
-                "--energy",
-                "20",
-                "--distance",
-                "100",
-                "--detector-pixel",
-                "1",
-                "--phase-pad",
-                "4",
-                "--flats",
-                &flats,
-            ],
+            &[&PAGANIN[..], &["--phase-pad", "4", "--flats", &flats]].concat(),
             ALL,
         ),
         // The .npy input has no flats to normalise by.
-        case(
-            &[
-                "--retrieve-phase",
-                "paganin",
-                "--delta-beta",
-                "100",
-                "--energy",
-                "20",
-                "--distance",
-                "100",
-                "--detector-pixel",
-                "1",
-            ],
-            NONE,
-        ),
+        case(&PAGANIN, NONE),
         case(&["--retrieve-phase", "paganin", "--flats", &flats], NONE),
         case(&["--delta-beta", "100"], NONE),
         case(&["--energy", "20"], NONE),

@@ -2,109 +2,32 @@
 //! line beats FBP on sparse data; bad options fail with one error line and
 //! leave nothing behind.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
+use common::{fbp_nrmse, gpu_or_skip, iterative_nrmse, run, sparse_phantom};
 use ndarray::{Array3, Ix3};
 use ndarray_npy::read_npy;
-
-/// The binary under test: `TOMORS_BIN` when set (a copy run elsewhere,
-/// e.g. on a GPU machine), else the one cargo built.
-fn tomors() -> Command {
-    Command::new(
-        std::env::var("TOMORS_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tomors").into()),
-    )
-}
-
-fn run(args: &[&str]) -> std::process::Output {
-    tomors().arg("--quiet").args(args).output().unwrap()
-}
-
-fn nrmse(recon: &Array3<f32>, truth: &Array3<f32>) -> f64 {
-    let (_, ny, nx) = truth.dim();
-    let (cy, cx) = ((ny as f64 - 1.0) / 2.0, (nx as f64 - 1.0) / 2.0);
-    let r = 0.45 * ny.min(nx) as f64;
-    let (mut se, mut count, mut lo, mut hi) = (0.0, 0usize, f64::INFINITY, f64::NEG_INFINITY);
-    for ((_, y, x), &t) in truth.indexed_iter() {
-        if (y as f64 - cy).powi(2) + (x as f64 - cx).powi(2) <= r * r {
-            let d = recon[[0, y, x]] as f64 - t as f64;
-            se += d * d;
-            count += 1;
-            lo = lo.min(t as f64);
-            hi = hi.max(t as f64);
-        }
-    }
-    (se / count as f64).sqrt() / (hi - lo)
-}
-
-fn phantom(dir: &Path) {
-    let out = run(&[
-        "phantom",
-        "--size",
-        "96",
-        "--angles",
-        "24",
-        "--out-dir",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[test]
 fn iterative_methods_beat_fbp_on_sparse_data() {
     let dir = tempfile::tempdir().unwrap();
-    phantom(dir.path());
+    sparse_phantom(dir.path());
     let d = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let truth: Array3<f32> = read_npy(d("phantom.npy")).unwrap();
-    let fbp = run(&[
-        "recon",
-        &d("projections.npy"),
-        "--angles",
-        &d("angles.npy"),
-        "--out",
-        &d("fbp.npy"),
-        "--backend",
-        "cpu",
-    ]);
-    assert!(fbp.status.success());
-    let fbp = nrmse(&read_npy::<_, Array3<f32>>(d("fbp.npy")).unwrap(), &truth);
+    let fbp = fbp_nrmse(dir.path(), &truth);
     for (algorithm, projector, iterations) in [
         ("block-it", "voxel", "6"),
         ("art", "joseph", "4"),
         ("sart", "line", "4"),
         ("sirt", "joseph", "150"),
     ] {
-        let out = d(&format!("{algorithm}.npy"));
-        let result = run(&[
-            "recon",
-            &d("projections.npy"),
-            "--angles",
-            &d("angles.npy"),
-            "--out",
-            &out,
-            "--algorithm",
-            algorithm,
-            "--projector",
-            projector,
-            "--iterations",
-            iterations,
-            "--min",
-            "0",
-        ]);
-        assert!(
-            result.status.success(),
-            "{}",
-            String::from_utf8_lossy(&result.stderr)
+        let e = iterative_nrmse(
+            dir.path(),
+            &format!("{algorithm}.npy"),
+            (algorithm, projector, iterations),
+            &[],
+            &truth,
         );
-        let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
-        let x = x.into_dimensionality::<Ix3>().unwrap();
-        assert_eq!(x.dim(), (1, 96, 96));
-        assert!(x.iter().all(|&v| v >= 0.0));
-        let e = nrmse(&x, &truth);
         println!("{algorithm} ({projector}, {iterations} iterations): NRMSE {e:.4}, FBP {fbp:.4}");
         assert!(e < fbp, "{algorithm}: {e} vs FBP {fbp}");
     }
@@ -113,7 +36,7 @@ fn iterative_methods_beat_fbp_on_sparse_data() {
 #[test]
 fn bad_iterative_options_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    phantom(dir.path());
+    sparse_phantom(dir.path());
     let p = dir.path().join("projections.npy");
     let out = dir.path().join("out.npy");
     for (extra, needle) in [
@@ -189,15 +112,11 @@ fn bad_iterative_options_fail_cleanly() {
 /// `TOMORS_REQUIRE_GPU=1`).
 #[test]
 fn gpu_sirt_matches_cpu_sirt() {
-    if let Err(e) = tomors_cuda::device_count() {
-        if std::env::var("TOMORS_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-            panic!("TOMORS_REQUIRE_GPU=1 but no GPU is usable: {e}");
-        }
-        eprintln!("skipping gpu_sirt_matches_cpu_sirt: {e}");
+    if !gpu_or_skip("gpu_sirt_matches_cpu_sirt") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    phantom(dir.path());
+    sparse_phantom(dir.path());
     let p = dir.path().join("projections.npy");
     let mut results = Vec::new();
     for backend in ["cpu", "cuda"] {
@@ -240,15 +159,11 @@ fn gpu_sirt_matches_cpu_sirt() {
 /// method on both (within 2 %).
 #[test]
 fn gpu_art_block_parallel_and_line_run_from_the_cli() {
-    if let Err(e) = tomors_cuda::device_count() {
-        if std::env::var("TOMORS_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-            panic!("TOMORS_REQUIRE_GPU=1 but no GPU is usable: {e}");
-        }
-        eprintln!("skipping gpu_art_block_parallel_and_line_run_from_the_cli: {e}");
+    if !gpu_or_skip("gpu_art_block_parallel_and_line_run_from_the_cli") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    phantom(dir.path());
+    sparse_phantom(dir.path());
     let d = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let truth: Array3<f32> = read_npy(d("phantom.npy")).unwrap();
     for (case, (algorithm, projector, extra)) in [
@@ -262,39 +177,14 @@ fn gpu_art_block_parallel_and_line_run_from_the_cli() {
     {
         let mut errors = Vec::new();
         for backend in ["cpu", "cuda"] {
-            let out = d(&format!("{case}_{algorithm}_{projector}_{backend}.npy"));
-            let mut args = vec!["recon", &d("projections.npy"), "--angles", &d("angles.npy")]
-                .into_iter()
-                .map(String::from)
-                .collect::<Vec<_>>();
-            for a in [
-                "--out",
-                &out,
-                "--algorithm",
-                algorithm,
-                "--projector",
-                projector,
-                "--iterations",
-                "4",
-                "--min",
-                "0",
-                "--backend",
-                backend,
-            ] {
-                args.push(a.to_string());
-            }
-            args.extend(extra.iter().map(|s| s.to_string()));
-            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-            let r = run(&argv);
-            assert!(
-                r.status.success(),
-                "{algorithm} {projector} {backend}: {}",
-                String::from_utf8_lossy(&r.stderr)
-            );
-            let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
-            let x = x.into_dimensionality::<Ix3>().unwrap();
-            assert!(x.iter().all(|&v| v >= 0.0));
-            errors.push(nrmse(&x, &truth));
+            let flags = [&["--backend", backend][..], &extra].concat();
+            errors.push(iterative_nrmse(
+                dir.path(),
+                &format!("{case}_{algorithm}_{projector}_{backend}.npy"),
+                (algorithm, projector, "4"),
+                &flags,
+                &truth,
+            ));
         }
         let (cpu, gpu) = (errors[0], errors[1]);
         println!("{algorithm} ({projector}) {extra:?}: NRMSE CPU {cpu:.5}, GPU {gpu:.5}");

@@ -4,38 +4,13 @@
 //! test binary of its own: a child spawned while another test of the same
 //! process holds memory would count it).
 
+mod common;
+
 use std::process::Command;
 
-use ndarray::Array3;
-
-/// Runs `cmd` to its end and returns whether it succeeded, its standard
-/// error and its own peak resident memory in bytes (`wait4` on this child
-/// alone: `RUSAGE_CHILDREN` would also count whatever else the test process
-/// forked and waited for).
 #[cfg(target_os = "linux")]
-fn run_measured(cmd: &mut Command) -> (bool, String, u64) {
-    let err = tempfile::NamedTempFile::new().unwrap();
-    let child = cmd
-        .stdout(std::process::Stdio::null())
-        .stderr(err.reopen().unwrap())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: wait4 reaps our own child and fills the zeroed rusage.
-    let rss = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::wait4(pid, &mut status, 0, &mut u), pid);
-        u.ru_maxrss as u64 * 1024
-    };
-    std::mem::forget(child);
-    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    (
-        ok,
-        std::fs::read_to_string(err.path()).unwrap_or_default(),
-        rss,
-    )
-}
+use common::{run_measured, PAGANIN};
+use ndarray::Array3;
 
 /// The rows per slab the run chose, from its log line "… slab(s) of ≤ N
 /// rows …".
@@ -79,18 +54,7 @@ fn phase_retrieval_chooses_smaller_slabs_within_the_budget() {
             .arg(dir.path().join(out))
             .args(["--backend", "cpu", "--memory", "100M"]);
         if phase {
-            c.args([
-                "--retrieve-phase",
-                "paganin",
-                "--delta-beta",
-                "100",
-                "--energy",
-                "20",
-                "--distance",
-                "100",
-                "--detector-pixel",
-                "1",
-            ]);
+            c.args(PAGANIN);
         }
         run_measured(&mut c)
     };

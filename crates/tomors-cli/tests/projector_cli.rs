@@ -3,99 +3,29 @@
 //! beat FBP on sparse data; cone beam rejects them with one error line and
 //! writes nothing.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
-use ndarray::{Array3, Ix3};
+use common::{arg as path, fbp_nrmse, iterative_nrmse, ok, run, sparse_phantom};
+use ndarray::Array3;
 use ndarray_npy::read_npy;
-
-fn tomors() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tomors"))
-}
-
-fn run(args: &[&str]) -> std::process::Output {
-    tomors().arg("--quiet").args(args).output().unwrap()
-}
-
-fn ok(out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// NRMSE of slice 0 inside the central disc (radius 0.45 of the size),
-/// normalised by the truth's range there.
-fn nrmse(recon: &Array3<f32>, truth: &Array3<f32>) -> f64 {
-    let (_, ny, nx) = truth.dim();
-    let (cy, cx) = ((ny as f64 - 1.0) / 2.0, (nx as f64 - 1.0) / 2.0);
-    let r = 0.45 * ny.min(nx) as f64;
-    let (mut se, mut count, mut lo, mut hi) = (0.0, 0usize, f64::INFINITY, f64::NEG_INFINITY);
-    for ((_, y, x), &t) in truth.indexed_iter() {
-        if (y as f64 - cy).powi(2) + (x as f64 - cx).powi(2) <= r * r {
-            let d = recon[[0, y, x]] as f64 - t as f64;
-            se += d * d;
-            count += 1;
-            lo = lo.min(t as f64);
-            hi = hi.max(t as f64);
-        }
-    }
-    (se / count as f64).sqrt() / (hi - lo)
-}
-
-fn path(dir: &Path, name: &str) -> String {
-    dir.join(name).to_str().unwrap().to_string()
-}
 
 #[test]
 fn zero_one_and_strip_reconstruct_parallel_beam() {
     let dir = tempfile::tempdir().unwrap();
     let d = |name: &str| path(dir.path(), name);
-    ok(&run(&[
-        "phantom",
-        "--size",
-        "96",
-        "--angles",
-        "24",
-        "--out-dir",
-        &d(""),
-    ]));
+    sparse_phantom(dir.path());
     let truth: Array3<f32> = read_npy(d("phantom.npy")).unwrap();
-    ok(&run(&[
-        "recon",
-        &d("projections.npy"),
-        "--angles",
-        &d("angles.npy"),
-        "--out",
-        &d("fbp.npy"),
-        "--backend",
-        "cpu",
-    ]));
-    let fbp = nrmse(&read_npy::<_, Array3<f32>>(d("fbp.npy")).unwrap(), &truth);
+    let fbp = fbp_nrmse(dir.path(), &truth);
     for projector in ["zero-one", "strip"] {
-        let out = d(&format!("{projector}.npy"));
-        ok(&run(&[
-            "recon",
-            &d("projections.npy"),
-            "--angles",
-            &d("angles.npy"),
-            "--out",
-            &out,
-            "--algorithm",
-            "sart",
-            "--projector",
-            projector,
-            "--iterations",
-            "4",
-            "--min",
-            "0",
-        ]));
-        let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
-        let x = x.into_dimensionality::<Ix3>().unwrap();
-        assert_eq!(x.dim(), (1, 96, 96));
-        assert!(x.iter().all(|&v| v >= 0.0));
-        let e = nrmse(&x, &truth);
+        let e = iterative_nrmse(
+            dir.path(),
+            &format!("{projector}.npy"),
+            ("sart", projector, "4"),
+            &[],
+            &truth,
+        );
         println!("sart ({projector}, 4 sweeps): NRMSE {e:.4}, FBP {fbp:.4}");
         assert!(e < fbp, "{projector}: {e} vs FBP {fbp}");
     }

@@ -43,6 +43,13 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `tomors recon INPUT --out OUT --backend cpu EXTRA…`.
+fn cpu_recon(input: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["recon", s(input), "--out", s(out), "--backend", "cpu"];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
 /// A sinogram-like data set `[angle][row][col]` that reconstructs to a disc.
 fn disc(na: usize, nr: usize, nc: usize) -> Array3<f32> {
     Array3::from_shape_fn((na, nr, nc), |(_, _, c)| {
@@ -55,17 +62,8 @@ fn recon_npy(dir: &Path, data: &Array3<f32>, extra: &[&str]) -> (Output, PathBuf
     let p = dir.join("p.npy");
     write_npy(&p, data).unwrap();
     let out = dir.join("v.npy");
-    let mut args = vec![
-        "--quiet",
-        "recon",
-        s(&p),
-        "--out",
-        s(&out),
-        "--backend",
-        "cpu",
-    ];
-    args.extend_from_slice(extra);
-    (run(&args), out)
+    let args = [&["--quiet"], extra].concat();
+    (cpu_recon(&p, &out, &args), out)
 }
 
 /// A DXchange file with projections `proj` (and optional flats, darks and
@@ -123,15 +121,7 @@ fn non_finite_values_in_any_reader_and_in_the_output() {
     let flats = Array3::<f32>::from_elem((2, 2, 24), 1000.0);
     dxchange(&h5, &proj, Some(&flats), None, None);
     let out = d.join("v.npy");
-    let o = run(&[
-        "--quiet",
-        "recon",
-        s(&h5),
-        "--out",
-        s(&out),
-        "--backend",
-        "cpu",
-    ]);
+    let o = cpu_recon(&h5, &out, &["--quiet"]);
     fails_with(&o, &["nan.h5", "NaN", "projection 3", "row 1", "column 7"]);
     assert!(!out.exists());
     // NaN in the flats.
@@ -145,15 +135,7 @@ fn non_finite_values_in_any_reader_and_in_the_output() {
         None,
         None,
     );
-    let o = run(&[
-        "--quiet",
-        "recon",
-        s(&h5f),
-        "--out",
-        s(&out),
-        "--backend",
-        "cpu",
-    ]);
+    let o = cpu_recon(&h5f, &out, &["--quiet"]);
     fails_with(&o, &["nanflat.h5", "flat frame 1"]);
     // .npy: the same rule.
     let mut p = disc(16, 2, 24);
@@ -184,10 +166,7 @@ fn bad_flats_and_darks() {
         let h5 = d.join(format!("{name}.h5"));
         dxchange(&h5, &counts, Some(flats), Some(darks), None);
         let out = d.join(format!("{name}.npy"));
-        (
-            run(&["recon", s(&h5), "--out", s(&out), "--backend", "cpu"]),
-            out,
-        )
+        (cpu_recon(&h5, &out, &[]), out)
     };
     let (o, good) = recon("good", &good_flats, &darks);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -225,14 +204,7 @@ fn bad_flats_and_darks() {
     neg[[0, 0, 0]] = -5.0;
     let h5 = d.join("neg.h5");
     dxchange(&h5, &neg, Some(&good_flats), Some(&darks), None);
-    let o = run(&[
-        "recon",
-        s(&h5),
-        "--out",
-        s(&d.join("neg.npy")),
-        "--backend",
-        "cpu",
-    ]);
+    let o = cpu_recon(&h5, &d.join("neg.npy"), &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("1 negative detector values"),
@@ -251,18 +223,8 @@ fn angles_that_cannot_be_a_scan() {
     let with_angles = |name: &str, a: Array1<f32>, extra: &[&str]| {
         let ap = d.join(name);
         write_npy(&ap, &a).unwrap();
-        let mut args = vec![
-            "--quiet",
-            "recon",
-            s(&p),
-            "--out",
-            s(&out),
-            "--backend",
-            "cpu",
-        ];
-        args.extend_from_slice(&["--angles", s(&ap)]);
-        args.extend_from_slice(extra);
-        run(&args)
+        let args = [&["--quiet", "--angles", s(&ap)], extra].concat();
+        cpu_recon(&p, &out, &args)
     };
     // Degrees given as radians.
     let deg = Array1::from_shape_fn(90, |i| i as f32 * 2.0);
@@ -282,29 +244,9 @@ fn angles_that_cannot_be_a_scan() {
     let huge = Array1::from_shape_fn(90, |i| i as f32 * 1e30);
     fails_with(&with_angles("huge.npy", huge, &[]), &["huge.npy", "turns"]);
     // --angle-range beyond two turns (streaming and iterative paths).
-    let o = run(&[
-        "recon",
-        s(&p),
-        "--out",
-        s(&out),
-        "--backend",
-        "cpu",
-        "--angle-range",
-        "1e9",
-    ]);
+    let o = cpu_recon(&p, &out, &["--angle-range", "1e9"]);
     fails_with(&o, &["more than two turns"]);
-    let o = run(&[
-        "recon",
-        s(&p),
-        "--out",
-        s(&out),
-        "--backend",
-        "cpu",
-        "--angle-range",
-        "1e9",
-        "--algorithm",
-        "sirt",
-    ]);
+    let o = cpu_recon(&p, &out, &["--angle-range", "1e9", "--algorithm", "sirt"]);
     fails_with(&o, &["--angle-range"]);
     assert!(!out.exists());
     // HDF5 theta in radians without units: read as radians, with a warning.
@@ -358,17 +300,8 @@ fn raw_input_sizes_must_match() {
     std::fs::write(&raw, &data).unwrap();
     let out = d.join("v.npy");
     let recon = |input: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "--quiet",
-            "recon",
-            s(input),
-            "--out",
-            s(&out),
-            "--backend",
-            "cpu",
-        ];
-        args.extend_from_slice(extra);
-        run(&args)
+        let args = [&["--quiet"], extra].concat();
+        cpu_recon(input, &out, &args)
     };
     // Surplus bytes (2 of 90 angles given).
     fails_with(
@@ -434,17 +367,7 @@ fn centre_finding_on_bad_requests_and_data() {
     write_npy(&nan, &nd).unwrap();
     fails_with(&center(&nan, &[]), &["nan.npy", "NaN"]);
     let out = d.join("v.npy");
-    let o = run(&[
-        "--quiet",
-        "recon",
-        s(&c),
-        "--out",
-        s(&out),
-        "--backend",
-        "cpu",
-        "--center",
-        "auto",
-    ]);
+    let o = cpu_recon(&c, &out, &["--quiet", "--center", "auto"]);
     fails_with(&o, &["const.npy", "constant"]);
     assert!(!out.exists());
     assert!(!png.exists());
@@ -457,17 +380,7 @@ fn sizes_beyond_the_memory_fail_before_allocating() {
     let wide = d.join("wide.npy");
     write_npy(&wide, &Array3::<f32>::from_elem((2, 1, 1_000_000), 1.0)).unwrap();
     let out = d.join("v.npy");
-    let o = run(&[
-        "--quiet",
-        "recon",
-        s(&wide),
-        "--out",
-        s(&out),
-        "--backend",
-        "cpu",
-        "--memory",
-        "100T",
-    ]);
+    let o = cpu_recon(&wide, &out, &["--quiet", "--memory", "100T"]);
     fails_with(&o, &["wide.npy", "memory is available"]);
     assert!(!out.exists());
     let pd = d.join("ph");
@@ -553,28 +466,12 @@ fn messages_name_the_problem() {
     let o = run(&["info", s(&main)]);
     fails_with(&o, &["main.h5", "missing_frames.h5"]);
     let out = d.join("v.npy");
-    let o = run(&[
-        "--quiet",
-        "recon",
-        s(&main),
-        "--out",
-        s(&out),
-        "--backend",
-        "cpu",
-    ]);
+    let o = cpu_recon(&main, &out, &["--quiet"]);
     fails_with(&o, &["main.h5", "missing_frames.h5"]);
     // A 1-bit TIFF.
     let t = d.join("bits.tif");
     one_bit_tiff(&t);
-    let o = run(&[
-        "--quiet",
-        "recon",
-        s(&t),
-        "--out",
-        s(&out),
-        "--backend",
-        "cpu",
-    ]);
+    let o = cpu_recon(&t, &out, &["--quiet"]);
     fails_with(&o, &["bits.tif", "bit depth 1"]);
     // info fails on files it cannot read as a scan.
     let h = d.join("empty.h5");

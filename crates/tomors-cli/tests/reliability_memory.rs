@@ -2,39 +2,14 @@
 //! resident memory of `tomors recon` stays within the budget (measured with
 //! `wait4` on that child alone).
 
+mod common;
+
 use std::process::Command;
 
+#[cfg(target_os = "linux")]
+use common::run_measured;
 use ndarray::{Array1, Array3};
 use tomors_io::hdf5;
-
-/// Runs `cmd` to its end and returns whether it succeeded, its standard
-/// error and its own peak resident memory in bytes (`wait4` on this child
-/// alone: `RUSAGE_CHILDREN` would also count whatever else the test process
-/// forked and waited for).
-#[cfg(target_os = "linux")]
-fn run_measured(cmd: &mut Command) -> (bool, String, u64) {
-    let err = tempfile::NamedTempFile::new().unwrap();
-    let child = cmd
-        .stdout(std::process::Stdio::null())
-        .stderr(err.reopen().unwrap())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: wait4 reaps our own child and fills the zeroed rusage.
-    let rss = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::wait4(pid, &mut status, 0, &mut u), pid);
-        u.ru_maxrss as u64 * 1024
-    };
-    std::mem::forget(child);
-    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    (
-        ok,
-        std::fs::read_to_string(err.path()).unwrap_or_default(),
-        rss,
-    )
-}
 
 #[cfg(target_os = "linux")]
 #[test]

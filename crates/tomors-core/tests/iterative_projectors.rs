@@ -2,6 +2,9 @@
 //! orientation, domain decomposition, agreement with exact projections and
 //! with the FBP back projector.
 
+mod common;
+
+use common::{adjoint_error, assert_orientation, random};
 use ndarray::{s, Array2, Axis};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -15,33 +18,6 @@ use tomors_core::phantom::{Ellipse, Phantom2d};
 use tomors_core::{Interpolation, ParallelGeometry, SliceGrid};
 
 const PI: f32 = std::f32::consts::PI;
-
-fn random_image<T: Real>(dim: (usize, usize), rng: &mut StdRng) -> Array2<T> {
-    Array2::from_shape_fn(dim, |_| T::from_f64(rng.gen_range(-1.0..1.0)))
-}
-
-fn dot<T: Real>(a: &Array2<T>, b: &Array2<T>) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x.to_f64() * y.to_f64()).sum()
-}
-
-/// |⟨Ax, y⟩ − ⟨x, Aᵀy⟩| / (‖Ax‖‖y‖) for random x, y (on a random subset
-/// of the projections too).
-fn adjoint_error<T: Real>(p: &dyn Projector<T>, seed: u64) -> f64 {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut worst = 0.0f64;
-    let subset: Vec<usize> = (0..p.n_angles()).filter(|a| a % 3 != 1).collect();
-    for angles in [all_angles(p.n_angles()), subset] {
-        let x = random_image::<T>(p.image_dim(), &mut rng);
-        let y = random_image::<T>((angles.len(), p.n_bins()), &mut rng);
-        let mut ax = Array2::from_elem((angles.len(), p.n_bins()), T::ZERO);
-        let mut aty = Array2::from_elem(p.image_dim(), T::ZERO);
-        p.forward_slice(x.view(), &angles, ax.view_mut()).unwrap();
-        p.back_slice(y.view(), &angles, aty.view_mut()).unwrap();
-        let e = (dot(&ax, &y) - dot(&x, &aty)).abs() / (dot(&ax, &ax).sqrt() * dot(&y, &y).sqrt());
-        worst = worst.max(e);
-    }
-    worst
-}
 
 /// Geometries with awkward features: per-projection centres, non-unit
 /// pixels and bins, non-square grid, angles over a full turn including the
@@ -124,7 +100,7 @@ fn voxel_driven_pair_is_not_matched_but_close_to_the_transpose() {
 fn voxel_driven_back_projection_is_the_fbp_back_projector() {
     for (geometry, grid) in awkward_cases() {
         let mut rng = StdRng::seed_from_u64(3);
-        let sino = random_image::<f32>((geometry.n_angles(), geometry.n_bins()), &mut rng);
+        let sino = random::<f32>((geometry.n_angles(), geometry.n_bins()), &mut rng);
         let p = VoxelDrivenProjector::new(&geometry, &grid).unwrap();
         let scale = (grid.pixel_size * grid.pixel_size / geometry.bin_width()) as f64;
         let reference = backproject_reference(sino.view(), &geometry, &grid, Interpolation::Linear)
@@ -152,27 +128,12 @@ fn voxel_driven_back_projection_is_the_fbp_back_projector() {
 fn orientation_matches_the_geometry_convention() {
     // θ = 0: rays run along y, bin k sees column k; θ = π/2: bin k sees
     // row n − 1 − k (y up, row 0 at the top).
-    let n = 12;
-    let geometry = ParallelGeometry::new(vec![0.0, PI / 2.0], n).unwrap();
-    let grid = SliceGrid::for_geometry(&geometry);
-    let mut rng = StdRng::seed_from_u64(1);
-    let x = random_image::<f64>((n, n), &mut rng);
     for kind in [
         ProjectorKind::Joseph,
         ProjectorKind::Line,
         ProjectorKind::Voxel,
     ] {
-        let p = projector::<f64>(kind, &geometry, &grid, None).unwrap();
-        let mut sino = Array2::zeros((2, n));
-        p.forward_slice(x.view(), &[0, 1], sino.view_mut()).unwrap();
-        for k in 0..n {
-            let col = x.column(k).sum();
-            let row = x.row(n - 1 - k).sum();
-            // θ = 0 is exact; π/2 as an f32 is off by 4e-8 rad, which moves
-            // the rays by ~3e-7 pixels across the image.
-            assert!((sino[[0, k]] - col).abs() < 1e-9, "{kind:?} θ=0 bin {k}");
-            assert!((sino[[1, k]] - row).abs() < 1e-5, "{kind:?} θ=π/2 bin {k}");
-        }
+        assert_orientation(kind, 1e-9);
     }
 }
 
@@ -190,8 +151,8 @@ fn check_decomposition<T: Real>(
     let mut rng = StdRng::seed_from_u64(11);
     let whole = projector::<T>(kind, geometry, grid, None).unwrap();
     let angles = all_angles(geometry.n_angles());
-    let x = random_image::<T>((grid.ny, grid.nx), &mut rng);
-    let y = random_image::<T>((angles.len(), geometry.n_bins()), &mut rng);
+    let x = random::<T>((grid.ny, grid.nx), &mut rng);
+    let y = random::<T>((angles.len(), geometry.n_bins()), &mut rng);
     let mut ax = Array2::from_elem((angles.len(), geometry.n_bins()), T::ZERO);
     whole
         .forward_slice(x.view(), &angles, ax.view_mut())

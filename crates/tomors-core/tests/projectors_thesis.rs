@@ -4,6 +4,9 @@
 //! projections of constant images and of a disc against exact chord
 //! lengths, and SIRT with each on a sparse Shepp–Logan problem.
 
+mod common;
+
+use common::{adjoint_error, assert_orientation, random};
 use ndarray::{s, Array2, Array3, Axis};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -13,7 +16,7 @@ use tomors_core::fbp::{fbp_sinograms, FbpOptions};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
     all_angles, cone_projector, projector, reconstruct, Algorithm, Constraint, IterativeOptions,
-    Projector, ProjectorKind, Real, Region, StripProjector, Weighting, ZeroOneProjector,
+    Projector, ProjectorKind, Region, StripProjector, Weighting, ZeroOneProjector,
 };
 use tomors_core::metrics::{disc_mask, nrmse};
 use tomors_core::phantom::{Ellipse, Phantom2d};
@@ -21,33 +24,6 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 
 const PI: f32 = std::f32::consts::PI;
 const NEW: [ProjectorKind; 2] = [ProjectorKind::ZeroOne, ProjectorKind::Strip];
-
-fn random<T: Real>(dim: (usize, usize), rng: &mut StdRng) -> Array2<T> {
-    Array2::from_shape_fn(dim, |_| T::from_f64(rng.gen_range(-1.0..1.0)))
-}
-
-fn dot<T: Real>(a: &Array2<T>, b: &Array2<T>) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x.to_f64() * y.to_f64()).sum()
-}
-
-/// |⟨Ax, y⟩ − ⟨x, Aᵀy⟩| / (‖Ax‖‖y‖) for random x, y, over all projections
-/// and over a subset.
-fn adjoint_error<T: Real>(p: &dyn Projector<T>, seed: u64) -> f64 {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let subset: Vec<usize> = (0..p.n_angles()).filter(|a| a % 3 != 1).collect();
-    let mut worst = 0.0f64;
-    for angles in [all_angles(p.n_angles()), subset] {
-        let x = random::<T>(p.image_dim(), &mut rng);
-        let y = random::<T>((angles.len(), p.n_bins()), &mut rng);
-        let mut ax = Array2::from_elem((angles.len(), p.n_bins()), T::ZERO);
-        let mut aty = Array2::from_elem(p.image_dim(), T::ZERO);
-        p.forward_slice(x.view(), &angles, ax.view_mut()).unwrap();
-        p.back_slice(y.view(), &angles, aty.view_mut()).unwrap();
-        let e = (dot(&ax, &y) - dot(&x, &aty)).abs() / (dot(&ax, &ax).sqrt() * dot(&y, &y).sqrt());
-        worst = worst.max(e);
-    }
-    worst
-}
 
 /// Angles over a full turn: random ones, the axes, the diagonals, and
 /// angles within 10⁻⁶…10⁻³ rad of 45° and 135° (where the stepping axis
@@ -590,23 +566,9 @@ fn sirt_with_each_new_projector_beats_fbp_on_sparse_data() {
 #[test]
 fn orientation_matches_the_geometry_convention() {
     // θ = 0: rays run along y, bin k sees column k (the strip of a unit bin
-    // is exactly that column); θ = π/2: bin k sees row n − 1 − k (up to
-    // the 4e-8 rad by which π/2 as an f32 is off).
-    let n = 12;
-    let geometry = ParallelGeometry::new(vec![0.0, PI / 2.0], n).unwrap();
-    let grid = SliceGrid::for_geometry(&geometry);
-    let mut rng = StdRng::seed_from_u64(1);
-    let x = random::<f64>((n, n), &mut rng);
+    // is exactly that column); θ = π/2: bin k sees row n − 1 − k.
     for kind in NEW {
-        let p = projector::<f64>(kind, &geometry, &grid, None).unwrap();
-        let mut sino = Array2::zeros((2, n));
-        p.forward_slice(x.view(), &[0, 1], sino.view_mut()).unwrap();
-        for k in 0..n {
-            let col = x.column(k).sum();
-            let row = x.row(n - 1 - k).sum();
-            assert!((sino[[0, k]] - col).abs() < 1e-12, "{kind} θ=0 bin {k}");
-            assert!((sino[[1, k]] - row).abs() < 1e-5, "{kind} θ=π/2 bin {k}");
-        }
+        assert_orientation(kind, 1e-12);
     }
 }
 

@@ -7,26 +7,14 @@ use std::time::Instant;
 
 use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions};
-use tomors_cuda::{ConeKernel, FdkFold, FoldShape};
+use tomors_cuda::{ConeKernel, CudaBackend, FdkFold, FoldShape};
 
-/// Deterministic values in [-1, 1) from a seed (xorshift).
-fn random(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+mod common;
 
-/// 512³ from 720 projections of 512² (ASTRA's `fdk` benchmark geometry:
-/// SOD 1000, ODD 500, unit pixels and voxels), host to host: the back
-/// projection alone and the whole FDK on the device (`fdk_device`).
+use common::{random_signed, rel_l2};
+
 fn main() {
-    let mut be = match tomors_cuda::device_count().and_then(|_| tomors_cuda::CudaBackend::new(0)) {
+    let mut be = match tomors_cuda::device_count().and_then(|_| CudaBackend::new(0)) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("cone_bench: {e}");
@@ -47,7 +35,7 @@ fn main() {
     )
     .unwrap();
     let vol = ConeVolume::new(n, n, n, 1.0).unwrap();
-    let proj = Array3::from_shape_vec((na, n, n), random(na * n * n, 7)).unwrap();
+    let proj = Array3::from_shape_vec((na, n, n), random_signed(na * n * n, 7)).unwrap();
     let mut out = Array3::<f32>::zeros((n, n, n));
     let gu = (n * n * n * na) as f64 * 1e-9;
     // `--shapes ZBxBX,...`: the default folded FDK, then each launch shape
@@ -149,10 +137,7 @@ fn main() {
     // folded, overlapped one (the default) and its variants.
     be.set_cone_kernel(ConeKernel::Texture);
     let opts = FdkOptions::default();
-    let fdk_run = |be: &tomors_cuda::CudaBackend,
-                   label: &str,
-                   reps: usize,
-                   out: &mut Array3<f32>| {
+    let fdk_run = |be: &CudaBackend, label: &str, reps: usize, out: &mut Array3<f32>| {
         let mut times = Vec::new();
         for rep in 0..=reps {
             let t = Instant::now();
@@ -215,11 +200,17 @@ fn main() {
     );
     // Both against the exact f32 FDK (plain loads, host steps) on these
     // random projections (iid texels: the 8-bit weights' worst case).
-    be.set_cone_kernel(ConeKernel::Loads);
-    let mut exact = Array3::<f32>::zeros((n, n, n));
-    be.fdk_device(proj.view(), &g, &vol, &opts, exact.view_mut())
-        .unwrap();
-    be.set_cone_kernel(ConeKernel::Texture);
+    // The exact f32 FDK of `p` (plain loads, host steps), then back to the
+    // texture kernel.
+    let exact_fdk = |be: &mut CudaBackend, p: &Array3<f32>| {
+        be.set_cone_kernel(ConeKernel::Loads);
+        let mut exact = Array3::<f32>::zeros((n, n, n));
+        be.fdk_device(p.view(), &g, &vol, &opts, exact.view_mut())
+            .unwrap();
+        be.set_cone_kernel(ConeKernel::Texture);
+        exact
+    };
+    let mut exact = exact_fdk(&mut be, &proj);
     println!(
         "bench fdk vs the exact f32 FDK (Loads): folded rel L2 {:.3e}, folded half {:.3e}, unfolded {:.3e}",
         rel_l2(&pitched, &exact),
@@ -242,11 +233,7 @@ fn main() {
             );
         }
     }
-    be.set_cone_kernel(ConeKernel::Loads);
-    let mut ball_exact = Array3::<f32>::zeros((n, n, n));
-    be.fdk_device(ball.view(), &g, &vol, &opts, ball_exact.view_mut())
-        .unwrap();
-    be.set_cone_kernel(ConeKernel::Texture);
+    let ball_exact = exact_fdk(&mut be, &ball);
     println!(
         "bench fdk ball (smooth data) vs the exact f32 FDK (Loads): folded float2 {:.3e}, half {:.3e}",
         rel_l2(&exact, &ball_exact),
@@ -333,24 +320,23 @@ fn main() {
     // library's on the same problem.
     let gc = ConeGeometry::new(g.angles().to_vec(), 1000.0, 500.0, n, n, 3.0, 3.0).unwrap();
     let vc = gc.fitting_volume(n, n, n).unwrap();
-    let fdk_cli_geom =
-        |be: &tomors_cuda::CudaBackend, label: &str, reps: usize, out: &mut Array3<f32>| {
-            let mut times = Vec::new();
-            for rep in 0..=reps {
-                let t = Instant::now();
-                let st = be
-                    .fdk_device(proj.view(), &gc, &vc, &opts, out.view_mut())
-                    .unwrap();
-                let tt = t.elapsed().as_secs_f64();
-                println!("bench fdk_device {label} rep {rep}: {tt:.4} s host to host; {st}");
-                if rep > 0 {
-                    times.push(tt);
-                }
+    let fdk_cli_geom = |be: &CudaBackend, label: &str, reps: usize, out: &mut Array3<f32>| {
+        let mut times = Vec::new();
+        for rep in 0..=reps {
+            let t = Instant::now();
+            let st = be
+                .fdk_device(proj.view(), &gc, &vc, &opts, out.view_mut())
+                .unwrap();
+            let tt = t.elapsed().as_secs_f64();
+            println!("bench fdk_device {label} rep {rep}: {tt:.4} s host to host; {st}");
+            if rep > 0 {
+                times.push(tt);
             }
-            times.sort_by(f64::total_cmp);
-            let med = times[times.len() / 2];
-            println!("bench fdk_device {label} median {med:.4} s");
-        };
+        }
+        times.sort_by(f64::total_cmp);
+        let med = times[times.len() / 2];
+        println!("bench fdk_device {label} median {med:.4} s");
+    };
     for cfg in [full, half] {
         be.set_fdk_fold(cfg);
         fdk_cli_geom(
@@ -384,14 +370,4 @@ fn ball_projections(g: &ConeGeometry, r: f64) -> Array3<f32> {
         }
     }
     p
-}
-
-/// Relative L2 difference of two volumes.
-fn rel_l2(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
-    let (mut num, mut den) = (0.0f64, 0.0f64);
-    for (x, y) in a.iter().zip(b.iter()) {
-        num += ((*x - *y) as f64).powi(2);
-        den += (*y as f64).powi(2);
-    }
-    (num / den.max(1e-300)).sqrt()
 }

@@ -25,37 +25,13 @@
 //!   call / iterations). `TOMORS_SIRT_PAIRS=voxel` (or `joseph`) runs one
 //!   pair only.
 
+mod common;
+
+use common::{cone10, median, random01, sirt_options, usize_args};
 use ndarray::Array3;
-use tomors_core::cone::ConeGeometry;
-use tomors_core::geometry::uniform_angles;
-use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
+use tomors_core::iterative::IterativeOptions;
 use tomors_cuda::runtime::Event;
 use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaBackend, CudaConeJoseph, OnQueue};
-
-/// Deterministic values in [0, 1) from a seed (xorshift), in parallel chunks.
-fn random01(len: usize, seed: u64) -> Vec<f32> {
-    use rayon::prelude::*;
-    let mut v = vec![0f32; len];
-    v.par_chunks_mut(1 << 20)
-        .enumerate()
-        .for_each(|(c, chunk)| {
-            let mut s = (seed ^ (c as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407))
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                | 1;
-            for x in chunk {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                *x = (s >> 40) as f32 / (1u64 << 24) as f32;
-            }
-        });
-    v
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 fn main() {
     if let Err(e) = run() {
@@ -65,26 +41,12 @@ fn main() {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()?;
+    let args = usize_args()?;
     let n = args.first().copied().unwrap_or(256);
     let na = args.get(1).copied().unwrap_or(360);
     let iters = args.get(2).copied().unwrap_or(5);
     let reps = args.get(3).copied().unwrap_or(3).max(1);
-    let sdd = (n as f64 / 2.0) / (5.0f64.to_radians()).tan();
-    let sod = sdd / 1.463;
-    let g = ConeGeometry::new(
-        uniform_angles(na, 2.0 * std::f32::consts::PI),
-        sod,
-        sdd - sod,
-        n,
-        n,
-        1.0,
-        1.0,
-    )?;
-    let v = g.fitting_volume(n, n, n)?;
+    let (g, v, sod, sdd) = cone10(n, na)?;
     println!(
         "geometry: {n}³ volume (voxel {:.6}), {na} projections of {n}², SOD {sod:.3}, ODD {:.3}, \
          cone angle {:.2}°",
@@ -180,16 +142,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
 
-    let options = IterativeOptions {
-        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
-        iterations: iters,
-        relaxation: Some(1.0),
-        constraint: Constraint::non_negative(),
-        tolerance: None,
-        // `TOMORS_SIRT_TRACK=0`: no residual history (as ASTRA's run),
-        // which skips the forward projection after the last update.
-        track_residual: std::env::var("TOMORS_SIRT_TRACK").map_or(true, |v| v != "0"),
-    };
+    // `TOMORS_SIRT_TRACK=0`: no residual history (as ASTRA's run), which
+    // skips the forward projection after the last update.
+    let track = std::env::var("TOMORS_SIRT_TRACK").map_or(true, |v| v != "0");
+    let options = sirt_options(iters, track);
     let progress = |_: &tomors_cuda::iterative::GpuIteration| true;
     let only = std::env::var("TOMORS_SIRT_PAIRS").unwrap_or_default();
     for back in [ConeBackProjector::Joseph, ConeBackProjector::Voxel] {

@@ -12,29 +12,12 @@
 //! to host (the whole call / iterations) in the default and the
 //! deterministic mode.
 
+mod common;
+
+use common::{cone10, median, random01_serial as random01, sirt_options, usize_args};
 use ndarray::Array3;
-use tomors_core::cone::ConeGeometry;
-use tomors_core::geometry::uniform_angles;
-use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
 use tomors_cuda::runtime::Event;
 use tomors_cuda::{cone_sirt_cuda_opts, ConeGpuOptions, CudaBackend, CudaConeJoseph, OnQueue};
-
-fn random01(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32
-        })
-        .collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 fn main() {
     if let Err(e) = run() {
@@ -44,26 +27,12 @@ fn main() {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()?;
+    let args = usize_args()?;
     let n = args.first().copied().unwrap_or(256);
     let na = args.get(1).copied().unwrap_or(360);
     let iters = args.get(2).copied().unwrap_or(5);
     let reps = args.get(3).copied().unwrap_or(5).max(1);
-    let sdd = (n as f64 / 2.0) / (5.0f64.to_radians()).tan();
-    let sod = sdd / 1.463;
-    let g = ConeGeometry::new(
-        uniform_angles(na, 2.0 * std::f32::consts::PI),
-        sod,
-        sdd - sod,
-        n,
-        n,
-        1.0,
-        1.0,
-    )?;
-    let v = g.fitting_volume(n, n, n)?;
+    let (g, v, _, _) = cone10(n, na)?;
     println!("geometry: {n}³ volume, {na} projections of {n}², cone angle 10°");
     let be = CudaBackend::new(0)?;
     let gu = (n * n * n) as f64 * na as f64 / 1e9;
@@ -105,14 +74,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if iters == 0 {
         return Ok(());
     }
-    let options = IterativeOptions {
-        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
-        iterations: iters,
-        relaxation: Some(1.0),
-        constraint: Constraint::non_negative(),
-        tolerance: None,
-        track_residual: true,
-    };
+    let options = sirt_options(iters, true);
     let mut results = Vec::new();
     for det in [false, true, true] {
         let gpu = ConeGpuOptions {

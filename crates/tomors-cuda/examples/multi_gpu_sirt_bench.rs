@@ -20,49 +20,20 @@
 //! loop per iteration, the speed-up of two GPUs over one, and the relative
 //! L2 distance of the two-GPU volume from the one-GPU volume.
 
+mod common;
+
 use std::time::Instant;
 
+use common::{cone10, random01, rel_l2, sirt_options};
 use ndarray::Array3;
-use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
-use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
+use tomors_core::iterative::IterativeOptions;
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{
     cone_sirt_cuda_multi, cone_sirt_cuda_with, sirt_cuda, sirt_cuda_multi, ConeBackProjector,
     CudaBackend, CudaOptions, Exchange, GpuSirtOptions, MultiCudaBackend,
 };
-
-/// Deterministic values in [0, 1) from a seed (xorshift), in parallel chunks.
-fn random01(len: usize, seed: u64) -> Vec<f32> {
-    use rayon::prelude::*;
-    let mut v = vec![0f32; len];
-    v.par_chunks_mut(1 << 20)
-        .enumerate()
-        .for_each(|(c, chunk)| {
-            let mut s = (seed ^ (c as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407))
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                | 1;
-            for x in chunk {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                *x = (s >> 40) as f32 / (1u64 << 24) as f32;
-            }
-        });
-    v
-}
-
-fn rel_l2(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
-    use rayon::prelude::*;
-    let (a, b) = (a.as_slice().unwrap(), b.as_slice().unwrap());
-    let (num, den) = a
-        .par_iter()
-        .zip(b)
-        .map(|(&x, &y)| ((x as f64 - y as f64).powi(2), (y as f64).powi(2)))
-        .reduce(|| (0.0, 0.0), |p, q| (p.0 + q.0, p.1 + q.1));
-    (num / den.max(1e-300)).sqrt()
-}
 
 struct Args {
     scale: usize,
@@ -107,14 +78,7 @@ fn main() {
 }
 
 fn options(iterations: usize) -> IterativeOptions {
-    IterativeOptions {
-        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
-        iterations,
-        relaxation: Some(1.0),
-        constraint: Constraint::non_negative(),
-        tolerance: None,
-        track_residual: true,
-    }
+    sirt_options(iterations, true)
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -185,18 +149,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let na = 512 / a.scale;
     let cone_wanted = want("cone-voxel") || want("cone-joseph");
     if cone_wanted {
-        let sdd = (n as f64 / 2.0) / (5.0f64.to_radians()).tan();
-        let sod = sdd / 1.463;
-        let g = ConeGeometry::new(
-            uniform_angles(na, 2.0 * std::f32::consts::PI),
-            sod,
-            sdd - sod,
-            n,
-            n,
-            1.0,
-            1.0,
-        )?;
-        let v = g.fitting_volume(n, n, n)?;
+        let (g, v, _, _) = cone10(n, na)?;
         let b = Array3::from_shape_vec((na, n, n), random01(na * n * n, 2))?;
         let exchanges: Vec<Exchange> = match a.exchange.as_str() {
             "host" => vec![Exchange::HostStaged],

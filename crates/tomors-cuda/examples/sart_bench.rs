@@ -10,23 +10,14 @@
 //! `sirt_cuda` call, upload, weights and download included, / sweeps) and
 //! of the device loop.
 
+mod common;
+
+use common::{bench_options, random01_serial as random01, usize_args};
 use ndarray::Array3;
 use tomors_core::geometry::uniform_angles;
-use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, RayOrder, Weighting};
+use tomors_core::iterative::{Algorithm, RayOrder, Weighting};
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::{sirt_cuda, CudaBackend, GpuSirtOptions};
-
-fn random01(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32
-        })
-        .collect()
-}
 
 fn main() {
     if let Err(e) = run() {
@@ -36,10 +27,7 @@ fn main() {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()?;
+    let args = usize_args()?;
     let n = args.first().copied().unwrap_or(256);
     let na = args.get(1).copied().unwrap_or(256);
     let ns = args.get(2).copied().unwrap_or(16);
@@ -70,14 +58,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             },
         ),
     ] {
-        let options = IterativeOptions {
-            algorithm,
-            iterations: sweeps,
-            relaxation: Some(1.0),
-            constraint: Constraint::non_negative(),
-            tolerance: None,
-            track_residual: false,
-        };
+        let options = bench_options(algorithm, sweeps, false);
         // Warm-up (module compilation, cubin cache), then the timed call.
         let mut warm = options;
         warm.iterations = 1;

@@ -20,28 +20,26 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{gpu_or_skip, rel_l2};
-use ndarray::{s, Array2, Array3, Axis};
+use common::cone::{centred_ball, cpu_forward};
+use common::{
+    assert_constraint, disc_and_zero_error, fixed_options, flat, gpu_or_skip, max_rel, rel_l2,
+    sart_and_block_it, shepp_256,
+};
+use ndarray::{s, Array3, Axis};
 use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
     ray_frames, reconstruct, reconstruct_cone, solve, Algorithm, ConeJosephProjector,
-    ConeVoxelProjector, Constraint, IterativeOptions, JosephProjector, Projector, RayOrder,
-    StackOperator, Weighting,
+    ConeVoxelProjector, Constraint, JosephProjector, Projector, RayOrder, StackOperator,
 };
 use tomors_core::linalg::{LinearOperator, RayAccess, RayBatches};
-use tomors_core::metrics::{disc_mask, nrmse};
-use tomors_core::phantom::Phantom2d;
+use tomors_core::metrics::nrmse;
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::cone::cone_art_stride;
 use tomors_cuda::iterative::parallel::joseph_art_strides;
 use tomors_cuda::{cone_sirt_cuda_with, sirt_cuda, ConeBackProjector, CudaJoseph, GpuSirtOptions};
 
 const PI: f32 = std::f32::consts::PI;
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.iter().copied().collect()
-}
 
 /// `trace(a, k, visit)`: visits the pixels of ray `k` of projection `a`.
 type Trace<'a> = &'a dyn Fn(usize, usize, &mut dyn FnMut(usize));
@@ -143,21 +141,6 @@ fn cone_art_batches_are_disjoint() {
     }
 }
 
-/// The exact 60-angle Shepp–Logan on a 256² grid (two slices: the phantom
-/// and half of it), and the phantom.
-fn shepp_256() -> (ParallelGeometry, SliceGrid, Array3<f32>, Array2<f32>) {
-    let n = 256;
-    let geom = ParallelGeometry::new(uniform_angles(60, PI), n).unwrap();
-    let grid = SliceGrid::for_geometry(&geom);
-    let p = Phantom2d::shepp_logan();
-    let s = p.project(&geom, n as f64 / 2.0);
-    let mut sino = Array3::<f32>::zeros((2, 60, n));
-    sino.index_axis_mut(Axis(0), 0).assign(&s);
-    sino.index_axis_mut(Axis(0), 1).assign(&s.mapv(|v| 0.5 * v));
-    let truth = p.rasterize(&grid, n as f64 / 2.0, 4);
-    (geom, grid, sino, truth)
-}
-
 /// Issue 16's must-show: on the exact Shepp–Logan 256², 60 angles, GPU
 /// SART, BLOCK-IT, block-parallel and ART reach the CPU's NRMSE (inside the
 /// reconstruction disc) after the same number of sweeps, within 2 %. SART
@@ -174,30 +157,8 @@ fn gpu_block_methods_and_art_reach_the_cpu_nrmse() {
     };
     let (geom, grid, sino, truth) = shepp_256();
     let cpu = JosephProjector::new(&geom, &grid).unwrap();
-    let mask = disc_mask(256, 256, 0.45);
-    let zero = Array2::<f32>::zeros((256, 256));
-    let e_zero = nrmse(zero.view(), truth.view(), Some(&mask)).unwrap();
-    let cases = [
-        (
-            "SART",
-            Algorithm::BlockSequential {
-                weighting: Weighting::RowColumnSums,
-                projections_per_block: 1,
-            },
-            None,
-            Constraint::non_negative(),
-            5,
-        ),
-        (
-            "BLOCK-IT (Cimmino, blocks of 10)",
-            Algorithm::BlockSequential {
-                weighting: Weighting::Cimmino,
-                projections_per_block: 10,
-            },
-            None,
-            Constraint::none(),
-            5,
-        ),
+    let (mask, e_zero) = disc_and_zero_error(&truth);
+    let more = [
         (
             "block-parallel (blocks of 10)",
             Algorithm::BlockParallel {
@@ -235,15 +196,12 @@ fn gpu_block_methods_and_art_reach_the_cpu_nrmse() {
             3,
         ),
     ];
+    let sart_block_it = sart_and_block_it().map(|(name, algorithm, relaxation, constraint)| {
+        (name, algorithm, relaxation, constraint, 5)
+    });
+    let cases = sart_block_it.into_iter().chain(more);
     for (name, algorithm, relaxation, constraint, iterations) in cases {
-        let options = IterativeOptions {
-            algorithm,
-            iterations,
-            relaxation,
-            constraint,
-            tolerance: None,
-            track_residual: true,
-        };
+        let options = fixed_options(algorithm, iterations, relaxation, constraint);
         let t = std::time::Instant::now();
         let want = reconstruct::<f32, _>(&cpu, sino.view(), None, &options, &mut |_| true).unwrap();
         let t_cpu = t.elapsed().as_secs_f64();
@@ -306,12 +264,7 @@ fn gpu_block_methods_and_art_reach_the_cpu_nrmse() {
             (e_half - e_gpu).abs() <= 0.05 * e_gpu,
             "{name}: half slice {e_half} vs {e_gpu}"
         );
-        if let Some(lo) = constraint.min {
-            assert!(got.x.iter().all(|&v| v >= lo as f32), "{name}: below min");
-        }
-        if let Some(hi) = constraint.max {
-            assert!(got.x.iter().all(|&v| v <= hi as f32), "{name}: above max");
-        }
+        assert_constraint(&got.x, constraint, name);
     }
 }
 
@@ -481,26 +434,14 @@ fn gpu_art_equals_kaczmarz_in_the_same_order() {
             projections_per_block: 5,
         },
     ] {
-        let options = IterativeOptions {
-            algorithm,
-            iterations: 3,
-            relaxation: Some(0.9),
-            constraint: Constraint::bounded(0.0, 0.8),
-            tolerance: None,
-            track_residual: true,
-        };
+        let options = fixed_options(algorithm, 3, Some(0.9), Constraint::bounded(0.0, 0.8));
         let mut xh = Array3::<f32>::zeros((ns, grid.ny, grid.nx));
         let rh = solve(&host, &b, &mut xh, &options, &mut |_| true).unwrap();
         let mut xd = op.domain_zeros().unwrap();
         let rd = solve(&op, &bd, &mut xd, &options, &mut |_| true).unwrap();
         let got = gpu.download(&xd).unwrap();
         let e = rel_l2(&flat(&got), &flat(&xh));
-        let er = rd
-            .residuals
-            .iter()
-            .zip(&rh.residuals)
-            .map(|(a, b)| (a - b).abs() / b)
-            .fold(0.0, f64::max);
+        let er = max_rel(&rd.residuals, &rh.residuals);
         let moved = rel_l2(&flat(&xh), &vec![0.0; xh.len()]);
         eprintln!(
             "{algorithm:?}: GPU vs host Kaczmarz in the same order: iterate rel L2 {e:.2e}, \
@@ -524,25 +465,10 @@ fn gpu_cone_art_and_block_parallel_reach_the_cpu_nrmse() {
     };
     let g = ConeGeometry::new(uniform_angles(24, 2.0 * PI), 80.0, 40.0, 24, 32, 1.0, 1.0).unwrap();
     let v = g.fitting_volume(24, 24, 16).unwrap();
-    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
     let cpu = ConeJosephProjector::new(&g, &v).unwrap();
     let cpu_voxel = ConeVoxelProjector::new(&g, &v).unwrap();
-    let ball = Array3::from_shape_fn((v.nz, v.ny, v.nx), |(z, y, x)| {
-        let f = |i: usize, n: usize| i as f64 / n as f64 - 0.5;
-        let r = f(x, v.nx).powi(2) + f(y, v.ny).powi(2) + f(z, v.nz).powi(2);
-        if r < 0.12 {
-            1.0f32
-        } else {
-            0.0
-        }
-    });
-    let img = ball
-        .view()
-        .into_shape_with_order((v.nz * v.ny, v.nx))
-        .unwrap();
-    let mut b = Array2::<f32>::zeros((na, nr * nc));
-    Projector::<f32>::forward_slice(&cpu, img, &(0..na).collect::<Vec<_>>(), b.view_mut()).unwrap();
-    let b = b.into_shape_with_order((na, nr, nc)).unwrap();
+    let ball = centred_ball(&v);
+    let b = cpu_forward::<f32>(&cpu, &g, &ball);
     let err = |x: &Array3<f32>| {
         let d = rel_l2(&flat(x), &flat(&ball));
         // Central slices only as a second view: the ends see few rays.
@@ -582,14 +508,7 @@ fn gpu_cone_art_and_block_parallel_reach_the_cpu_nrmse() {
             ConeBackProjector::Voxel,
         ),
     ] {
-        let options = IterativeOptions {
-            algorithm,
-            iterations: 3,
-            relaxation: None,
-            constraint: Constraint::non_negative(),
-            tolerance: None,
-            track_residual: true,
-        };
+        let options = fixed_options(algorithm, 3, None, Constraint::non_negative());
         let want = match back {
             ConeBackProjector::Joseph => {
                 reconstruct_cone::<f32, _>(&cpu, b.view(), None, &options, &mut |_| true)

@@ -8,7 +8,11 @@
 
 mod common;
 
-use common::{gpu_or_skip, random, rel_l2};
+use common::cone::{centred_ball, cpu_forward};
+use common::{
+    assert_constraint, disc_and_zero_error, fixed_options, flat, gpu_or_skip, max_rel, rand3, rel,
+    rel_l2, sart_and_block_it, shepp_256,
+};
 use ndarray::{Array2, Array3, Axis};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
@@ -16,26 +20,12 @@ use tomors_core::iterative::{
     RayOrder, Weighting,
 };
 use tomors_core::linalg::{LinearOperator, Vector};
-use tomors_core::metrics::{disc_mask, nrmse};
-use tomors_core::phantom::Phantom2d;
+use tomors_core::metrics::nrmse;
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{sirt_cuda, CudaJoseph, DeviceVec, GpuSirtOptions};
 
 const PI: f32 = std::f32::consts::PI;
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.iter().copied().collect()
-}
-
-fn rand3(dim: (usize, usize, usize), seed: u64) -> Array3<f32> {
-    Array3::from_shape_vec(dim, random(dim.0 * dim.1 * dim.2, seed)).unwrap()
-}
-
-/// Relative difference of two scalars.
-fn rel(a: f64, b: f64) -> f64 {
-    (a - b).abs() / b.abs().max(1e-300)
-}
 
 /// Every operation of the device vectors equals the host vectors' (f32
 /// element-wise arithmetic: relative L2 ≤ 1e-6, fused multiply-adds on the
@@ -237,21 +227,6 @@ fn block_views_match_the_cpu() {
     assert!(op.forward(&xd, &[1, 2, 3], &mut y).is_err());
 }
 
-/// The exact 60-angle Shepp–Logan on a 256² grid (two slices: the phantom
-/// and half of it, so the stack has a padded slice group), and the phantom.
-fn shepp_256() -> (ParallelGeometry, SliceGrid, Array3<f32>, Array2<f32>) {
-    let n = 256;
-    let geom = ParallelGeometry::new(uniform_angles(60, PI), n).unwrap();
-    let grid = SliceGrid::for_geometry(&geom);
-    let p = Phantom2d::shepp_logan();
-    let s = p.project(&geom, n as f64 / 2.0);
-    let mut sino = Array3::<f32>::zeros((2, 60, n));
-    sino.index_axis_mut(Axis(0), 0).assign(&s);
-    sino.index_axis_mut(Axis(0), 1).assign(&s.mapv(|v| 0.5 * v));
-    let truth = p.rasterize(&grid, n as f64 / 2.0, 4);
-    (geom, grid, sino, truth)
-}
-
 /// GPU SART and BLOCK-IT (tomors-core's block-sequential method through
 /// `solve` on the device operator) after 5 sweeps on the exact 60-angle
 /// Shepp–Logan at 256² (the CPU reference takes about a second per case): the
@@ -268,46 +243,18 @@ fn gpu_sart_and_block_it_match_the_cpu() {
     };
     let (geom, grid, sino, truth) = shepp_256();
     let cpu = JosephProjector::new(&geom, &grid).unwrap();
-    let mask = disc_mask(256, 256, 0.45);
-    let zero = Array2::<f32>::zeros((256, 256));
-    let e_zero = nrmse(zero.view(), truth.view(), Some(&mask)).unwrap();
-    for (name, algorithm, relaxation, constraint) in [
-        (
-            "SART",
-            Algorithm::BlockSequential {
-                weighting: Weighting::RowColumnSums,
-                projections_per_block: 1,
-            },
-            None,
-            Constraint::non_negative(),
-        ),
-        (
-            "BLOCK-IT (Cimmino, blocks of 10)",
-            Algorithm::BlockSequential {
-                weighting: Weighting::Cimmino,
-                projections_per_block: 10,
-            },
-            None,
-            Constraint::none(),
-        ),
-        (
-            "SART-type, blocks of 7, λ 1.2, box",
-            Algorithm::BlockSequential {
-                weighting: Weighting::RowColumnSums,
-                projections_per_block: 7,
-            },
-            Some(1.2),
-            Constraint::bounded(0.0, 1.0),
-        ),
-    ] {
-        let options = IterativeOptions {
-            algorithm,
-            iterations: 5,
-            relaxation,
-            constraint,
-            tolerance: None,
-            track_residual: true,
-        };
+    let (mask, e_zero) = disc_and_zero_error(&truth);
+    let more = [(
+        "SART-type, blocks of 7, λ 1.2, box",
+        Algorithm::BlockSequential {
+            weighting: Weighting::RowColumnSums,
+            projections_per_block: 7,
+        },
+        Some(1.2),
+        Constraint::bounded(0.0, 1.0),
+    )];
+    for (name, algorithm, relaxation, constraint) in sart_and_block_it().into_iter().chain(more) {
+        let options = fixed_options(algorithm, 5, relaxation, constraint);
         let want = reconstruct::<f32, _>(&cpu, sino.view(), None, &options, &mut |_| true).unwrap();
         let seen = std::sync::Mutex::new(Vec::new());
         let progress = |i: &GpuIteration| {
@@ -328,12 +275,7 @@ fn gpu_sart_and_block_it_match_the_cpu() {
         let e_cpu = nrmse(want.x.index_axis(Axis(0), 0), truth.view(), Some(&mask)).unwrap();
         let e_gpu = nrmse(got.x.index_axis(Axis(0), 0), truth.view(), Some(&mask)).unwrap();
         let ex = rel_l2(&flat(&got.x), &flat(&want.x));
-        let er = got
-            .residuals
-            .iter()
-            .zip(&want.residuals)
-            .map(|(&a, &b)| rel(a, b))
-            .fold(0.0, f64::max);
+        let er = max_rel(&got.residuals, &want.residuals);
         eprintln!(
             "{name}: NRMSE GPU {e_gpu:.5} CPU {e_cpu:.5} ({:+.3} %), iterate rel L2 {ex:.2e}, \
              residuals {er:.2e}, λ {:.5} (cpu {:.5}); {stats:?}",
@@ -358,12 +300,7 @@ fn gpu_sart_and_block_it_match_the_cpu() {
             e_gpu < 0.5 * e_zero,
             "{name}: NRMSE {e_gpu} (zero image {e_zero})"
         );
-        if let Some(lo) = constraint.min {
-            assert!(got.x.iter().all(|&v| v >= lo as f32), "{name}: below min");
-        }
-        if let Some(hi) = constraint.max {
-            assert!(got.x.iter().all(|&v| v <= hi as f32), "{name}: above max");
-        }
+        assert_constraint(&got.x, constraint, name);
     }
 }
 
@@ -458,23 +395,8 @@ fn cone_blocks_and_sart_match_the_cpu() {
         assert!(eb <= 1e-5, "cone block {angles:?}: back {eb:.3e}");
     }
     // Cone SART on a ball.
-    let ball = Array3::from_shape_fn((v.nz, v.ny, v.nx), |(z, y, x)| {
-        let f = |i: usize, n: usize| i as f64 / n as f64 - 0.5;
-        let r = f(x, v.nx).powi(2) + f(y, v.ny).powi(2) + f(z, v.nz).powi(2);
-        if r < 0.12 {
-            1.0f32
-        } else {
-            0.0
-        }
-    });
-    let bimg = ball
-        .view()
-        .into_shape_with_order((v.nz * v.ny, v.nx))
-        .unwrap();
-    let mut b = Array2::<f32>::zeros((na, nr * nc));
-    Projector::<f32>::forward_slice(&cpu, bimg, &(0..na).collect::<Vec<_>>(), b.view_mut())
-        .unwrap();
-    let b = b.into_shape_with_order((na, nr, nc)).unwrap();
+    let ball = centred_ball(&v);
+    let b = cpu_forward::<f32>(&cpu, &g, &ball);
     let options = IterativeOptions {
         algorithm: Algorithm::BlockSequential {
             weighting: Weighting::RowColumnSums,
@@ -489,12 +411,7 @@ fn cone_blocks_and_sart_match_the_cpu() {
     let want = reconstruct_cone::<f32, _>(&cpu, b.view(), None, &options, &mut |_| true).unwrap();
     let (got, _) = cone_sirt_cuda(&be, &g, &v, b.view(), None, &options, &|_| true).unwrap();
     let ex = rel_l2(&flat(&got.x), &flat(&want.x));
-    let er = got
-        .residuals
-        .iter()
-        .zip(&want.residuals)
-        .map(|(&a, &b)| rel(a, b))
-        .fold(0.0, f64::max);
+    let er = max_rel(&got.residuals, &want.residuals);
     eprintln!("cone SART: iterate rel L2 {ex:.2e}, residuals {er:.2e}");
     assert_eq!(got.iterations, 3);
     assert!(ex <= 1e-3, "cone SART: iterate rel L2 {ex:.3e}");

@@ -12,20 +12,16 @@ mod common;
 
 use std::f64::consts::PI;
 
-use common::{gpu_or_skip, random, rel_l2};
-use ndarray::{Array2, Array3};
+use common::cone::{cpu_back, cpu_forward, smooth_projections, two_balls};
+use common::{fixed_options, flat, gpu_or_skip, no_progress, rand3, rel_l2, run_gap};
+use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
-    all_angles, reconstruct_cone, Algorithm, ConeJosephProjector, ConeVoxelProjector, Constraint,
-    IterativeOptions, Projector, Real, Weighting,
+    reconstruct_cone, Algorithm, ConeJosephProjector, ConeVoxelProjector, Constraint,
+    IterativeOptions, Weighting,
 };
-use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaConeJoseph};
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.as_standard_layout().iter().copied().collect()
-}
 
 /// Mirror-symmetric geometries (centred detectors): even rows and slices
 /// with a wide cone (z-dominant outer rays), odd rows and slices, odd rows
@@ -93,57 +89,10 @@ fn cases() -> Vec<(String, ConeGeometry, ConeVolume, bool)> {
     ]
 }
 
-fn cpu_forward<T: Real>(p: &ConeJosephProjector, g: &ConeGeometry, x: &Array3<f32>) -> Array3<f32>
-where
-    ConeJosephProjector: Projector<T>,
-{
-    let (nz, ny, nx) = x.dim();
-    let img = x
-        .mapv(|v| T::from_f64(v as f64))
-        .into_shape_with_order((nz * ny, nx))
-        .unwrap();
-    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
-    let mut out = Array2::<T>::from_elem((na, nr * nc), T::ZERO);
-    Projector::<T>::forward_slice(p, img.view(), &all_angles(na), out.view_mut()).unwrap();
-    out.mapv(|v| v.to_f64() as f32)
-        .into_shape_with_order((na, nr, nc))
-        .unwrap()
-}
-
-fn cpu_back(p: &ConeVoxelProjector, v: &ConeVolume, y: &Array3<f32>) -> Array3<f32> {
-    let (na, nr, nc) = y.dim();
-    let s = y.clone().into_shape_with_order((na, nr * nc)).unwrap();
-    let mut out = Array2::<f32>::zeros((v.nz * v.ny, v.nx));
-    Projector::<f32>::back_slice(p, s.view(), &all_angles(na), out.view_mut()).unwrap();
-    out.into_shape_with_order((v.nz, v.ny, v.nx)).unwrap()
-}
-
 /// A ball and a smaller off-centre ball, not symmetric in z (so a
 /// mirrored row that read the wrong half would show).
 fn phantom(v: &ConeVolume) -> Array3<f32> {
-    Array3::from_shape_fn((v.nz, v.ny, v.nx), |(z, y, x)| {
-        let (fx, fy, fz) = (
-            x as f64 / v.nx as f64 - 0.5,
-            y as f64 / v.ny as f64 - 0.5,
-            z as f64 / v.nz as f64 - 0.5,
-        );
-        let r1 = fx * fx + fy * fy + fz * fz;
-        let r2 = (fx - 0.1).powi(2) + (fy + 0.15).powi(2) + (fz - 0.2).powi(2);
-        (if r1 < 0.16 { 1.0 } else { 0.0 }) + (if r2 < 0.02 { 0.5 } else { 0.0 })
-    })
-}
-
-/// Smooth positive projections, not symmetric in the rows.
-fn smooth_projections(g: &ConeGeometry) -> Array3<f32> {
-    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
-    Array3::from_shape_fn((na, nr, nc), |(a, r, c)| {
-        let (fa, fr, fc) = (
-            a as f64 / na as f64,
-            r as f64 / nr as f64,
-            c as f64 / nc as f64,
-        );
-        (1.0 + (3.0 * fc + 2.0 * fa).sin() * (2.5 * fr + 1.0).cos() + 0.5 * fr) as f32
-    })
+    two_balls(v, 0.2)
 }
 
 /// Folded and unfolded operators against the CPU and each other, on
@@ -164,7 +113,7 @@ fn folded_kernels_match_the_cpu_and_the_unfolded_ones() {
         let jcpu = ConeJosephProjector::new(&g, &v).unwrap();
         let vcpu = ConeVoxelProjector::new(&g, &v).unwrap();
         let xp = phantom(&v);
-        let xr = Array3::from_shape_vec((v.nz, v.ny, v.nx), random(v.len(), seed)).unwrap();
+        let xr = rand3((v.nz, v.ny, v.nx), seed);
         let yp = cpu_forward::<f64>(&jcpu, &g, &xp);
         let ys = smooth_projections(&g);
         let ones = Array3::<f32>::ones((v.nz, v.ny, v.nx));
@@ -206,7 +155,7 @@ fn folded_kernels_match_the_cpu_and_the_unfolded_ones() {
                     got.iter().all(|v| v.is_finite()),
                     "{name}: unwritten back values"
                 );
-                let want = cpu_back(&vcpu, &v, y);
+                let want = cpu_back::<f32>(&vcpu, &v, y);
                 let e = rel_l2(&flat(&got), &flat(&want));
                 eprintln!("{name}, fold {fold}, {what}: voxel back vs CPU f32 rel L2 {e:.2e}");
                 assert!(
@@ -261,14 +210,12 @@ fn folded_sirt_matches_the_cpu() {
             cpu_forward::<f64>(&jcpu, &g, &phantom(&v))
         };
         let cpu = ConeVoxelProjector::new(&g, &v).unwrap();
-        let options = IterativeOptions {
-            algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
-            iterations: 8,
-            relaxation: None,
-            constraint: Constraint::non_negative(),
-            tolerance: None,
-            track_residual: true,
-        };
+        let options = fixed_options(
+            Algorithm::Sirt(Weighting::RowColumnSums),
+            8,
+            None,
+            Constraint::non_negative(),
+        );
         let want =
             reconstruct_cone::<f32, _>(&cpu, b.view(), None, &options, &mut |_| true).unwrap();
         let (got, _) = cone_sirt_cuda_with(
@@ -279,16 +226,10 @@ fn folded_sirt_matches_the_cpu() {
             None,
             &options,
             ConeBackProjector::Voxel,
-            &|_: &GpuIteration| true,
+            &no_progress(),
         )
         .unwrap();
-        let ex = rel_l2(&flat(&got.x), &flat(&want.x));
-        let er = got
-            .residuals
-            .iter()
-            .zip(&want.residuals)
-            .map(|(a, b)| (a - b).abs() / b)
-            .fold(0.0, f64::max);
+        let (ex, _, er) = run_gap(&got, &want);
         eprintln!("{name} (symmetric {symmetric}): folded SIRT vs CPU rel L2 {ex:.2e}, residuals {er:.2e}");
         assert_eq!(got.iterations, 8);
         assert!(ex <= 2e-3, "{name}: volume rel L2 {ex:.3e}");
@@ -308,7 +249,7 @@ fn folded_sirt_matches_the_cpu() {
             None,
             &untracked,
             ConeBackProjector::Voxel,
-            &|_: &GpuIteration| true,
+            &no_progress(),
         )
         .unwrap();
         eprintln!(
@@ -369,7 +310,7 @@ fn quarter_turn_weights_match_the_direct_ones() {
         let vcpu = ConeVoxelProjector::new(&g, &v).unwrap();
         let ones = Array3::<f32>::ones((v.nz, v.ny, v.nx));
         let want_rs = cpu_forward::<f64>(&jcpu, &g, &ones);
-        let want_cs = cpu_back(
+        let want_cs = cpu_back::<f32>(
             &vcpu,
             &v,
             &Array3::<f32>::ones((g.n_angles(), g.n_rows(), g.n_cols())),

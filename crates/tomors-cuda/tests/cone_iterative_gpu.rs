@@ -11,106 +11,20 @@ mod common;
 
 use std::f64::consts::PI;
 
-use common::{gpu_or_skip, random, rel_l2};
-use ndarray::{Array2, Array3};
+use common::cone::{cases, cpu_back, cpu_forward, smooth_projections, two_balls};
+use common::{
+    assert_constraint, dot, fixed_options, flat, gpu_or_skip, no_progress, rand3, rel_l2, run_gap,
+};
+use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
-    all_angles, reconstruct_cone, Algorithm, ConeJosephProjector, ConeVoxelProjector, Constraint,
-    IterativeOptions, Projector, Real, StopReason, Weighting,
+    reconstruct_cone, Algorithm, ConeJosephProjector, ConeVoxelProjector, Constraint,
+    IterativeOptions, StopReason, Weighting,
 };
 use tomors_cuda::cone_iterative::{check_cone_sirt_inputs, cone_sirt_fits};
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{cone_sirt_cuda, cone_sirt_cuda_with, ConeBackProjector, CudaConeJoseph};
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.as_standard_layout().iter().copied().collect()
-}
-
-fn rand3(dim: (usize, usize, usize), seed: u64) -> Array3<f32> {
-    Array3::from_shape_vec(dim, random(dim.0 * dim.1 * dim.2, seed)).unwrap()
-}
-
-/// Geometries that exercise the conventions (as tomors-core's cone tests):
-/// an off-centre principal point, non-square pixels, a non-cubic volume of
-/// non-unit voxels, irregular angles with 0, π/4, π/2 and π among them; a
-/// wide cone whose outer rows are steeper than 45° (z-dominant rays); and a
-/// plain small cone with a fitted volume.
-fn cases() -> Vec<(String, ConeGeometry, ConeVolume)> {
-    let mut angles: Vec<f32> = random(13, 77)
-        .iter()
-        .map(|v| (v + 1.0) * PI as f32)
-        .collect();
-    angles.extend([0.0, PI as f32 / 2.0, PI as f32 / 4.0, PI as f32]);
-    let g1 = ConeGeometry::new(angles, 60.0, 35.0, 21, 27, 1.3, 1.7)
-        .unwrap()
-        .with_principal_point(14.2, 9.6)
-        .unwrap();
-    let v1 = ConeVolume::new(17, 13, 11, 0.8).unwrap();
-    let g2 = ConeGeometry::new(
-        uniform_angles(8, 2.0 * PI as f32),
-        14.0,
-        6.0,
-        24,
-        16,
-        1.5,
-        3.0,
-    )
-    .unwrap();
-    let v2 = ConeVolume::new(12, 12, 14, 1.0).unwrap();
-    let g3 = ConeGeometry::new(
-        uniform_angles(30, 2.0 * PI as f32),
-        80.0,
-        40.0,
-        20,
-        32,
-        1.0,
-        1.0,
-    )
-    .unwrap();
-    let v3 = g3.fitting_volume(24, 24, 16).unwrap();
-    vec![
-        (
-            "off-centre, non-square pixels, non-cubic volume".into(),
-            g1,
-            v1,
-        ),
-        ("wide cone (z-dominant rays)".into(), g2, v2),
-        ("small fitted cone".into(), g3, v3),
-    ]
-}
-
-/// Forward projection with the CPU projector in `T`.
-fn cpu_forward<T: Real>(p: &ConeJosephProjector, g: &ConeGeometry, x: &Array3<f32>) -> Array3<f32>
-where
-    ConeJosephProjector: Projector<T>,
-{
-    let (nz, ny, nx) = x.dim();
-    let img = x
-        .mapv(|v| T::from_f64(v as f64))
-        .into_shape_with_order((nz * ny, nx))
-        .unwrap();
-    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
-    let mut out = Array2::<T>::from_elem((na, nr * nc), T::ZERO);
-    Projector::<T>::forward_slice(p, img.view(), &all_angles(na), out.view_mut()).unwrap();
-    out.mapv(|v| v.to_f64() as f32)
-        .into_shape_with_order((na, nr, nc))
-        .unwrap()
-}
-
-/// Back projection with the CPU projector in `T`.
-fn cpu_back<T: Real>(p: &impl Projector<T>, v: &ConeVolume, y: &Array3<f32>) -> Array3<f32> {
-    let (na, nr, nc) = y.dim();
-    let s = y
-        .mapv(|v| T::from_f64(v as f64))
-        .into_shape_with_order((na, nr * nc))
-        .unwrap();
-    let mut out = Array2::<T>::from_elem((v.nz * v.ny, v.nx), T::ZERO);
-    Projector::<T>::back_slice(p, s.view(), &all_angles(na), out.view_mut()).unwrap();
-    out.mapv(|v| v.to_f64() as f32)
-        .into_shape_with_order((v.nz, v.ny, v.nx))
-        .unwrap()
-}
 
 /// GPU forward and back projection equal the CPU projector (f64 and f32)
 /// to f32 rounding (relative L2 ≤ 1e-5) on random zero-mean data.
@@ -174,9 +88,6 @@ fn gpu_cone_pair_is_adjoint() {
         let x = rand3((v.nz, v.ny, v.nx), seed ^ 11);
         let y = rand3((g.n_angles(), g.n_rows(), g.n_cols()), seed ^ 13);
         let ax = gpu.forward(x.view()).unwrap();
-        let dot = |a: &Array3<f32>, b: &Array3<f32>| -> f64 {
-            a.iter().zip(b).map(|(&u, &v)| u as f64 * v as f64).sum()
-        };
         let norm = |a: &Array3<f32>| dot(a, a).sqrt();
         for merged in [true, false] {
             gpu.set_merged_back(merged);
@@ -191,23 +102,10 @@ fn gpu_cone_pair_is_adjoint() {
 /// A smooth non-negative test volume (two overlapping balls) and its exact
 /// Joseph projections (CPU, f64).
 fn phantom(g: &ConeGeometry, v: &ConeVolume) -> (Array3<f32>, Array3<f32>) {
-    let x = Array3::from_shape_fn((v.nz, v.ny, v.nx), |(z, y, x)| {
-        let (fx, fy, fz) = (
-            x as f64 / v.nx as f64 - 0.5,
-            y as f64 / v.ny as f64 - 0.5,
-            z as f64 / v.nz as f64 - 0.5,
-        );
-        let r1 = fx * fx + fy * fy + fz * fz;
-        let r2 = (fx - 0.1).powi(2) + (fy + 0.15).powi(2) + fz * fz;
-        (if r1 < 0.16 { 1.0 } else { 0.0 }) + (if r2 < 0.02 { 0.5 } else { 0.0 })
-    });
+    let x = two_balls(v, 0.0);
     let cpu = ConeJosephProjector::new(g, v).unwrap();
     let b = cpu_forward::<f64>(&cpu, g, &x);
     (x, b)
-}
-
-fn no_progress() -> impl Fn(&GpuIteration) -> bool + Sync {
-    |_: &GpuIteration| true
 }
 
 /// GPU SIRT equals the CPU's `reconstruct_cone` (f32 `ConeJosephProjector`)
@@ -233,27 +131,13 @@ fn cone_sirt_matches_the_cpu() {
             (Weighting::Landweber, None, Constraint::non_negative()),
             (Weighting::Cimmino, None, Constraint::none()),
         ] {
-            let options = IterativeOptions {
-                algorithm: Algorithm::Sirt(w),
-                iterations: 8,
-                relaxation: relax,
-                constraint,
-                tolerance: None,
-                track_residual: true,
-            };
+            let options = fixed_options(Algorithm::Sirt(w), 8, relax, constraint);
             let want =
                 reconstruct_cone::<f32, _>(&cpu, b.view(), None, &options, &mut |_| true).unwrap();
             let (got, stats) =
                 cone_sirt_cuda(&be, &g, &v, b.view(), None, &options, &no_progress()).unwrap();
             assert_eq!(got.x.dim(), (v.nz, v.ny, v.nx));
-            let ex = rel_l2(&flat(&got.x), &flat(&want.x));
-            let lam = (got.relaxation - want.relaxation).abs() / want.relaxation;
-            let er = got
-                .residuals
-                .iter()
-                .zip(&want.residuals)
-                .map(|(a, b)| (a - b).abs() / b)
-                .fold(0.0, f64::max);
+            let (ex, lam, er) = run_gap(&got, &want);
             eprintln!(
                 "{name}, {w:?}: λ {:.5} (cpu {:.5}): volume rel L2 {ex:.2e}, residuals {er:.2e}, \
                  last residual {:.4e}; {stats:?}",
@@ -274,29 +158,9 @@ fn cone_sirt_matches_the_cpu() {
                 er <= 1e-4,
                 "{name} {w:?}: residual history differs by {er:.3e}"
             );
-            if let Some(lo) = constraint.min {
-                assert!(got.x.iter().all(|&v| v >= lo as f32));
-            }
-            if let Some(hi) = constraint.max {
-                assert!(got.x.iter().all(|&v| v <= hi as f32));
-            }
+            assert_constraint(&got.x, constraint, &format!("{name} {w:?}"));
         }
     }
-}
-
-/// Smooth test projections: a positive field varying over the detector
-/// and the angles (a fair test of the texture unit's 8-bit bilinear
-/// weights).
-fn smooth_projections(g: &ConeGeometry) -> Array3<f32> {
-    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
-    Array3::from_shape_fn((na, nr, nc), |(a, r, c)| {
-        let (fa, fr, fc) = (
-            a as f64 / na as f64,
-            r as f64 / nr as f64,
-            c as f64 / nc as f64,
-        );
-        (1.0 + (3.0 * fc + 2.0 * fa).sin() * (2.5 * fr + 1.0).cos() + 0.5 * fr) as f32
-    })
 }
 
 /// The GPU voxel-driven back projection (`ConeBackProjector::Voxel`, FDK's
@@ -380,14 +244,7 @@ fn cone_sirt_voxel_matches_the_cpu() {
             (Weighting::RowColumnSums, Constraint::bounded(0.0, 1.2)),
             (Weighting::Landweber, Constraint::non_negative()),
         ] {
-            let options = IterativeOptions {
-                algorithm: Algorithm::Sirt(w),
-                iterations: 8,
-                relaxation: None,
-                constraint,
-                tolerance: None,
-                track_residual: true,
-            };
+            let options = fixed_options(Algorithm::Sirt(w), 8, None, constraint);
             let want =
                 reconstruct_cone::<f32, _>(&cpu, b.view(), None, &options, &mut |_| true).unwrap();
             let (got, stats) = cone_sirt_cuda_with(
@@ -401,14 +258,7 @@ fn cone_sirt_voxel_matches_the_cpu() {
                 &no_progress(),
             )
             .unwrap();
-            let ex = rel_l2(&flat(&got.x), &flat(&want.x));
-            let lam = (got.relaxation - want.relaxation).abs() / want.relaxation;
-            let er = got
-                .residuals
-                .iter()
-                .zip(&want.residuals)
-                .map(|(a, b)| (a - b).abs() / b)
-                .fold(0.0, f64::max);
+            let (ex, lam, er) = run_gap(&got, &want);
             eprintln!(
                 "{name}, {w:?} voxel: λ {:.5} (cpu {:.5}): volume rel L2 {ex:.2e}, residuals \
                  {er:.2e}, last residual {:.4e}; {stats:?}",
@@ -425,9 +275,7 @@ fn cone_sirt_voxel_matches_the_cpu() {
             );
             assert!(ex <= 2e-3, "{name} {w:?}: volume rel L2 {ex:.3e}");
             assert!(er <= 2e-3, "{name} {w:?}: residuals differ by {er:.3e}");
-            if let Some(lo) = constraint.min {
-                assert!(got.x.iter().all(|&v| v >= lo as f32));
-            }
+            assert_constraint(&got.x, constraint, &format!("{name} {w:?} voxel"));
         }
     }
 }
@@ -445,14 +293,12 @@ fn cone_sirt_voxel_lowers_the_error() {
     let (x_true, b) = phantom(&g, &v);
     let truth = flat(&x_true);
     let run = |iterations: usize, back: ConeBackProjector| {
-        let options = IterativeOptions {
-            algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
+        let options = fixed_options(
+            Algorithm::Sirt(Weighting::RowColumnSums),
             iterations,
-            relaxation: None,
-            constraint: Constraint::non_negative(),
-            tolerance: None,
-            track_residual: true,
-        };
+            None,
+            Constraint::non_negative(),
+        );
         let (r, _) =
             cone_sirt_cuda_with(&be, &g, &v, b.view(), None, &options, back, &no_progress())
                 .unwrap();

@@ -11,67 +11,14 @@
 
 mod common;
 
-use std::f64::consts::PI;
 use std::ops::Range;
 
-use common::{gpu_or_skip, random, rel_l2};
-use ndarray::{s, Array2, Array3};
+use common::cone::{cases, cpu_back_slices, cpu_forward};
+use common::{dot, flat, gpu_or_skip, rand3, rel_l2};
+use ndarray::{s, Array3};
 use tomors_core::cone::{ConeGeometry, ConeVolume};
-use tomors_core::geometry::uniform_angles;
-use tomors_core::iterative::{
-    all_angles, ConeJosephProjector, ConeVoxelProjector, Projector, VolumeBox,
-};
-use tomors_cuda::{ConeBackProjector, CudaConeJoseph};
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.as_standard_layout().iter().copied().collect()
-}
-
-fn rand3(dim: (usize, usize, usize), seed: u64) -> Array3<f32> {
-    Array3::from_shape_vec(dim, random(dim.0 * dim.1 * dim.2, seed)).unwrap()
-}
-
-/// An off-centre geometry with non-square pixels on a non-cubic volume,
-/// a wide cone with z-dominant rays, and a small fitted cone.
-fn cases() -> Vec<(String, ConeGeometry, ConeVolume)> {
-    let mut angles: Vec<f32> = random(13, 77)
-        .iter()
-        .map(|v| (v + 1.0) * PI as f32)
-        .collect();
-    angles.extend([0.0, PI as f32 / 2.0, PI as f32 / 4.0, PI as f32]);
-    let g1 = ConeGeometry::new(angles, 60.0, 35.0, 21, 27, 1.3, 1.7)
-        .unwrap()
-        .with_principal_point(14.2, 9.6)
-        .unwrap();
-    let v1 = ConeVolume::new(17, 13, 11, 0.8).unwrap();
-    let g2 = ConeGeometry::new(
-        uniform_angles(8, 2.0 * PI as f32),
-        14.0,
-        6.0,
-        24,
-        16,
-        1.5,
-        3.0,
-    )
-    .unwrap();
-    let v2 = ConeVolume::new(12, 12, 14, 1.0).unwrap();
-    let g3 = ConeGeometry::new(
-        uniform_angles(30, 2.0 * PI as f32),
-        80.0,
-        40.0,
-        20,
-        32,
-        1.0,
-        1.0,
-    )
-    .unwrap();
-    let v3 = g3.fitting_volume(24, 24, 16).unwrap();
-    vec![
-        ("off-centre, non-square pixels".into(), g1, v1),
-        ("wide cone (z-dominant rays)".into(), g2, v2),
-        ("small fitted cone".into(), g3, v3),
-    ]
-}
+use tomors_core::iterative::{ConeJosephProjector, ConeVoxelProjector, Projector, VolumeBox};
+use tomors_cuda::{ConeBackProjector, CudaBackend, CudaConeJoseph};
 
 /// Partitions of the slices: two and three balanced slabs, and an uneven
 /// one with a single-slice slab.
@@ -83,35 +30,51 @@ fn partitions(nz: usize) -> Vec<Vec<Range<usize>>> {
     ]
 }
 
-/// Forward projection of the slab `x` with a CPU projector (f64).
-fn cpu_forward(p: &impl Projector<f64>, g: &ConeGeometry, x: &Array3<f32>) -> Array3<f32> {
-    let (nz, ny, nx) = x.dim();
-    let img = x
-        .mapv(f64::from)
-        .into_shape_with_order((nz * ny, nx))
-        .unwrap();
-    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
-    let mut out = Array2::<f64>::zeros((na, nr * nc));
-    p.forward_slice(img.view(), &all_angles(na), out.view_mut())
-        .unwrap();
-    out.mapv(|v| v as f32)
-        .into_shape_with_order((na, nr, nc))
-        .unwrap()
+/// One slab `z` of the pair `back` on the GPU: the slab's forward
+/// projection `f` of its part `xs` of `x` and its back projection `b` of
+/// `y`, with their relative L2 distances from the CPU pair `cpu` of the
+/// same box (forward in f64, back in f32: `ef`, `eb`) and from the slab of
+/// the whole volume's back projection `wb` (`ew`).
+struct Slab {
+    xs: Array3<f32>,
+    f: Array3<f32>,
+    b: Array3<f32>,
+    ef: f64,
+    eb: f64,
+    ew: f64,
 }
 
-/// Back projection into a slab of `nz` slices with a CPU projector in f32
-/// (the voxel pair's f32 path is the fast FDK kernel the GPU mirrors).
-fn cpu_back(p: &impl Projector<f32>, nz: usize, v: &ConeVolume, y: &Array3<f32>) -> Array3<f32> {
-    let (na, nr, nc) = y.dim();
-    let sino = y.clone().into_shape_with_order((na, nr * nc)).unwrap();
-    let mut out = Array2::<f32>::zeros((nz * v.ny, v.nx));
-    p.back_slice(sino.view(), &all_angles(na), out.view_mut())
-        .unwrap();
-    out.into_shape_with_order((nz, v.ny, v.nx)).unwrap()
-}
-
-fn dot(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
-    a.iter().zip(b).map(|(&u, &v)| u as f64 * v as f64).sum()
+#[allow(clippy::too_many_arguments)]
+fn run_slab<P: Projector<f64> + Projector<f32>>(
+    be: &CudaBackend,
+    (g, v): (&ConeGeometry, &ConeVolume),
+    z: Range<usize>,
+    back: ConeBackProjector,
+    cpu: &P,
+    x: &Array3<f32>,
+    y: &Array3<f32>,
+    wb: &Array3<f32>,
+) -> Slab {
+    let gpu = CudaConeJoseph::slab(be, g, v, z.clone(), back).unwrap();
+    assert_eq!(gpu.z_range(), z);
+    assert_eq!(gpu.volume_dim(), (z.len(), v.ny, v.nx));
+    let xs = x.slice(s![z.clone(), .., ..]).to_owned();
+    let f = gpu.forward(xs.view()).unwrap();
+    let b = gpu.back(y.view()).unwrap();
+    let ef = rel_l2(&flat(&f), &flat(&cpu_forward::<f64>(cpu, g, &xs)));
+    let eb = rel_l2(
+        &flat(&b),
+        &flat(&cpu_back_slices::<f32>(cpu, z.len(), v, y)),
+    );
+    let ew = rel_l2(&flat(&b), &flat(&wb.slice(s![z, .., ..]).to_owned()));
+    Slab {
+        xs,
+        f,
+        b,
+        ef,
+        eb,
+        ew,
+    }
 }
 
 /// Joseph pair: every slab's forward and back projection equals the CPU
@@ -137,20 +100,24 @@ fn joseph_slabs_match_the_cpu_box_and_the_whole_volume() {
         for part in partitions(v.nz) {
             let mut sum = Array3::<f32>::zeros(wf.dim());
             for z in part {
-                let gpu = CudaConeJoseph::slab(&be, &g, &v, z.clone(), ConeBackProjector::Joseph)
-                    .unwrap();
-                assert_eq!(gpu.z_range(), z);
-                assert_eq!(gpu.volume_dim(), (z.len(), v.ny, v.nx));
-                let xs = x.slice(s![z.clone(), .., ..]).to_owned();
-                let f = gpu.forward(xs.view()).unwrap();
-                let b = gpu.back(y.view()).unwrap();
                 let cpu =
                     ConeJosephProjector::with_box(&g, &v, VolumeBox::slab(&v, z.clone())).unwrap();
-                let ef = rel_l2(&flat(&f), &flat(&cpu_forward(&cpu, &g, &xs)));
-                let eb = rel_l2(&flat(&b), &flat(&cpu_back(&cpu, z.len(), &v, &y)));
-                let ew = rel_l2(
-                    &flat(&b),
-                    &flat(&wb.slice(s![z.clone(), .., ..]).to_owned()),
+                let Slab {
+                    xs,
+                    f,
+                    b,
+                    ef,
+                    eb,
+                    ew,
+                } = run_slab(
+                    &be,
+                    (&g, &v),
+                    z.clone(),
+                    ConeBackProjector::Joseph,
+                    &cpu,
+                    &x,
+                    &y,
+                    &wb,
                 );
                 let gap = (dot(&f, &y) - dot(&xs, &b)).abs()
                     / (dot(&f, &f).sqrt() * dot(&y, &y).sqrt()).max(1e-300);
@@ -206,18 +173,17 @@ fn voxel_slabs_match_the_cpu_box_and_the_whole_volume() {
         for part in partitions(v.nz) {
             let mut sum = Array3::<f32>::zeros(wf.dim());
             for z in part {
-                let gpu =
-                    CudaConeJoseph::slab(&be, &g, &v, z.clone(), ConeBackProjector::Voxel).unwrap();
-                let xs = x.slice(s![z.clone(), .., ..]).to_owned();
-                let f = gpu.forward(xs.view()).unwrap();
-                let b = gpu.back(y.view()).unwrap();
                 let cpu =
                     ConeVoxelProjector::with_box(&g, &v, VolumeBox::slab(&v, z.clone())).unwrap();
-                let ef = rel_l2(&flat(&f), &flat(&cpu_forward(&cpu, &g, &xs)));
-                let eb = rel_l2(&flat(&b), &flat(&cpu_back(&cpu, z.len(), &v, &y)));
-                let ew = rel_l2(
-                    &flat(&b),
-                    &flat(&wb.slice(s![z.clone(), .., ..]).to_owned()),
+                let Slab { f, ef, eb, ew, .. } = run_slab(
+                    &be,
+                    (&g, &v),
+                    z.clone(),
+                    ConeBackProjector::Voxel,
+                    &cpu,
+                    &x,
+                    &y,
+                    &wb,
                 );
                 eprintln!(
                     "{name}, voxel slab {z:?}: vs CPU box forward {ef:.2e}, back {eb:.2e}; \

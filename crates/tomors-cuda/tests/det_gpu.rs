@@ -8,21 +8,16 @@
 
 mod common;
 
-use common::{gpu_or_skip, random, rel_l2};
+use common::{fixed_options, flat, gpu_or_skip, random, rel_l2};
 use ndarray::{Array2, Array3};
 use tomors_core::cone::ConeGeometry;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
-    reconstruct_cone, Algorithm, ConeJosephProjector, Constraint, IterativeOptions, Projector,
-    Weighting,
+    reconstruct_cone, Algorithm, ConeJosephProjector, Constraint, Projector, Weighting,
 };
 use tomors_cuda::{cone_sirt_cuda_opts, ConeGpuOptions, CudaConeJoseph};
 
 const PI: f32 = std::f32::consts::PI;
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.iter().copied().collect()
-}
 
 fn same_bits(a: &Array3<f32>, b: &Array3<f32>) -> bool {
     a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
@@ -120,14 +115,12 @@ fn deterministic_cone_sirt_is_reproducible() {
             .collect(),
     )
     .unwrap();
-    let options = IterativeOptions {
-        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
-        iterations: 5,
-        relaxation: None,
-        constraint: Constraint::non_negative(),
-        tolerance: None,
-        track_residual: true,
-    };
+    let options = fixed_options(
+        Algorithm::Sirt(Weighting::RowColumnSums),
+        5,
+        None,
+        Constraint::non_negative(),
+    );
     let gpu = ConeGpuOptions {
         deterministic: true,
         ..ConeGpuOptions::default()

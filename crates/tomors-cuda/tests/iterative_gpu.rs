@@ -8,7 +8,10 @@
 
 mod common;
 
-use common::{gpu_or_skip, random, rel_l2};
+use common::{
+    assert_constraint, fixed_options, flat, gpu_or_skip, no_progress, rand3, random, rel_l2,
+    run_gap,
+};
 use ndarray::{Array3, Axis};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
@@ -21,10 +24,6 @@ use tomors_cuda::iterative::{check_sirt_inputs, GpuIteration};
 use tomors_cuda::{sirt_cuda, CudaJoseph, GpuSirtOptions, JosephTuning};
 
 const PI: f32 = std::f32::consts::PI;
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.as_standard_layout().iter().copied().collect()
-}
 
 /// Angles over [0, π) that include the special directions 0, π/4, π/2,
 /// 3π/4 (ties between row and column stepping, steps parallel to the grid)
@@ -112,10 +111,8 @@ fn forward_and_back_match_the_cpu_joseph() {
         let cpu = JosephProjector::new(&geom, &grid).unwrap();
         let ns = 11;
         let (na, nb) = (geom.n_angles(), geom.n_bins());
-        let x =
-            Array3::from_shape_vec((ns, grid.ny, grid.nx), random(ns * grid.ny * grid.nx, seed))
-                .unwrap();
-        let y = Array3::from_shape_vec((ns, na, nb), random(ns * na * nb, seed ^ 3)).unwrap();
+        let x = rand3((ns, grid.ny, grid.nx), seed);
+        let y = rand3((ns, na, nb), seed ^ 3);
         let want_f = cpu_forward(&cpu, &x);
         let want_b = cpu_back(&cpu, &y);
         for (sg, bsg, ap, paired, quad) in [
@@ -166,12 +163,8 @@ fn gpu_pair_is_adjoint() {
     for (name, geom, grid) in cases(seed) {
         let ns = 5;
         let (na, nb) = (geom.n_angles(), geom.n_bins());
-        let x = Array3::from_shape_vec(
-            (ns, grid.ny, grid.nx),
-            random(ns * grid.ny * grid.nx, seed ^ 11),
-        )
-        .unwrap();
-        let y = Array3::from_shape_vec((ns, na, nb), random(ns * na * nb, seed ^ 13)).unwrap();
+        let x = rand3((ns, grid.ny, grid.nx), seed ^ 11);
+        let y = rand3((ns, na, nb), seed ^ 13);
         let gpu = CudaJoseph::new(&be, &geom, &grid, 4).unwrap();
         let mut ax = Array3::<f32>::zeros((ns, na, nb));
         gpu.forward(x.view(), ax.view_mut()).unwrap();
@@ -201,10 +194,6 @@ fn shepp(n: usize, na: usize) -> (ParallelGeometry, SliceGrid, Array3<f32>) {
     (geom, grid, sino)
 }
 
-fn no_progress() -> impl Fn(&GpuIteration) -> bool + Sync {
-    |_: &GpuIteration| true
-}
-
 /// GPU SIRT equals CPU SIRT (tomors-core `reconstruct` with the f32
 /// `JosephProjector`) after 10 iterations: volume and residual history to
 /// relative 1e-4, for row/column sums with a box constraint, and Landweber
@@ -227,14 +216,7 @@ fn sirt_matches_the_cpu() {
         (Weighting::Landweber, None, Constraint::non_negative()),
         (Weighting::Cimmino, None, Constraint::none()),
     ] {
-        let options = IterativeOptions {
-            algorithm: Algorithm::Sirt(w),
-            iterations: 10,
-            relaxation: relax,
-            constraint,
-            tolerance: None,
-            track_residual: true,
-        };
+        let options = fixed_options(Algorithm::Sirt(w), 10, relax, constraint);
         let want = reconstruct::<f32, _>(&cpu, sino.view(), None, &options, &mut |_| true).unwrap();
         let (got, stats) = sirt_cuda(
             &be,
@@ -247,14 +229,7 @@ fn sirt_matches_the_cpu() {
             &no_progress(),
         )
         .unwrap();
-        let ex = rel_l2(&flat(&got.x), &flat(&want.x));
-        let lam = (got.relaxation - want.relaxation).abs() / want.relaxation;
-        let er = got
-            .residuals
-            .iter()
-            .zip(&want.residuals)
-            .map(|(a, b)| (a - b).abs() / b)
-            .fold(0.0, f64::max);
+        let (ex, lam, er) = run_gap(&got, &want);
         eprintln!(
             "{w:?} λ {:.5} (cpu {:.5}): volume rel L2 {ex:.2e}, residuals {er:.2e}, \
              last residual {:.4e}; {stats:?}",
@@ -272,12 +247,7 @@ fn sirt_matches_the_cpu() {
         );
         assert!(ex <= 1e-4, "{w:?}: volume rel L2 {ex:.3e}");
         assert!(er <= 1e-4, "{w:?}: residual history differs by {er:.3e}");
-        if let Some(lo) = constraint.min {
-            assert!(got.x.iter().all(|&v| v >= lo as f32));
-        }
-        if let Some(hi) = constraint.max {
-            assert!(got.x.iter().all(|&v| v <= hi as f32));
-        }
+        assert_constraint(&got.x, constraint, &format!("{w:?}"));
     }
 }
 
@@ -298,14 +268,12 @@ fn slabs_initial_volume_and_stopping() {
                 .mapv(|v| v * (1.0 + 0.05 * i as f32)),
         );
     }
-    let options = IterativeOptions {
-        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
-        iterations: 6,
-        relaxation: None,
-        constraint: Constraint::non_negative(),
-        tolerance: None,
-        track_residual: true,
-    };
+    let options = fixed_options(
+        Algorithm::Sirt(Weighting::RowColumnSums),
+        6,
+        None,
+        Constraint::non_negative(),
+    );
     let run_ap =
         |slab: usize, sg: usize, ap: usize, init: Option<&Array3<f32>>, opt: &IterativeOptions| {
             sirt_cuda(

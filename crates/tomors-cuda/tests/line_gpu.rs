@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{gpu_or_skip, random, rel_l2};
+use common::{dot, flat, gpu_or_skip, rand3, rel_l2};
 use ndarray::Array3;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
@@ -17,18 +17,6 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::{sirt_cuda, CudaJoseph, GpuSirtOptions};
 
 const PI: f32 = std::f32::consts::PI;
-
-fn rand3(dim: (usize, usize, usize), seed: u64) -> Array3<f32> {
-    Array3::from_shape_vec(dim, random(dim.0 * dim.1 * dim.2, seed)).unwrap()
-}
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.iter().copied().collect()
-}
-
-fn dot(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
-    a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
-}
 
 /// Forward and back projections of the GPU line model equal the CPU line
 /// projector's (relative L2 ≤ 1e-5: exact f32 arithmetic on the GPU

@@ -15,27 +15,20 @@ mod common;
 
 use std::f64::consts::PI;
 
-use common::{gpu_or_skip, gpu_required, random, rel_l2};
+use common::{
+    fixed_options, flat, gpu_or_skip, gpu_required, max_rel, no_progress, random, rel_l2,
+};
 use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
 use tomors_core::linalg::{LinearOperator, Vector};
 use tomors_core::{ParallelGeometry, SliceGrid};
-use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{
     cone_sirt_cuda_multi, cone_sirt_cuda_opts, sirt_cuda, sirt_cuda_multi, ConeBackProjector,
     ConeGpuOptions, CudaBackend, CudaConeJoseph, CudaConeSlabs, CudaOptions, Exchange,
     GpuSirtOptions, MultiCudaBackend,
 };
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.as_standard_layout().iter().copied().collect()
-}
-
-fn no_progress() -> impl Fn(&GpuIteration) -> bool + Sync {
-    |_: &GpuIteration| true
-}
 
 /// A small cone: 40 projections of 24 × 32 onto a fitted 24 × 24 × 20
 /// volume, and the projections of two balls (exact Joseph projections on
@@ -73,14 +66,8 @@ fn cone_problem(be: &CudaBackend) -> (ConeGeometry, ConeVolume, Array3<f32>) {
 /// Cimmino with their default relaxation (power iteration over the
 /// slabs), SART-type BLOCK-IT (blocks of 10 projections, Joseph pair only).
 fn methods(back: ConeBackProjector) -> Vec<(&'static str, IterativeOptions)> {
-    let opt = |algorithm, relaxation, constraint| IterativeOptions {
-        algorithm,
-        iterations: 6,
-        relaxation,
-        constraint,
-        tolerance: None,
-        track_residual: true,
-    };
+    let opt =
+        |algorithm, relaxation, constraint| fixed_options(algorithm, 6, relaxation, constraint);
     let mut m = vec![
         (
             "sirt",
@@ -173,12 +160,7 @@ fn cone_multi_vs_one(label: &str, devs: &[&CudaBackend]) -> f64 {
                 .unwrap();
                 let e = rel_l2(&flat(&many.x), &flat(&one.x));
                 let lam = (many.relaxation - one.relaxation).abs() / one.relaxation;
-                let er = many
-                    .residuals
-                    .iter()
-                    .zip(&one.residuals)
-                    .map(|(a, b)| (a - b).abs() / b)
-                    .fold(0.0, f64::max);
+                let er = max_rel(&many.residuals, &one.residuals);
                 eprintln!(
                     "{label}: {back:?} {name}, {exchange:?}: volume rel L2 {e:.2e}, λ {lam:.1e}, \
                      residuals {er:.1e} (last {:.3e}); {:.4} s/iteration",
@@ -330,14 +312,7 @@ fn parallel_sirt_on_two_gpus_matches_one() {
             },
         ),
     ] {
-        let options = IterativeOptions {
-            algorithm,
-            iterations: 5,
-            relaxation: Some(1.0),
-            constraint: Constraint::non_negative(),
-            tolerance: None,
-            track_residual: true,
-        };
+        let options = fixed_options(algorithm, 5, Some(1.0), Constraint::non_negative());
         // Slabs of 8 slices: 3 slabs, handed round-robin (2 to device 0).
         let gpu = GpuSirtOptions {
             slab: 8,

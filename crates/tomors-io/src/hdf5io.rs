@@ -514,6 +514,69 @@ fn slot<'a>(path: &Path, ds: &'a Option<Dataset>) -> Result<&'a Dataset> {
         .ok_or_else(|| format_err(path, "the dataset was closed (a failed reopening)"))
 }
 
+/// Reopens the frame dataset `name` kept in `data` with a chunk cache of
+/// `bytes` (at most one band of its chunks); `false` when it is not chunked
+/// in bands (nothing to cache).
+fn cache_frames(
+    file: &File,
+    path: &Path,
+    name: &str,
+    data: &mut Option<Dataset>,
+    bytes: usize,
+) -> Result<bool> {
+    let Some(band) = data.as_ref().and_then(band_bytes) else {
+        return Ok(false);
+    };
+    reopen_with_cache(file, path, name, data, bytes.min(band))?;
+    Ok(true)
+}
+
+/// Frames `frames`, rows `rows` of the frame dataset `name`: by direct
+/// chunk reads where its layout allows ([`DirectLayout`]), else through
+/// HDF5 from the dataset kept in `data`.
+fn read_frames(
+    path: &Path,
+    name: &str,
+    direct: &Option<DirectLayout>,
+    data: &Option<Dataset>,
+    frames: Range<usize>,
+    rows: Range<usize>,
+) -> Result<Array3<f32>> {
+    match direct {
+        Some(d) => d.read(path, name, frames, rows),
+        None => read_slab3(slot(path, data)?, path, name, frames, rows),
+    }
+}
+
+/// The accessors of [`ProjectionSource`] that every HDF5 source answers
+/// from the same fields (`path`, `shape`, `angles`, `n_flats`, `n_darks`
+/// and the frame dataset `data`).
+macro_rules! hdf5_source_accessors {
+    () => {
+        fn path(&self) -> &Path {
+            &self.path
+        }
+        fn shape(&self) -> [usize; 3] {
+            self.shape
+        }
+        fn angles(&self) -> &[f32] {
+            &self.angles
+        }
+        fn n_flats(&self) -> usize {
+            self.n_flats
+        }
+        fn n_darks(&self) -> usize {
+            self.n_darks
+        }
+        fn row_chunk(&self) -> Option<usize> {
+            row_chunk_of(self.data.as_ref()?, self.shape[1])
+        }
+        fn stored_value_bytes(&self) -> usize {
+            self.data.as_ref().map_or(4, value_bytes)
+        }
+    };
+}
+
 /// Opens an HDF5 scan as DXchange or NXtomo (see [`crate::source::open`]).
 pub fn open_hdf5(path: &Path, options: &OpenOptions) -> Result<Box<dyn ProjectionSource>> {
     crate::output::register_input(path);
@@ -659,29 +722,9 @@ impl DxSource {
 }
 
 impl ProjectionSource for DxSource {
-    fn path(&self) -> &Path {
-        &self.path
-    }
+    hdf5_source_accessors!();
     fn format(&self) -> &'static str {
         "DXchange HDF5"
-    }
-    fn shape(&self) -> [usize; 3] {
-        self.shape
-    }
-    fn angles(&self) -> &[f32] {
-        &self.angles
-    }
-    fn n_flats(&self) -> usize {
-        self.n_flats
-    }
-    fn n_darks(&self) -> usize {
-        self.n_darks
-    }
-    fn row_chunk(&self) -> Option<usize> {
-        row_chunk_of(self.data.as_ref()?, self.shape[1])
-    }
-    fn stored_value_bytes(&self) -> usize {
-        self.data.as_ref().map_or(4, value_bytes)
     }
     fn row_band_cache_bytes(&self) -> Option<usize> {
         // Flats and darks are read with the projections: their bands too.
@@ -693,17 +736,10 @@ impl ProjectionSource for DxSource {
         band_bytes(self.data.as_ref()?).map(|b| b + side)
     }
     fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
-        let Some(band) = self.data.as_ref().and_then(band_bytes) else {
-            return Ok(false);
-        };
         let file = &self._file;
-        reopen_with_cache(
-            file,
-            &self.path,
-            &self.data_name,
-            &mut self.data,
-            bytes.min(band),
-        )?;
+        if !cache_frames(file, &self.path, &self.data_name, &mut self.data, bytes)? {
+            return Ok(false);
+        }
         for (ds, name) in [
             (&mut self.flats, "/exchange/data_white"),
             (&mut self.darks, "/exchange/data_dark"),
@@ -717,16 +753,14 @@ impl ProjectionSource for DxSource {
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;
         check_not_shrunk(&self.path, self.len_at_open)?;
-        let projections = match &self.direct {
-            Some(d) => d.read(&self.path, &self.data_name, 0..self.shape[0], rows.clone())?,
-            None => read_slab3(
-                slot(&self.path, &self.data)?,
-                &self.path,
-                &self.data_name,
-                0..self.shape[0],
-                rows.clone(),
-            )?,
-        };
+        let projections = read_frames(
+            &self.path,
+            &self.data_name,
+            &self.direct,
+            &self.data,
+            0..self.shape[0],
+            rows.clone(),
+        )?;
         let group = |ds: &Option<Dataset>, n: usize, name: &str| -> Result<Vec<FrameGroup>> {
             Ok(match ds {
                 Some(ds) => vec![FrameGroup {
@@ -1027,45 +1061,21 @@ impl NxTomoSource {
 }
 
 impl ProjectionSource for NxTomoSource {
-    fn path(&self) -> &Path {
-        &self.path
-    }
+    hdf5_source_accessors!();
     fn format(&self) -> &'static str {
         "NeXus NXtomo HDF5"
-    }
-    fn shape(&self) -> [usize; 3] {
-        self.shape
-    }
-    fn angles(&self) -> &[f32] {
-        &self.angles
-    }
-    fn n_flats(&self) -> usize {
-        self.n_flats
-    }
-    fn n_darks(&self) -> usize {
-        self.n_darks
-    }
-    fn row_chunk(&self) -> Option<usize> {
-        row_chunk_of(self.data.as_ref()?, self.shape[1])
-    }
-    fn stored_value_bytes(&self) -> usize {
-        self.data.as_ref().map_or(4, value_bytes)
     }
     fn row_band_cache_bytes(&self) -> Option<usize> {
         band_bytes(self.data.as_ref()?)
     }
     fn set_chunk_cache(&mut self, bytes: usize) -> Result<bool> {
-        let Some(band) = self.data.as_ref().and_then(band_bytes) else {
-            return Ok(false);
-        };
-        reopen_with_cache(
+        cache_frames(
             &self._file,
             &self.path,
             &self.paths.data,
             &mut self.data,
-            bytes.min(band),
-        )?;
-        Ok(true)
+            bytes,
+        )
     }
     fn read_raw(&self, rows: Range<usize>) -> Result<RawSlab> {
         check_rows(&self.path, &rows, self.shape[1])?;
@@ -1077,21 +1087,14 @@ impl ProjectionSource for NxTomoSource {
             if run.key == 3 {
                 continue;
             }
-            let block = match &self.direct {
-                Some(d) => d.read(
-                    &self.path,
-                    &self.paths.data,
-                    run.frames.clone(),
-                    rows.clone(),
-                )?,
-                None => read_slab3(
-                    slot(&self.path, &self.data)?,
-                    &self.path,
-                    &self.paths.data,
-                    run.frames.clone(),
-                    rows.clone(),
-                )?,
-            };
+            let block = read_frames(
+                &self.path,
+                &self.paths.data,
+                &self.direct,
+                &self.data,
+                run.frames.clone(),
+                rows.clone(),
+            )?;
             match run.key {
                 0 => {
                     let n = block.len_of(Axis(0));

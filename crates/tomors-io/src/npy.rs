@@ -456,16 +456,7 @@ impl NpySource {
     fn with_data(data: BinArray, options: &OpenOptions, raw: bool) -> Result<Self> {
         let [na, nr, nc] = data.shape();
         let angles = options.default_angles(&data.path, na)?;
-        let flats = options
-            .flats
-            .as_deref()
-            .map(|p| SideStack::open(p, [nr, nc]))
-            .transpose()?;
-        let darks = options
-            .darks
-            .as_deref()
-            .map(|p| SideStack::open(p, [nr, nc]))
-            .transpose()?;
+        let (flats, darks) = SideStack::open_both(options, [nr, nc])?;
         Ok(Self {
             data,
             angles,
@@ -522,6 +513,16 @@ pub(crate) enum SideStack {
 }
 
 impl SideStack {
+    /// The flat and the dark stacks that `options` names (either may be
+    /// absent), opened and checked against the frame size `[rows, cols]`.
+    pub(crate) fn open_both(
+        options: &OpenOptions,
+        frame: [usize; 2],
+    ) -> Result<(Option<Self>, Option<Self>)> {
+        let open = |p: &Option<PathBuf>| p.as_deref().map(|p| Self::open(p, frame)).transpose();
+        Ok((open(&options.flats)?, open(&options.darks)?))
+    }
+
     /// Opens a flat/dark stack and checks its frame size `[rows, cols]`.
     pub(crate) fn open(path: &Path, frame: [usize; 2]) -> Result<Self> {
         crate::output::register_input(path);

@@ -43,6 +43,39 @@ pub struct RawSlab {
     pub darks: Vec<FrameGroup>,
 }
 
+/// The accessors of [`ProjectionSource`] for a source that wraps another
+/// (`inner`) and has its own `shape` and `angles`: the path, the format and
+/// the flat and dark counts are the inner source's.
+macro_rules! wrapped_source_accessors {
+    () => {
+        fn path(&self) -> &Path {
+            self.inner.path()
+        }
+
+        fn format(&self) -> &'static str {
+            self.inner.format()
+        }
+
+        fn shape(&self) -> [usize; 3] {
+            self.shape
+        }
+
+        fn angles(&self) -> &[f32] {
+            &self.angles
+        }
+
+        fn n_flats(&self) -> usize {
+            self.inner.n_flats()
+        }
+
+        fn n_darks(&self) -> usize {
+            self.inner.n_darks()
+        }
+    };
+}
+
+pub(crate) use wrapped_source_accessors;
+
 /// A scan on disk that can be read a slab of detector rows at a time.
 pub trait ProjectionSource: Send {
     /// The file (or directory, or first file of a stack) read.

@@ -134,29 +134,7 @@ impl Subset {
 }
 
 impl ProjectionSource for Subset {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-
-    fn format(&self) -> &'static str {
-        self.inner.format()
-    }
-
-    fn shape(&self) -> [usize; 3] {
-        self.shape
-    }
-
-    fn angles(&self) -> &[f32] {
-        &self.angles
-    }
-
-    fn n_flats(&self) -> usize {
-        self.inner.n_flats()
-    }
-
-    fn n_darks(&self) -> usize {
-        self.inner.n_darks()
-    }
+    crate::source::wrapped_source_accessors!();
 
     fn stored_value_bytes(&self) -> usize {
         self.inner.stored_value_bytes()

@@ -375,16 +375,7 @@ impl TiffSource {
         let stack = TiffStack::open(path)?;
         let [n, r, c] = stack.shape();
         let angles = options.default_angles(path, n)?;
-        let flats = options
-            .flats
-            .as_deref()
-            .map(|p| SideStack::open(p, [r, c]))
-            .transpose()?;
-        let darks = options
-            .darks
-            .as_deref()
-            .map(|p| SideStack::open(p, [r, c]))
-            .transpose()?;
+        let (flats, darks) = SideStack::open_both(options, [r, c])?;
         Ok(Self {
             stack,
             angles,

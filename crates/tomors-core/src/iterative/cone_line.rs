@@ -9,45 +9,18 @@
 //! `(k − ½ − o)/d`, whatever the box, so the pieces of a partition of the
 //! volume reproduce the whole.
 
-use super::cone_rays::{matched_cone_projector, ConeRays, ConeTracer, VolumeBox};
+use super::cone_rays::{
+    cone_ray_projector, matched_cone_projector, ConeRays, ConeTracer, VolumeBox,
+};
 use super::operator::floor_i64;
 use super::real::Real;
 use crate::cone::{ConeGeometry, ConeVolume};
 use crate::error::Result;
 
-/// The cone-beam line-length projector (matched pair).
-#[derive(Clone, Debug)]
-pub struct ConeLineProjector {
-    rays: ConeRays,
-}
-
-impl ConeLineProjector {
-    /// The projector for `geometry` on the whole of `volume`.
-    ///
-    /// Errors: the source orbit passes through the volume.
-    pub fn new(geometry: &ConeGeometry, volume: &ConeVolume) -> Result<Self> {
-        Self::with_box(geometry, volume, VolumeBox::full(volume))
-    }
-
-    /// The projector restricted to `region` of `volume`.
-    ///
-    /// Errors: an empty region or one outside the volume; the source orbit
-    /// passes through the volume.
-    pub fn with_box(
-        geometry: &ConeGeometry,
-        volume: &ConeVolume,
-        region: VolumeBox,
-    ) -> Result<Self> {
-        Ok(Self {
-            rays: ConeRays::new(geometry, volume, region)?,
-        })
-    }
-
-    /// The box the projector acts on.
-    pub fn region(&self) -> &VolumeBox {
-        &self.rays.region
-    }
-}
+cone_ray_projector!(
+    /// The cone-beam line-length projector (matched pair).
+    ConeLineProjector
+);
 
 /// Parameter `t` where the ray crosses plane `k − ½` of an axis.
 #[inline(always)]

@@ -382,6 +382,48 @@ pub(crate) fn cone_back<T: Real, R: ConeTracer>(
     out.assign(&view);
 }
 
+/// Defines a ray-driven cone-beam projector: the struct (its rays only)
+/// and its constructors `new`, `with_box` and the accessor `region`.
+macro_rules! cone_ray_projector {
+    ($(#[$doc:meta])* $ty:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug)]
+        pub struct $ty {
+            rays: ConeRays,
+        }
+
+        impl $ty {
+            /// The projector for `geometry` on the whole of `volume`.
+            ///
+            /// Errors: the source orbit passes through the volume.
+            pub fn new(geometry: &ConeGeometry, volume: &ConeVolume) -> Result<Self> {
+                Self::with_box(geometry, volume, VolumeBox::full(volume))
+            }
+
+            /// The projector restricted to `region` of `volume`.
+            ///
+            /// Errors: an empty region or one outside the volume; the source
+            /// orbit passes through the volume.
+            pub fn with_box(
+                geometry: &ConeGeometry,
+                volume: &ConeVolume,
+                region: VolumeBox,
+            ) -> Result<Self> {
+                Ok(Self {
+                    rays: ConeRays::new(geometry, volume, region)?,
+                })
+            }
+
+            /// The box the projector acts on.
+            pub fn region(&self) -> &VolumeBox {
+                &self.rays.region
+            }
+        }
+    };
+}
+
+pub(crate) use cone_ray_projector;
+
 /// Implements [`Projector`](super::Projector) and
 /// [`ConeOperator`](super::ConeOperator) for a matched cone-beam tracer.
 macro_rules! matched_cone_projector {

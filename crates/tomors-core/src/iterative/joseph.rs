@@ -22,35 +22,49 @@ use super::real::Real;
 use crate::error::Result;
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
-/// Joseph's projector (matched pair: forward and exact transpose).
-#[derive(Clone, Debug)]
-pub struct JosephProjector {
-    g: RayGeometry,
+/// Defines a ray-driven projector of a parallel-beam geometry: the struct
+/// (its ray geometry only) and its constructors `new`, `with_region` and
+/// the accessor `region`.
+macro_rules! ray_projector {
+    ($(#[$doc:meta])* $ty:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug)]
+        pub struct $ty {
+            g: RayGeometry,
+        }
+
+        impl $ty {
+            /// The projector for `geometry` on the whole of `grid`.
+            pub fn new(geometry: &ParallelGeometry, grid: &SliceGrid) -> Result<Self> {
+                Self::with_region(geometry, grid, Region::full(grid))
+            }
+
+            /// The projector restricted to `region` of `grid` (errors if the
+            /// region is empty or leaves the grid).
+            pub fn with_region(
+                geometry: &ParallelGeometry,
+                grid: &SliceGrid,
+                region: Region,
+            ) -> Result<Self> {
+                Ok(Self {
+                    g: RayGeometry::new(geometry, grid, region)?,
+                })
+            }
+
+            /// The region the projector acts on.
+            pub fn region(&self) -> &Region {
+                &self.g.region
+            }
+        }
+    };
 }
 
-impl JosephProjector {
-    /// The projector for `geometry` on the whole of `grid`.
-    pub fn new(geometry: &ParallelGeometry, grid: &SliceGrid) -> Result<Self> {
-        Self::with_region(geometry, grid, Region::full(grid))
-    }
+pub(crate) use ray_projector;
 
-    /// The projector restricted to `region` of `grid` (errors if the region
-    /// is empty or leaves the grid).
-    pub fn with_region(
-        geometry: &ParallelGeometry,
-        grid: &SliceGrid,
-        region: Region,
-    ) -> Result<Self> {
-        Ok(Self {
-            g: RayGeometry::new(geometry, grid, region)?,
-        })
-    }
-
-    /// The region the projector acts on.
-    pub fn region(&self) -> &Region {
-        &self.g.region
-    }
-}
+ray_projector!(
+    /// Joseph's projector (matched pair: forward and exact transpose).
+    JosephProjector
+);
 
 /// Index range `[lo, hi)` (clipped to `[first, end)`) of the steps `i` whose
 /// perpendicular coordinate `c0 + i·dc` may lie in the open interval

@@ -9,7 +9,7 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-use super::joseph::matched_ray_projector;
+use super::joseph::{matched_ray_projector, ray_projector};
 use super::operator::{
     back_by_rays, back_stack_by_rays, check_angles, check_dim3, floor_i64, forward_by_rays,
     forward_stack_by_rays, Projector, RayGeometry, Region, Tracer,
@@ -18,34 +18,10 @@ use super::real::Real;
 use crate::error::Result;
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
-/// The line-length projector (matched pair: forward and exact transpose).
-#[derive(Clone, Debug)]
-pub struct LineProjector {
-    g: RayGeometry,
-}
-
-impl LineProjector {
-    /// The projector for `geometry` on the whole of `grid`.
-    pub fn new(geometry: &ParallelGeometry, grid: &SliceGrid) -> Result<Self> {
-        Self::with_region(geometry, grid, Region::full(grid))
-    }
-
-    /// The projector restricted to `region` of `grid`.
-    pub fn with_region(
-        geometry: &ParallelGeometry,
-        grid: &SliceGrid,
-        region: Region,
-    ) -> Result<Self> {
-        Ok(Self {
-            g: RayGeometry::new(geometry, grid, region)?,
-        })
-    }
-
-    /// The region the projector acts on.
-    pub fn region(&self) -> &Region {
-        &self.g.region
-    }
-}
+ray_projector!(
+    /// The line-length projector (matched pair: forward and exact transpose).
+    LineProjector
+);
 
 impl Tracer for LineProjector {
     fn trace<F: FnMut(usize, f64)>(&self, a: usize, k: usize, _: &mut Vec<f64>, mut visit: F) {

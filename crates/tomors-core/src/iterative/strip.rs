@@ -26,7 +26,7 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-use super::joseph::{matched_ray_projector, step_range};
+use super::joseph::{matched_ray_projector, ray_projector, step_range};
 use super::operator::{
     back_by_rays, back_stack_by_rays, check_angles, check_dim3, floor_i64, forward_by_rays,
     forward_stack_by_rays, Projector, RayGeometry, Region, Tracer,
@@ -35,35 +35,10 @@ use super::real::Real;
 use crate::error::Result;
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
-/// The strip-area projector (matched pair: forward and exact transpose).
-#[derive(Clone, Debug)]
-pub struct StripProjector {
-    g: RayGeometry,
-}
-
-impl StripProjector {
-    /// The projector for `geometry` on the whole of `grid`.
-    pub fn new(geometry: &ParallelGeometry, grid: &SliceGrid) -> Result<Self> {
-        Self::with_region(geometry, grid, Region::full(grid))
-    }
-
-    /// The projector restricted to `region` of `grid` (errors if the region
-    /// is empty or leaves the grid).
-    pub fn with_region(
-        geometry: &ParallelGeometry,
-        grid: &SliceGrid,
-        region: Region,
-    ) -> Result<Self> {
-        Ok(Self {
-            g: RayGeometry::new(geometry, grid, region)?,
-        })
-    }
-
-    /// The region the projector acts on.
-    pub fn region(&self) -> &Region {
-        &self.g.region
-    }
-}
+ray_projector!(
+    /// The strip-area projector (matched pair: forward and exact transpose).
+    StripProjector
+);
 
 /// The unit-area trapezoid that is the convolution of boxes of widths
 /// `a ≥ b ≥ 0` (`a > 0`), centred on 0, with constants for its tails.

@@ -23,7 +23,7 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-use super::joseph::{matched_ray_projector, step_range};
+use super::joseph::{matched_ray_projector, ray_projector, step_range};
 use super::operator::{
     back_by_rays, back_stack_by_rays, check_angles, check_dim3, floor_i64, forward_by_rays,
     forward_stack_by_rays, Projector, RayGeometry, Region, Tracer,
@@ -32,36 +32,11 @@ use super::real::Real;
 use crate::error::Result;
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
-/// The 0–1 (nearest pixel per step) projector: matched pair, forward and
-/// exact transpose.
-#[derive(Clone, Debug)]
-pub struct ZeroOneProjector {
-    g: RayGeometry,
-}
-
-impl ZeroOneProjector {
-    /// The projector for `geometry` on the whole of `grid`.
-    pub fn new(geometry: &ParallelGeometry, grid: &SliceGrid) -> Result<Self> {
-        Self::with_region(geometry, grid, Region::full(grid))
-    }
-
-    /// The projector restricted to `region` of `grid` (errors if the region
-    /// is empty or leaves the grid).
-    pub fn with_region(
-        geometry: &ParallelGeometry,
-        grid: &SliceGrid,
-        region: Region,
-    ) -> Result<Self> {
-        Ok(Self {
-            g: RayGeometry::new(geometry, grid, region)?,
-        })
-    }
-
-    /// The region the projector acts on.
-    pub fn region(&self) -> &Region {
-        &self.g.region
-    }
-}
+ray_projector!(
+    /// The 0–1 (nearest pixel per step) projector: matched pair, forward and
+    /// exact transpose.
+    ZeroOneProjector
+);
 
 impl Tracer for ZeroOneProjector {
     #[inline]

@@ -116,6 +116,43 @@ fn slice_len<T>(a: &Array3<T>) -> usize {
     a.dim().1 * a.dim().2
 }
 
+/// An error unless `x` has the shape of the vector `a`: "`op`: vector is
+/// …, `what` …".
+fn same_dim<T>(a: &Array3<T>, x: &Array3<T>, op: &str, what: &str) -> Result<()> {
+    if a.dim() != x.dim() {
+        return Err(CoreError::Shape(format!(
+            "{op}: vector is {:?}, {what} {:?}",
+            a.dim(),
+            x.dim()
+        )));
+    }
+    Ok(())
+}
+
+/// One chunk of the weighted residual: `x ← (b − x)·w` (`w` absent: 1);
+/// returns ‖b − x‖² of the chunk (dead code where the caller drops it).
+#[inline(always)]
+fn residual_chunk<T: Real>(xc: &mut [T], bc: &[T], wc: Option<&[T]>) -> f64 {
+    let mut r2 = 0.0f64;
+    match wc {
+        Some(wc) => {
+            for ((v, &b), &w) in xc.iter_mut().zip(bc).zip(wc) {
+                let d = b - *v;
+                r2 += d.to_f64() * d.to_f64();
+                *v = d * w;
+            }
+        }
+        None => {
+            for (v, &b) in xc.iter_mut().zip(bc) {
+                let d = b - *v;
+                r2 += d.to_f64() * d.to_f64();
+                *v = d;
+            }
+        }
+    }
+    r2
+}
+
 #[inline(always)]
 fn clamp<T: Real>(mut v: T, lo: Option<T>, hi: Option<T>) -> T {
     if let Some(lo) = lo {
@@ -150,13 +187,7 @@ impl<T: Real> Vector for Array3<T> {
     }
 
     fn copy_from(&mut self, x: &Self) -> Result<()> {
-        if self.dim() != x.dim() {
-            return Err(CoreError::Shape(format!(
-                "copy: vector is {:?}, source {:?}",
-                self.dim(),
-                x.dim()
-            )));
-        }
+        same_dim(self, x, "copy", "source")?;
         let plen = slice_len(self);
         let o = flat(x);
         chunks_mut(flat_mut(self), plen, |xc, s, off| {
@@ -223,13 +254,7 @@ impl<T: Real> Vector for Array3<T> {
     }
 
     fn dot(&self, x: &Self) -> Result<f64> {
-        if self.dim() != x.dim() {
-            return Err(CoreError::Shape(format!(
-                "dot: vector is {:?}, other {:?}",
-                self.dim(),
-                x.dim()
-            )));
-        }
+        same_dim(self, x, "dot", "other")?;
         let plen = slice_len(self);
         let (a, o) = (flat(self), flat(x));
         Ok(chunks_sum(&a, plen, |xc, s, off| {
@@ -253,40 +278,24 @@ impl<T: Real> Vector for Array3<T> {
     }
 
     fn residual_weighted(&mut self, b: &Self, w: Option<&Self>) -> Result<()> {
-        if self.dim() != b.dim() {
-            return Err(CoreError::Shape(format!(
-                "residual: vector is {:?}, data {:?}",
-                self.dim(),
-                b.dim()
-            )));
-        }
+        same_dim(self, b, "residual", "data")?;
         let fw = w.map(|w| fit(self, w, "residual weights")).transpose()?;
         let plen = slice_len(self);
         let bo = flat(b);
         let wo = w.map(flat);
         chunks_mut(flat_mut(self), plen, |xc, s, off| {
             let bc = piece(&bo, Fit::Same, s, plen, off, xc.len());
-            match (&wo, fw) {
-                (Some(wo), Some(f)) => {
-                    let wc = piece(wo, f, s, plen, off, xc.len());
-                    for ((v, &b), &w) in xc.iter_mut().zip(bc).zip(wc) {
-                        *v = (b - *v) * w;
-                    }
-                }
-                _ => xc.iter_mut().zip(bc).for_each(|(v, &b)| *v = b - *v),
-            }
+            let wc = match (&wo, fw) {
+                (Some(wo), Some(f)) => Some(piece(wo, f, s, plen, off, xc.len())),
+                _ => None,
+            };
+            residual_chunk(xc, bc, wc);
         });
         Ok(())
     }
 
     fn residual_weighted_norm_sq(&mut self, b: &Self, w: Option<&Self>) -> Result<f64> {
-        if self.dim() != b.dim() {
-            return Err(CoreError::Shape(format!(
-                "residual: vector is {:?}, data {:?}",
-                self.dim(),
-                b.dim()
-            )));
-        }
+        same_dim(self, b, "residual", "data")?;
         let fw = w.map(|w| fit(self, w, "residual weights")).transpose()?;
         let plen = slice_len(self);
         let bo = flat(b);
@@ -306,25 +315,11 @@ impl<T: Real> Vector for Array3<T> {
             })
             .map(|(xc, s, off)| {
                 let bc = piece(&bo, Fit::Same, s, plen, off, xc.len());
-                let mut r2 = 0.0f64;
-                match (&wo, fw) {
-                    (Some(wo), Some(f)) => {
-                        let wc = piece(wo, f, s, plen, off, xc.len());
-                        for ((v, &b), &w) in xc.iter_mut().zip(bc).zip(wc) {
-                            let d = b - *v;
-                            r2 += d.to_f64() * d.to_f64();
-                            *v = d * w;
-                        }
-                    }
-                    _ => {
-                        for (v, &b) in xc.iter_mut().zip(bc) {
-                            let d = b - *v;
-                            r2 += d.to_f64() * d.to_f64();
-                            *v = d;
-                        }
-                    }
-                }
-                r2
+                let wc = match (&wo, fw) {
+                    (Some(wo), Some(f)) => Some(piece(wo, f, s, plen, off, xc.len())),
+                    _ => None,
+                };
+                residual_chunk(xc, bc, wc)
             })
             .collect();
         Ok(parts.iter().sum())
@@ -338,13 +333,7 @@ impl<T: Real> Vector for Array3<T> {
         min: Option<f64>,
         max: Option<f64>,
     ) -> Result<()> {
-        if self.dim() != g.dim() {
-            return Err(CoreError::Shape(format!(
-                "update: vector is {:?}, step {:?}",
-                self.dim(),
-                g.dim()
-            )));
-        }
+        same_dim(self, g, "update", "step")?;
         let ft = t.map(|t| fit(self, t, "update weights")).transpose()?;
         let l = T::from_f64(lambda);
         let (lo, hi) = (min.map(T::from_f64), max.map(T::from_f64));

@@ -1,10 +1,17 @@
 //! Test helpers: a plain f64 reference back projector (the documented
 //! convention of tomors-core), the analytic modified Shepp–Logan phantom,
-//! random data, and the GPU-or-skip rule.
+//! random data, the comparisons of the iterative tests, and the
+//! GPU-or-skip rule. `cone` holds the cone-beam fixtures.
 #![allow(dead_code)]
 
-use ndarray::{Array2, Array3, ArrayView2};
+pub mod cone;
+
+use ndarray::{Array2, Array3, ArrayView2, Axis};
+use tomors_core::geometry::uniform_angles;
+use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, IterativeResult, Weighting};
+use tomors_core::phantom::Phantom2d;
 use tomors_core::{Interpolation, ParallelGeometry, SliceGrid};
+use tomors_cuda::iterative::GpuIteration;
 
 /// Whether `TOMORS_REQUIRE_GPU=1`: a missing GPU (or CUDA library) fails
 /// the GPU tests instead of skipping them.
@@ -101,4 +108,127 @@ pub fn stack(a: &Array2<f32>, k: usize) -> Array3<f32> {
         plane.assign(a);
     }
     s
+}
+
+/// The elements of a 3D array in C order.
+pub fn flat(a: &Array3<f32>) -> Vec<f32> {
+    a.iter().copied().collect()
+}
+
+/// A 3D array of `random` values.
+pub fn rand3(dim: (usize, usize, usize), seed: u64) -> Array3<f32> {
+    Array3::from_shape_vec(dim, random(dim.0 * dim.1 * dim.2, seed)).unwrap()
+}
+
+/// ⟨a, b⟩ in f64.
+pub fn dot(a: &Array3<f32>, b: &Array3<f32>) -> f64 {
+    a.iter().zip(b).map(|(&u, &v)| u as f64 * v as f64).sum()
+}
+
+/// Relative difference of two scalars.
+pub fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs().max(1e-300)
+}
+
+/// The largest relative difference of two sequences (residual histories),
+/// element by element.
+pub fn max_rel(got: &[f64], want: &[f64]) -> f64 {
+    got.iter()
+        .zip(want)
+        .map(|(&a, &b)| rel(a, b))
+        .fold(0.0, f64::max)
+}
+
+/// How far a GPU run is from the CPU's: (the iterate's relative L2, the
+/// relaxation's relative difference, the residual history's largest
+/// relative difference).
+pub fn run_gap(got: &IterativeResult<f32>, want: &IterativeResult<f32>) -> (f64, f64, f64) {
+    (
+        rel_l2(&flat(&got.x), &flat(&want.x)),
+        rel(got.relaxation, want.relaxation),
+        max_rel(&got.residuals, &want.residuals),
+    )
+}
+
+/// Asserts that every value of `x` keeps the bounds of `constraint`.
+pub fn assert_constraint(x: &Array3<f32>, constraint: Constraint, what: &str) {
+    if let Some(lo) = constraint.min {
+        assert!(x.iter().all(|&v| v >= lo as f32), "{what}: below min");
+    }
+    if let Some(hi) = constraint.max {
+        assert!(x.iter().all(|&v| v <= hi as f32), "{what}: above max");
+    }
+}
+
+/// Options of a fixed number of iterations with the residual history
+/// tracked and no tolerance.
+pub fn fixed_options(
+    algorithm: Algorithm,
+    iterations: usize,
+    relaxation: Option<f64>,
+    constraint: Constraint,
+) -> IterativeOptions {
+    IterativeOptions {
+        algorithm,
+        iterations,
+        relaxation,
+        constraint,
+        tolerance: None,
+        track_residual: true,
+    }
+}
+
+/// A progress callback that never stops the iteration.
+pub fn no_progress() -> impl Fn(&GpuIteration) -> bool + Sync {
+    |_: &GpuIteration| true
+}
+
+/// The exact 60-angle Shepp–Logan on a 256² grid (two slices: the phantom
+/// and half of it, so the stack has a padded slice group), and the phantom.
+pub fn shepp_256() -> (ParallelGeometry, SliceGrid, Array3<f32>, Array2<f32>) {
+    let n = 256;
+    let geom = ParallelGeometry::new(uniform_angles(60, std::f32::consts::PI), n).unwrap();
+    let grid = SliceGrid::for_geometry(&geom);
+    let p = Phantom2d::shepp_logan();
+    let s = p.project(&geom, n as f64 / 2.0);
+    let mut sino = Array3::<f32>::zeros((2, 60, n));
+    sino.index_axis_mut(Axis(0), 0).assign(&s);
+    sino.index_axis_mut(Axis(0), 1).assign(&s.mapv(|v| 0.5 * v));
+    let truth = p.rasterize(&grid, n as f64 / 2.0, 4);
+    (geom, grid, sino, truth)
+}
+
+/// The reconstruction disc of `truth` (radius 0.45 of the size) and the
+/// NRMSE of a zero image inside it (what a method must beat).
+pub fn disc_and_zero_error(truth: &Array2<f32>) -> (Array2<bool>, f64) {
+    let (ny, nx) = truth.dim();
+    let mask = tomors_core::metrics::disc_mask(ny, nx, 0.45);
+    let zero = Array2::<f32>::zeros((ny, nx));
+    let e_zero = tomors_core::metrics::nrmse(zero.view(), truth.view(), Some(&mask)).unwrap();
+    (mask, e_zero)
+}
+
+/// SART and BLOCK-IT (Cimmino, blocks of 10) as the GPU tests run them:
+/// (name, algorithm, relaxation, constraint).
+pub fn sart_and_block_it() -> [(&'static str, Algorithm, Option<f64>, Constraint); 2] {
+    [
+        (
+            "SART",
+            Algorithm::BlockSequential {
+                weighting: Weighting::RowColumnSums,
+                projections_per_block: 1,
+            },
+            None,
+            Constraint::non_negative(),
+        ),
+        (
+            "BLOCK-IT (Cimmino, blocks of 10)",
+            Algorithm::BlockSequential {
+                weighting: Weighting::Cimmino,
+                projections_per_block: 10,
+            },
+            None,
+            Constraint::none(),
+        ),
+    ]
 }

@@ -363,6 +363,32 @@ fn pass<X>(tx: &SyncSender<X>, item: X) -> bool {
     tx.send(item).is_ok()
 }
 
+/// The loop of a stage's thread: `work` on each `(slab index, input)` in
+/// turn, its time added to `spent`, each result passed on through `tx`
+/// (the loop ends when the next stage has stopped); the first error with
+/// its slab index.
+fn run_stage<I, X>(
+    inputs: impl IntoIterator<Item = (usize, I)>,
+    spent: &mut Duration,
+    tx: &SyncSender<(usize, X)>,
+    mut work: impl FnMut(usize, I) -> Result<X>,
+) -> Option<(usize, IoError)> {
+    for (i, input) in inputs {
+        let t = Instant::now();
+        let got = work(i, input);
+        *spent += t.elapsed();
+        match got {
+            Ok(x) => {
+                if !pass(tx, (i, x)) {
+                    break;
+                }
+            }
+            Err(e) => return Some((i, e)),
+        }
+    }
+    None
+}
+
 #[allow(clippy::too_many_arguments)]
 fn pipelined<T, P, R>(
     source: &mut dyn ProjectionSource,
@@ -392,44 +418,26 @@ where
             .name("tomors-read".into())
             .spawn_scoped(scope, move || -> StageEnd {
                 let mut st = StageTimes::default();
-                for (i, r) in slabs.iter().enumerate() {
-                    let t = Instant::now();
-                    let got = read_any(&*source, spec, pre, r);
-                    st.read += t.elapsed();
-                    match got {
-                        Ok((raw, bytes)) => {
-                            st.read_bytes += bytes;
-                            if !pass(&raw_tx, (i, raw)) {
-                                break;
-                            }
-                        }
-                        Err(e) => return (st, Some((i, e))),
-                    }
-                }
-                (st, None)
+                let mut read_bytes = 0;
+                let err = run_stage(slabs.iter().enumerate(), &mut st.read, &raw_tx, |_, r| {
+                    let (raw, bytes) = read_any(&*source, spec, pre, r)?;
+                    read_bytes += bytes;
+                    Ok(raw)
+                });
+                st.read_bytes = read_bytes;
+                (st, err)
             })
             .expect("spawning the reader thread");
         let preprocessor = std::thread::Builder::new()
             .name("tomors-preprocess".into())
             .spawn_scoped(scope, move || -> StageEnd {
                 let mut st = StageTimes::default();
-                for (i, raw) in raw_rx.iter() {
+                let err = run_stage(raw_rx.iter(), &mut st.preprocess, &prep_tx, |i, raw| {
                     let r = slabs[i].clone();
-                    let t = Instant::now();
-                    let got = raw
-                        .preprocess(pre, spec, r.clone())
-                        .and_then(|p| prepare(r, p));
-                    st.preprocess += t.elapsed();
-                    match got {
-                        Ok(x) => {
-                            if !pass(&prep_tx, (i, x)) {
-                                break;
-                            }
-                        }
-                        Err(e) => return (st, Some((i, e))),
-                    }
-                }
-                (st, None)
+                    raw.preprocess(pre, spec, r.clone())
+                        .and_then(|p| prepare(r, p))
+                });
+                (st, err)
             })
             .expect("spawning the preprocessing thread");
         let writing = std::thread::Builder::new()
