@@ -46,6 +46,7 @@ mod blocks;
 mod checks;
 pub mod cone;
 pub mod device;
+mod early;
 pub mod multi;
 pub mod parallel;
 mod report;
@@ -62,5 +63,5 @@ pub use parallel::{
     JosephStackOp, JosephTuning, JOSEPH_CU,
 };
 pub use report::{GpuIteration, SirtStats};
-pub(crate) use staging::{download_staged, prefault, upload_staged};
+pub(crate) use staging::{download_staged, host_zeros, prefault, upload_staged};
 pub(crate) use trace::Phases;

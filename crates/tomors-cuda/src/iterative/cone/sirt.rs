@@ -7,9 +7,11 @@ use tomors_core::iterative::{IterativeOptions, IterativeResult, Weighting};
 use tomors_core::linalg::Vector;
 
 use super::*;
+use crate::iterative::early::{early_default, EarlyDownload};
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
-    check_finite, check_finite_on_device, check_options, GpuIteration, Phases, SirtStats,
+    check_finite, check_finite_on_device, check_options, host_zeros, GpuIteration, Phases,
+    SirtStats,
 };
 
 /// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and
@@ -244,14 +246,19 @@ pub fn cone_sirt_cuda_opts(
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
     let mut ph = Phases::start("cone sirt");
-    // The output's pages are mapped by a thread of its own from the start
-    // (plain writes, not the rayon pool the uploads use).
+    // The output's pages are mapped by a thread of its own (plain writes,
+    // not the rayon pool the uploads use), from the start or, with
+    // `TOMORS_SIRT_TOUCH=late`, after the setup.
     let dim = (volume.nz, volume.ny, volume.nx);
-    let touched = std::thread::spawn(move || {
-        let mut host = Array3::<f32>::zeros(dim);
-        host.iter_mut().for_each(|v| *v = 0.0);
-        host
-    });
+    let map_pages = move || {
+        std::thread::spawn(move || {
+            let mut host = host_zeros(dim);
+            host.iter_mut().for_each(|v| *v = 0.0);
+            host
+        })
+    };
+    let late = std::env::var("TOMORS_SIRT_TOUCH").is_ok_and(|v| v == "late");
+    let mut touched = if late { None } else { Some(map_pages()) };
     // Non-finite values are found on the device after the uploads.
     check_cone_sirt_shapes(geometry, volume, &projections, initial.as_ref(), options)?;
     ph.mark("input checks");
@@ -286,6 +293,24 @@ pub fn cone_sirt_cuda_opts(
     };
     op.stream().synchronize()?;
     ph.mark("weights and upload");
+    let touched = touched.take().unwrap_or_else(map_pages);
+    // The final iterate goes down beside the last forward projection (the
+    // final residual's) when the residuals are tracked.
+    let early = EarlyDownload::new(
+        op.queue(),
+        Box::new(|_| Ok(None)),
+        Box::new(move || {
+            touched
+                .join()
+                .map_err(|_| CudaError::Parameter("a host thread panicked".into()))
+        }),
+        |a: &mut Array3<f32>| a.as_slice_mut(),
+    );
+    let prepared = if early_default() {
+        prepared.with_final_hook(&options.algorithm, options.iterations, &early)
+    } else {
+        prepared
+    };
     check_finite_on_device(&b, &projections, "the projection data")?;
     let x = match initial {
         Some(x0) => {
@@ -315,16 +340,17 @@ pub fn cone_sirt_cuda_opts(
         &mut stats,
         t0,
         |x| {
-            let mut host = touched
-                .join()
-                .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
-            x.download_flat_into(&mut host)?;
+            let (mut host, done) = early.take_host()?;
+            if !(done && prepared.hook_saw_final()) {
+                x.download_flat_into(&mut host)?;
+            }
             Ok(host)
         },
     )?;
     ph.mark("iterations and download");
     let t_free = Instant::now();
     drop(prepared);
+    drop(early);
     drop(op);
     stats.free_s = t_free.elapsed().as_secs_f64();
     ph.mark("free");

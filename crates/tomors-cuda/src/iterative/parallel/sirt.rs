@@ -9,6 +9,7 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::fbp::MultiCudaBackend;
+use crate::iterative::early::{early_default, EarlyDownload};
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
     check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases, SirtStats,
@@ -155,7 +156,24 @@ pub(super) fn solve_slab(
             prefault(out.view_mut());
             out
         });
-        run_resident(
+        // The final iterate goes down beside the last forward projection
+        // (the final residual's) when the residuals are tracked.
+        let early = EarlyDownload::new(
+            op.queue(),
+            Box::new(|x| Ok(Some(op.flat_copy(x)?))),
+            Box::new(move || {
+                touched
+                    .join()
+                    .map_err(|_| CudaError::Parameter("a host thread panicked".into()))
+            }),
+            |a: &mut ArrayViewMut3<'_, f32>| a.as_slice_mut(),
+        );
+        let prepared = if early_default() {
+            prepared.with_final_hook(&options.algorithm, options.iterations, &early)
+        } else {
+            prepared
+        };
+        let r = run_resident(
             &prepared,
             op.queue(),
             b,
@@ -165,18 +183,19 @@ pub(super) fn solve_slab(
             stats,
             t_setup,
             |x| {
-                let out = touched
-                    .join()
-                    .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
+                let (out, done) = early.take_host()?;
+                if done && prepared.hook_saw_final() {
+                    return Ok(());
+                }
                 op.download_from(&x, &op.alloc_volume(ns)?, out)
             },
-        )
+        );
+        let t_free = Instant::now();
+        drop(prepared);
+        stats.free_s += t_free.elapsed().as_secs_f64();
+        r
     })?;
-    ph.mark("iterations and download");
-    let t_free = Instant::now();
-    drop(prepared);
-    stats.free_s += t_free.elapsed().as_secs_f64();
-    ph.mark("free");
+    ph.mark("iterations, download and free");
     stats.slabs += 1;
     let b_norm = b_sq.sqrt();
     let sq = report
