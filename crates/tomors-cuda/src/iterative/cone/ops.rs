@@ -60,8 +60,11 @@ impl CudaConeJoseph {
         let buf = v.buffer();
         let (up, r) = std::thread::scope(|sc| {
             let h = sc.spawn(move || -> Result<()> {
+                let mut ph = crate::iterative::Phases::start("cone upload thread");
                 let side = Stream::new(&ctx)?;
-                crate::iterative::staging::upload_staged(&ctx, &side, buf, data)
+                crate::iterative::staging::upload_staged(&ctx, &side, buf, data)?;
+                ph.mark("upload");
+                Ok(())
             });
             let r = meanwhile();
             (h.join(), r)

@@ -283,9 +283,15 @@ pub fn cone_sirt_cuda_opts(
     // The data go up on a helper thread (and a stream of their own) while
     // this thread computes the weights.
     let (b, prepared) = if beside_default() {
-        let (b, prepared) =
-            op.upload_projections_during(projections, || Prepared::new(&lin, &options.algorithm))?;
-        (b, prepared?)
+        let (b, prepared) = op.upload_projections_during(projections, || {
+            let mut w = Phases::start("cone sirt weights");
+            let p = Prepared::new(&lin, &options.algorithm);
+            w.mark("queued");
+            let s = op.stream().synchronize();
+            w.mark("done on the device");
+            s.map(|()| p)
+        })?;
+        (b, prepared??)
     } else {
         let prepared = Prepared::new(&lin, &options.algorithm)?;
         op.stream().synchronize()?;
