@@ -524,6 +524,9 @@ pub struct CudaConeJoseph {
     quarter: Option<usize>,
     /// The weights use the quarter turn ([`CudaConeJoseph::set_rotation`]).
     rotate: bool,
+    /// Temporaries of the weights whose freeing (`cuMemFree` waits for the
+    /// whole device) waits for [`CudaConeJoseph::release_deferred`].
+    deferred: std::sync::Mutex<Vec<ConeDeviceArray>>,
 }
 
 /// Detector columns of the warp tile of the merged back projection:

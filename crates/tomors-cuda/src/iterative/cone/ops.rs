@@ -2,6 +2,12 @@
 
 use super::*;
 
+/// Whether the weights' temporaries are freed after the setup (the
+/// default; `TOMORS_CONE_DEFER_FREE=0` frees them at once, for benchmarks).
+fn defer_default() -> bool {
+    std::env::var("TOMORS_CONE_DEFER_FREE").map_or(true, |v| v != "0")
+}
+
 impl CudaConeJoseph {
     pub(super) fn alloc(&self, dim: (usize, usize, usize), what: &str) -> Result<ConeDeviceArray> {
         DeviceVec::uninit(&self.queue, Layout::Flat(dim), what)
@@ -441,7 +447,30 @@ impl CudaConeJoseph {
                 )
             }
         })?;
+        if defer_default() {
+            // Freed after the setup: here `cuMemFree` would wait for the
+            // upload beside the weights. One at most is kept (an earlier
+            // call's is freed now).
+            let mut d = self
+                .deferred
+                .lock()
+                .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
+            d.clear();
+            d.push(q);
+        }
         Ok(Some(out))
+    }
+
+    /// Frees the temporaries of the weights kept by the setup (waits for the
+    /// device).
+    ///
+    /// Errors: a poisoned lock.
+    pub(crate) fn release_deferred(&self) -> Result<()> {
+        self.deferred
+            .lock()
+            .map_err(|_| CudaError::Parameter("poisoned lock".into()))?
+            .clear();
+        Ok(())
     }
 
     /// Forward projection of a host volume `[z][y][x]` into host projections

@@ -298,6 +298,7 @@ pub fn cone_sirt_cuda_opts(
         (op.upload_projections(projections)?, prepared)
     };
     op.stream().synchronize()?;
+    op.release_deferred()?;
     ph.mark("weights and upload");
     let touched = touched.take().unwrap_or_else(map_pages);
     // The final iterate goes down beside the last forward projection (the
