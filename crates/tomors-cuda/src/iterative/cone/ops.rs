@@ -370,6 +370,21 @@ impl CudaConeJoseph {
     ) -> Result<()> {
         let l = &fb.layout;
         debug_assert_eq!(fb.textures.len(), l.groups(self.na));
+        if let Some(hp) = &fb.half {
+            self.pack_half(hp, vb.weights.ptr(), l, fb.tex.ptr(), src, nang)?;
+            let nz = vb.full.nz;
+            return fb.module.backproject(
+                self.queue.stream(),
+                out,
+                &vb.geometry,
+                &vb.full,
+                l,
+                &hp.scale(),
+                (0, nang),
+                (nz / 2, nz - nz / 2),
+                false,
+            );
+        }
         let n = nang * l.h * self.nc;
         let args: [Arg; 12] = [
             src.into(),

@@ -227,6 +227,9 @@ pub struct ConeGpuOptions {
     /// comparisons with the z-slabs of several devices, which use neither.
     /// The default (`false`) uses both where it can.
     pub unfolded: bool,
+    /// Half-precision texels in the voxel pair's folded back projection
+    /// ([`CudaConeJoseph::set_half`]; also with `TOMORS_CONE_HALF=1`).
+    pub half: bool,
 }
 
 /// [`cone_sirt_cuda_with`] with the device options `gpu` (back
@@ -270,6 +273,9 @@ pub fn cone_sirt_cuda_opts(
     if gpu.unfolded {
         op.set_fold(false)?;
         op.set_rotation(false);
+    }
+    if gpu.half || std::env::var("TOMORS_CONE_HALF").is_ok_and(|v| v == "1") {
+        op.set_half(true)?;
     }
     ph.mark("projector (module load, textures)");
     fits_on(op.context(), geometry, volume)?;
