@@ -307,6 +307,9 @@ impl CudaJoseph {
         if let Some(k) = &self.line {
             return self.line_forward_raw(k, (v, out), slices, tables, squared);
         }
+        if let (Some(sw), false) = (&self.sweep, squared) {
+            return self.sweep_forward_raw(sw, (v, out), slices, tables);
+        }
         let (f, name) = if squared {
             (&self.f.forward_sq, "jp_forward_sq")
         } else {

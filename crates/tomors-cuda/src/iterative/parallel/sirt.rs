@@ -36,6 +36,10 @@ pub struct GpuSirtOptions {
     /// The back projection with 2×2 pixels per thread
     /// ([`JosephTuning::back_quad`]; `None`: the default).
     pub back_quad: Option<bool>,
+    /// The line-sweep forward projection
+    /// ([`CudaJoseph::set_sweep_forward`]; also with
+    /// `TOMORS_JP_FORWARD=sweep`), Joseph's model only.
+    pub sweep_forward: bool,
 }
 
 /// Checks the inputs of [`sirt_cuda`] (no GPU needed): the algorithm is
@@ -361,6 +365,8 @@ pub(super) fn sirt_on(
                     )?;
                     if gpu.line {
                         j.set_line_model(true)?;
+                    } else if gpu.sweep_forward || super::sweep::sweep_env() {
+                        j.set_sweep_forward(true)?;
                     }
                     Ok(j)
                 })
@@ -383,11 +389,19 @@ pub(super) fn sirt_on(
     // Slab size: what fits beside 512 MiB spare on the smallest device,
     // shared evenly between the devices.
     let unit = runs.iter().map(|r| r.pad).max().unwrap_or(sg);
-    let per_group = unit * 4 * (2 * na * nb + 3 * ny * nx);
+    // The line sweep's two re-laid copies of the volume: two more volumes,
+    // rounded up to a group of 128 slices.
+    let sweep = runs.iter().any(|r| r.sweep_forward());
+    let (sweep_per, sweep_fixed) = if sweep {
+        (2 * ny * nx, super::sweep::sweep_bytes(128, ny, nx))
+    } else {
+        (0, 0)
+    };
+    let per_group = unit * 4 * (2 * na * nb + 3 * ny * nx + sweep_per);
     let mut fit = usize::MAX;
     for r in &runs {
         let (free, _) = r.context().mem_info()?;
-        fit = fit.min(free.saturating_sub(512 << 20) / per_group.max(1));
+        fit = fit.min(free.saturating_sub((512 << 20) + sweep_fixed) / per_group.max(1));
     }
     if fit == 0 {
         return Err(CudaError::OutOfMemory {

@@ -1,0 +1,167 @@
+// Joseph's parallel-beam forward projection as a line sweep (lanes =
+// slices): the same operator as joseph.cu's jp_forward (see there), with
+// the 32 lanes of a warp holding 32 quads (128 slices) of the SAME rays, so
+// positions, weights and branches are warp-uniform and every pixel load is
+// one coalesced 512-byte read. A warp walks R adjacent rays (bins) of one
+// projection step by step; on each line it loads a pixel only when the
+// rays' left pixel moves past the pair already held (neighbouring rays are
+// |qk| >= 1 pixel apart and share a pixel about every other ray): ~1 + 1/R
+// to 2 loads per ray and step instead of 2. See
+// src/iterative/parallel/sweep.rs.
+//
+// Baked parameters (#defines prepended by the host):
+//   R    rays (adjacent bins of one projection) per warp
+//   WPB  warps per block (consecutive bin tiles of one projection)
+//
+// Layouts (jp_to_sweep): group g of 32 quads of the interleaved volume as
+// [g][row][col][lane][4] (sv, for row-stepping rays) and
+// [g][col][row][lane][4] (svT, for column-stepping rays); lane l holds the
+// 4 slices of quad 32 g + l (zeros past the stack).
+
+#ifndef R
+#define R 8
+#endif
+#ifndef WPB
+#define WPB 4
+#endif
+
+// Per-projection constants (as joseph.cu's FpAngle, same layout).
+struct FpAngle {
+    double q0;
+    double qk;
+    double qs;
+    long long dfix;  // qs in 32.32 fixed point
+    float len;       // step length h/m
+    int transposed;  // 1: column stepping (read svT)
+};
+
+// src: the interleaved stack [quad][row][col][4] of `quads` quads; writes
+// the groups ceil(quads / 32) of both sweep layouts. One thread per float4
+// (group, pixel, lane): n = groups * nx * ny * 32.
+extern "C" __global__ void jp_to_sweep(const float* __restrict__ src, float* __restrict__ sv,
+                                       float* __restrict__ svT, int nx, int ny, int quads,
+                                       long long n) {
+    const long long plane = (long long)nx * ny;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int lane = (int)(i & 31);
+        const long long gp = i >> 5;
+        const long long g = gp / plane;
+        const long long p = gp - g * plane;
+        const long long row = p / nx, col = p - row * nx;
+        const long long q = g * 32 + lane;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (q < quads) v = __ldg(reinterpret_cast<const float4*>(src + (q * plane + p) * 4));
+        // sv: ((g ny + row) nx + col) 32 + lane = i.
+        reinterpret_cast<float4*>(sv)[i] = v;
+        reinterpret_cast<float4*>(svT)[((g * nx + col) * ny + row) * 32 + lane] = v;
+    }
+}
+
+// The float4 of the lane at pixel i of a line (zero outside [0, width)).
+__device__ __forceinline__ float4 ldpix(const float* line, int i, int width) {
+    if (i < 0 || i >= width) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    return __ldg(reinterpret_cast<const float4*>(line + (long long)i * 128));
+}
+
+// Forward projection of the projections `angs` (na of them, block order)
+// into the interleaved sinogram stack out [quad][a][bin][4] of `quads`
+// quads. Grid (na, ceil(nb / (R WPB)), groups), block 32 WPB.
+extern "C" __global__ void __launch_bounds__(32 * WPB)
+    jp_forward_sweep(const float* __restrict__ sv, const float* __restrict__ svT,
+                     float* __restrict__ out, const FpAngle* __restrict__ angs, int nx, int ny,
+                     int na, int nb, int quads) {
+    const int lane = threadIdx.x & 31;
+    const int k0 = (blockIdx.y * WPB + (threadIdx.x >> 5)) * R;
+    if (k0 >= nb) return;
+    const int a = blockIdx.x;
+    const long long g = blockIdx.z;
+    const FpAngle p = angs[a];
+    const long long gsz = (long long)nx * ny * 128;
+    const float* img;
+    int steps, width;
+    if (p.transposed) {
+        img = svT + g * gsz;
+        steps = nx;
+        width = ny;
+    } else {
+        img = sv + g * gsz;
+        steps = ny;
+        width = nx;
+    }
+    // Per ray: steps whose position lies in (-1, width), loose by one on
+    // each side (the pixel bounds below are exact); the warp steps over the
+    // union (as jp_forward).
+    double qa[R];
+    int lo = steps, hi = 0;
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const int k = min(k0 + j, nb - 1);
+        const double q = p.q0 + (double)k * p.qk;
+        int l = 0, h = steps;
+        if (p.qs == 0.0) {
+            if (!(q > -1.0 && q < (double)width)) h = 0;
+        } else {
+            const double t1 = (-1.0 - q) / p.qs, t2 = ((double)width - q) / p.qs;
+            const double tmin = fmin(t1, t2), tmax = fmax(t1, t2);
+            l = (int)fmax(0.0, fmin((double)steps, floor(tmin) - 1.0));
+            h = (int)fmax((double)l, fmin((double)steps, ceil(tmax) + 1.0));
+        }
+        if (h > l) {
+            lo = min(lo, l);
+            hi = max(hi, h);
+        }
+        qa[j] = q;
+    }
+    long long pos[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) pos[j] = __double2ll_rn((qa[j] + (double)lo * p.qs) * 4294967296.0);
+    float acc[R][4];
+#pragma unroll
+    for (int j = 0; j < R; ++j)
+#pragma unroll
+        for (int s = 0; s < 4; ++s) acc[j][s] = 0.0f;
+    const long long lstride = (long long)width * 128;
+    const float* line = img + (long long)lo * lstride + lane * 4;
+    const long long dfix = p.dfix;
+    for (int t = lo; t < hi; ++t, line += lstride) {
+        // The pair (c, c + 1) held in (va, vb); none yet on this line.
+        int c = -0x40000000;
+        float4 va = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vb = va;
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+            const int i0 = (int)(pos[j] >> 32);
+            // Fraction: the low 32 bits, top 23 of them as a float mantissa
+            // (exact), as jp_forward.
+            const float w1 = __uint_as_float(0x3f800000u | ((unsigned)pos[j] >> 9)) - 1.0f;
+            const float w0 = 1.0f - w1;
+            pos[j] += dfix;
+            if (i0 == c + 1) {
+                va = vb;
+                vb = ldpix(line, i0 + 1, width);
+            } else if (i0 == c - 1) {
+                vb = va;
+                va = ldpix(line, i0, width);
+            } else if (i0 != c) {
+                va = ldpix(line, i0, width);
+                vb = ldpix(line, i0 + 1, width);
+            }
+            c = i0;
+            acc[j][0] = fmaf(w0, va.x, fmaf(w1, vb.x, acc[j][0]));
+            acc[j][1] = fmaf(w0, va.y, fmaf(w1, vb.y, acc[j][1]));
+            acc[j][2] = fmaf(w0, va.z, fmaf(w1, vb.z, acc[j][2]));
+            acc[j][3] = fmaf(w0, va.w, fmaf(w1, vb.w, acc[j][3]));
+        }
+    }
+    const long long qd = g * 32 + lane;
+    if (qd >= quads) return;
+    const float len = p.len;
+    float* o = out + (qd * na + a) * (long long)nb * 4;
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const int k = k0 + j;
+        if (k < nb)
+            *reinterpret_cast<float4*>(o + (long long)k * 4) =
+                make_float4(acc[j][0] * len, acc[j][1] * len, acc[j][2] * len, acc[j][3] * len);
+    }
+}
