@@ -12,6 +12,9 @@
 // Baked parameters (#defines prepended by the host):
 //   R    rays (adjacent bins of one projection) per warp
 //   WPB  warps per block (consecutive bin tiles of one projection)
+//   REUSE 1: keep the pixel pair between neighbouring rays (fewer loads,
+//        more moves and branches); 0: load both pixels of every ray and
+//        step (straight-line code, the repeats hit L1)
 //
 // Layouts (jp_to_sweep): group g of 32 quads of the interleaved volume as
 // [g][row][col][lane][4] (sv, for row-stepping rays) and
@@ -23,6 +26,9 @@
 #endif
 #ifndef WPB
 #define WPB 4
+#endif
+#ifndef REUSE
+#define REUSE 1
 #endif
 
 // Per-projection constants (as joseph.cu's FpAngle, same layout).
@@ -136,6 +142,7 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
             const float w1 = __uint_as_float(0x3f800000u | ((unsigned)pos[j] >> 9)) - 1.0f;
             const float w0 = 1.0f - w1;
             pos[j] += dfix;
+#if REUSE
             if (i0 == c + 1) {
                 va = vb;
                 vb = ldpix(line, i0 + 1, width);
@@ -147,6 +154,10 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
                 vb = ldpix(line, i0 + 1, width);
             }
             c = i0;
+#else
+            va = ldpix(line, i0, width);
+            vb = ldpix(line, i0 + 1, width);
+#endif
             acc[j][0] = fmaf(w0, va.x, fmaf(w1, vb.x, acc[j][0]));
             acc[j][1] = fmaf(w0, va.y, fmaf(w1, vb.y, acc[j][1]));
             acc[j][2] = fmaf(w0, va.z, fmaf(w1, vb.z, acc[j][2]));

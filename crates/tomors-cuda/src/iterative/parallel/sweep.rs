@@ -15,17 +15,18 @@ use crate::runtime::{ensure, DeviceBuffer};
 /// Source of the line-sweep forward projection.
 pub const JOSEPH_SWEEP_CU: &str = include_str!("../../../kernels/joseph_sweep.cu");
 
-/// `TOMORS_JP_SWEEP=R,WPB` (rays per warp 1–16, warps per block 1–8; for
-/// benchmarks), else 8 rays and 4 warps.
-fn shape() -> (usize, usize) {
+/// `TOMORS_JP_SWEEP=R,WPB[,REUSE]` (rays per warp 1–16, warps per block
+/// 1–8, 0 or 1; for benchmarks), else 8 rays, 4 warps, reuse.
+fn shape() -> (usize, usize, usize) {
     let v: Vec<usize> = std::env::var("TOMORS_JP_SWEEP")
         .unwrap_or_default()
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    let reuse = v.get(2).map_or(1, |&u| usize::from(u != 0));
     match v.as_slice() {
-        [r, w] if (1..=16).contains(r) && (1..=8).contains(w) => (*r, *w),
-        _ => (8, 4),
+        [r, w, ..] if (1..=16).contains(r) && (1..=8).contains(w) => (*r, *w, reuse),
+        _ => (8, 4, reuse),
     }
 }
 
@@ -41,11 +42,12 @@ pub(super) struct SweepForward {
 
 impl SweepForward {
     fn new(ctx: &Arc<Context>) -> Result<Self> {
-        let (r, wpb) = shape();
+        let (r, wpb, reuse) = shape();
         ctx.bind()?;
         let defines = vec![
             ("R".to_string(), r.to_string()),
             ("WPB".to_string(), wpb.to_string()),
+            ("REUSE".to_string(), reuse.to_string()),
         ];
         let (cubin, _) = cubin_cached(
             "joseph_sweep",
