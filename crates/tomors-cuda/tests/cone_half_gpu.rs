@@ -144,7 +144,10 @@ fn half_texels_match_float2_and_the_cpu() {
             ("random × 1e8", r.mapv(|x| x * 1e8)),
             ("random × 1e-8", r.mapv(|x| x * 1e-8)),
         ];
-        let f2: Vec<Array3<f32>> = inputs.iter().map(|(_, y)| back(&gpu, &v, y, name)).collect();
+        let f2: Vec<Array3<f32>> = inputs
+            .iter()
+            .map(|(_, y)| back(&gpu, &v, y, name))
+            .collect();
         let cs2 = gpu.column_sums().unwrap();
         assert_eq!(gpu.set_half(true).unwrap(), symmetric, "{name}: half used");
         for ((what, y), want2) in inputs.iter().zip(&f2) {
@@ -163,7 +166,11 @@ fn half_texels_match_float2_and_the_cpu() {
                 assert_eq!(flat(&got), flat(want2), "{name}, {what}: not folded");
             }
             // Random data: the texture's 8-bit weights on white noise.
-            let bound = if what.starts_with("random") { 1e-2 } else { 2e-3 };
+            let bound = if what.starts_with("random") {
+                1e-2
+            } else {
+                2e-3
+            };
             assert!(ec <= bound, "{name}, {what}: half vs CPU {ec:.3e}");
         }
         let cs = gpu.column_sums().unwrap();

@@ -92,7 +92,11 @@ fn parallel_early_download_is_the_final_iterate() {
         assert!(plain.residuals.is_empty());
         assert!(st.forward_count > su.forward_count, "slab {slab}");
         assert!(flat(&tracked.x).iter().any(|&v| v != 0.0));
-        assert_eq!(flat(&tracked.x), flat(&plain.x), "slab {slab}: tracked iterate");
+        assert_eq!(
+            flat(&tracked.x),
+            flat(&plain.x),
+            "slab {slab}: tracked iterate"
+        );
         // A tolerance between the 2nd and 3rd residuals stops after 3 of 5.
         let r = &tracked.residuals;
         assert!(r[2] < r[1], "slab {slab}: residuals {r:?}");
@@ -101,7 +105,11 @@ fn parallel_early_download_is_the_final_iterate() {
         assert_eq!(stopped.stop, StopReason::Tolerance, "slab {slab}");
         assert_eq!(stopped.iterations, 3, "slab {slab}");
         let (three, _) = run(slab, &sirt(3, false, None));
-        assert_eq!(flat(&stopped.x), flat(&three.x), "slab {slab}: stopped iterate");
+        assert_eq!(
+            flat(&stopped.x),
+            flat(&three.x),
+            "slab {slab}: stopped iterate"
+        );
     }
 }
 

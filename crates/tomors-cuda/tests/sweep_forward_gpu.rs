@@ -160,7 +160,10 @@ fn sirt_with_the_sweep_forward_matches() {
     let (na, nb) = (geom.n_angles(), geom.n_bins());
     let sino = Array3::from_shape_vec(
         (ns, na, nb),
-        random(ns * na * nb, seed ^ 5).iter().map(|v| 0.6 + 0.5 * v).collect(),
+        random(ns * na * nb, seed ^ 5)
+            .iter()
+            .map(|v| 0.6 + 0.5 * v)
+            .collect(),
     )
     .unwrap();
     let options = IterativeOptions {

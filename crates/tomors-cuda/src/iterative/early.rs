@@ -88,7 +88,6 @@ impl<'a, T: Send> EarlyDownload<'a, T> {
         };
         Ok((host, self.done.load(Ordering::Acquire)))
     }
-
 }
 
 impl<T: Send> FinalHook<DeviceVec> for EarlyDownload<'_, T> {
