@@ -42,7 +42,9 @@ struct FpAngle {
 };
 
 // src: the interleaved stack [quad][row][col][4] of `quads` quads; writes
-// the groups ceil(quads / 32) of both sweep layouts. One thread per float4
+// the groups ceil(quads / 32) of both sweep layouts (svT == nullptr: sv
+// only; the sinograms' [g][angle][bin][lane][4] with rows = angles and
+// columns = bins). One thread per float4
 // (group, pixel, lane): n = groups * nx * ny * 32.
 extern "C" __global__ void jp_to_sweep(const float* __restrict__ src, float* __restrict__ sv,
                                        float* __restrict__ svT, int nx, int ny, int quads,
@@ -60,7 +62,7 @@ extern "C" __global__ void jp_to_sweep(const float* __restrict__ src, float* __r
         if (q < quads) v = __ldg(reinterpret_cast<const float4*>(src + (q * plane + p) * 4));
         // sv: ((g ny + row) nx + col) 32 + lane = i.
         reinterpret_cast<float4*>(sv)[i] = v;
-        reinterpret_cast<float4*>(svT)[((g * nx + col) * ny + row) * 32 + lane] = v;
+        if (svT) reinterpret_cast<float4*>(svT)[((g * nx + col) * ny + row) * 32 + lane] = v;
     }
 }
 
@@ -174,5 +176,128 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
         if (k < nb)
             *reinterpret_cast<float4*>(o + (long long)k * 4) =
                 make_float4(acc[j][0] * len, acc[j][1] * len, acc[j][2] * len, acc[j][3] * len);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The back projection (exact transpose of jp_forward, as joseph.cu's
+// jp_back with KM == 0: every hat spans at most one bin) as a line sweep:
+// lanes = 32 quads of the same pixels, each warp a tile of TX x TY pixels
+// (accumulators in registers over all projections), the sinograms re-laid
+// as [g][angle][bin][lane][4] (jp_to_sweep). Per projection a warp walks
+// each line of its tile along x; with REUSE a bin pair is loaded only when
+// the pixel's left bin moves. Weights bit for bit as jp_back's.
+//
+//   TX, TY  pixel tile of a warp; BWX  warps of a block along x
+
+#ifndef TX
+#define TX 8
+#endif
+#ifndef TY
+#define TY 2
+#endif
+#ifndef BWX
+#define BWX 4
+#endif
+
+// Per-projection constants of the back projector (as joseph.cu's BpAngle):
+// u(ix, iy) = c0 + ix cx + iy cy (bins).
+struct BpAngle {
+    double c0;
+    double cx;
+    double cy;
+    float sigma;
+    float len;
+};
+
+// The float4 of the lane at bin k of a projection row (zero outside the
+// detector).
+__device__ __forceinline__ float4 ldbin(const float* row, int k, int nb) {
+    if (k < 0 || k >= nb) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    return __ldg(reinterpret_cast<const float4*>(row + (long long)k * 128));
+}
+
+// ss: the re-laid sinograms of the na projections `angs` (block order);
+// out: the interleaved volume stack [quad][y][x][4] of `quads` quads
+// (overwritten). Grid (ceil(nx / (TX BWX)), ceil(ny / TY), groups), block
+// 32 BWX.
+extern "C" __global__ void __launch_bounds__(32 * BWX)
+    jp_back_sweep(const float* __restrict__ ss, float* __restrict__ out,
+                  const BpAngle* __restrict__ angs, int nx, int ny, int na, int nb, int quads) {
+    const int lane = threadIdx.x & 31;
+    const int x0 = (blockIdx.x * BWX + (threadIdx.x >> 5)) * TX;
+    const int y0 = blockIdx.y * TY;
+    if (x0 >= nx) return;
+    const long long g = blockIdx.z;
+    const float* gbase = ss + g * (long long)na * nb * 128 + lane * 4;
+    float acc[TY][TX][4];
+#pragma unroll
+    for (int ty = 0; ty < TY; ++ty)
+#pragma unroll
+        for (int tx = 0; tx < TX; ++tx)
+#pragma unroll
+            for (int s = 0; s < 4; ++s) acc[ty][tx][s] = 0.0f;
+    for (int a = 0; a < na; ++a) {
+        const BpAngle p = angs[a];
+        // The tile corner's coordinate in f64, offsets in f32 (as jp_back).
+        const double u = p.c0 + (double)x0 * p.cx + (double)y0 * p.cy;
+        const double f = floor(u);
+        const int kb = (int)f;
+        const float fb = (float)(u - f);
+        const float cx = (float)p.cx, cy = (float)p.cy;
+        const float sl = p.sigma * p.len, len = p.len;
+        const float* row = gbase + (long long)a * nb * 128;
+#pragma unroll
+        for (int ty = 0; ty < TY; ++ty) {
+            int c = -0x40000000;
+            float4 va = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vb = va;
+#pragma unroll
+            for (int tx = 0; tx < TX; ++tx) {
+                const float uu = fmaf((float)ty, cy, fmaf((float)tx, cx, fb));
+                const float fl = floorf(uu);
+                const float fr = uu - fl;
+                const int k = kb + (int)fl;
+                const float w0 = fmaxf(0.0f, fmaf(-sl, fabsf(fr), len));
+                const float w1 = fmaxf(0.0f, fmaf(-sl, fabsf(fr - 1.0f), len));
+#if REUSE
+                if (k == c + 1) {
+                    va = vb;
+                    vb = ldbin(row, k + 1, nb);
+                } else if (k == c - 1) {
+                    vb = va;
+                    va = ldbin(row, k, nb);
+                } else if (k != c) {
+                    va = ldbin(row, k, nb);
+                    vb = ldbin(row, k + 1, nb);
+                }
+                c = k;
+#else
+                va = ldbin(row, k, nb);
+                vb = ldbin(row, k + 1, nb);
+#endif
+                acc[ty][tx][0] = fmaf(w0, va.x, acc[ty][tx][0]);
+                acc[ty][tx][1] = fmaf(w0, va.y, acc[ty][tx][1]);
+                acc[ty][tx][2] = fmaf(w0, va.z, acc[ty][tx][2]);
+                acc[ty][tx][3] = fmaf(w0, va.w, acc[ty][tx][3]);
+                acc[ty][tx][0] = fmaf(w1, vb.x, acc[ty][tx][0]);
+                acc[ty][tx][1] = fmaf(w1, vb.y, acc[ty][tx][1]);
+                acc[ty][tx][2] = fmaf(w1, vb.z, acc[ty][tx][2]);
+                acc[ty][tx][3] = fmaf(w1, vb.w, acc[ty][tx][3]);
+            }
+        }
+    }
+    const long long qd = g * 32 + lane;
+    if (qd >= quads) return;
+    float* o = out + qd * (long long)nx * ny * 4;
+#pragma unroll
+    for (int ty = 0; ty < TY; ++ty) {
+        const int y = y0 + ty;
+#pragma unroll
+        for (int tx = 0; tx < TX; ++tx) {
+            const int x = x0 + tx;
+            if (x < nx && y < ny)
+                *reinterpret_cast<float4*>(o + ((long long)y * nx + x) * 4) =
+                    make_float4(acc[ty][tx][0], acc[ty][tx][1], acc[ty][tx][2], acc[ty][tx][3]);
+        }
     }
 }

@@ -1,18 +1,20 @@
-//! GPU tests of the line-sweep forward projection of Joseph's parallel-beam
-//! projector (`CudaJoseph::set_sweep_forward`, `kernels/joseph_sweep.cu`):
-//! against tomors-core's f64 `JosephProjector` (relative L2 ≤ 1e-5, ALU
-//! arithmetic) and `jp_forward` on fresh random zero-mean data, every value
-//! written (poisoned outputs), stacks of 5, 11 and 133 slices (one group of
-//! 128 slices padded, and two groups), three geometries (bins narrower than
-//! the pixels: neighbouring rays share their left pixel; wider: they skip
-//! one); adjoint to the back projection; SIRT with it equals SIRT without.
+//! GPU tests of the line-sweep forward and back projections of Joseph's
+//! parallel-beam projector (`CudaJoseph::set_sweep_forward`,
+//! `set_sweep_back`, `kernels/joseph_sweep.cu`): against tomors-core's f64
+//! `JosephProjector` (relative L2 ≤ 1e-5, ALU arithmetic) and `jp_forward` /
+//! `jp_back` on fresh random zero-mean data, every value written (poisoned
+//! outputs), stacks of 5, 11 and 133 slices (one group of 128 slices padded,
+//! and two groups), three geometries (bins narrower than the pixels:
+//! neighbouring rays share their left pixel, and the back sweep is refused:
+//! hats wider than a bin; wider bins: rays skip one); the swept pair is
+//! adjoint; SIRT with the sweeps equals SIRT without.
 //! GPU tests skip with a printed reason when no GPU is usable (and fail
 //! under `TOMORS_REQUIRE_GPU=1`).
 
 mod common;
 
 use common::{gpu_or_skip, random, rel_l2};
-use ndarray::Array3;
+use ndarray::{Array3, Axis};
 use tomors_core::iterative::{
     all_angles, Algorithm, Constraint, IterativeOptions, JosephProjector, Projector, Weighting,
 };
@@ -86,6 +88,16 @@ fn cpu_forward(p: &JosephProjector, x: &Array3<f32>) -> Array3<f32> {
     out.mapv(|v| v as f32)
 }
 
+fn cpu_back(p: &JosephProjector, y: &Array3<f32>) -> Array3<f32> {
+    let y64 = y.mapv(|v| v as f64);
+    let ns = y.len_of(Axis(0));
+    let (ny, nx) = Projector::<f64>::image_dim(p);
+    let na = Projector::<f64>::n_angles(p);
+    let mut out = Array3::<f64>::zeros((ns, ny, nx));
+    p.back(y64.view(), &all_angles(na), out.view_mut()).unwrap();
+    out.mapv(|v| v as f32)
+}
+
 /// The sweep forward projection against the CPU's f64 and `jp_forward`,
 /// on poisoned outputs; adjointness with the back projection.
 #[test]
@@ -101,6 +113,10 @@ fn sweep_forward_matches_the_cpu_and_jp_forward() {
         let mut gpu = CudaJoseph::new(&be, &geom, &grid, 8).unwrap();
         assert!(gpu.set_sweep_forward(true).unwrap());
         assert!(!plain.set_sweep_forward(false).unwrap());
+        // Bins narrower than the pixels: hats wider than one bin.
+        let narrow = name.starts_with("bins 0.6");
+        assert_eq!(gpu.set_sweep_back(true).unwrap(), !narrow, "{name}");
+        assert!(gpu.sweep_forward());
         for ns in [5, 11, 133] {
             let x = Array3::from_shape_vec(
                 (ns, grid.ny, grid.nx),
@@ -124,6 +140,27 @@ fn sweep_forward_matches_the_cpu_and_jp_forward() {
             );
             assert!(ec <= 1e-5, "{name}, {ns} slices: vs CPU {ec:.3e}");
             assert!(eo <= 1e-6, "{name}, {ns} slices: vs jp_forward {eo:.3e}");
+            let y =
+                Array3::from_shape_vec((ns, na, nb), random(ns * na * nb, seed ^ (ns as u64 + 77)))
+                    .unwrap();
+            let want = cpu_back(&cpu, &y);
+            let mut got = Array3::<f32>::from_elem((ns, grid.ny, grid.nx), f32::NAN);
+            gpu.back(y.view(), got.view_mut()).unwrap();
+            assert!(
+                got.iter().all(|v| v.is_finite()),
+                "{name}, {ns} slices: unwritten back values"
+            );
+            let mut old = Array3::<f32>::from_elem((ns, grid.ny, grid.nx), f32::NAN);
+            plain.back(y.view(), old.view_mut()).unwrap();
+            let ec = rel_l2(&flat(&got), &flat(&want));
+            let eo = rel_l2(&flat(&got), &flat(&old));
+            eprintln!(
+                "{name}, {ns} slices: back (sweep {}) vs CPU f64 rel L2 {ec:.2e}, vs jp_back \
+                 {eo:.2e}",
+                gpu.sweep_back()
+            );
+            assert!(ec <= 1e-5, "{name}, {ns} slices: back vs CPU {ec:.3e}");
+            assert!(eo <= 5e-6, "{name}, {ns} slices: back vs jp_back {eo:.3e}");
         }
         // Adjointness with the back projection (f32 results).
         let ns = 5;
@@ -147,8 +184,9 @@ fn sweep_forward_matches_the_cpu_and_jp_forward() {
     }
 }
 
-/// SIRT with the sweep forward projection equals SIRT with `jp_forward`
-/// (the same operator to f32 rounding), one slab and three.
+/// SIRT with the sweep forward and back projections equals SIRT with
+/// `jp_forward` and `jp_back_quad` (the same operator to f32 rounding), one
+/// slab and three.
 #[test]
 fn sirt_with_the_sweep_forward_matches() {
     let Some(be) = gpu_or_skip("sirt_with_the_sweep_forward_matches") else {
@@ -186,6 +224,7 @@ fn sirt_with_the_sweep_forward_matches() {
                 &GpuSirtOptions {
                     slab,
                     sweep_forward: sweep,
+                    sweep_back: sweep,
                     ..GpuSirtOptions::default()
                 },
                 &|_: &GpuIteration| true,
@@ -201,7 +240,7 @@ fn sirt_with_the_sweep_forward_matches() {
             .zip(&p.residuals)
             .map(|(a, b)| (a - b).abs() / b)
             .fold(0.0, f64::max);
-        eprintln!("{name}, slab {slab}: SIRT with the sweep forward vs without: rel L2 {e:.2e}, residuals {er:.2e}");
+        eprintln!("{name}, slab {slab}: SIRT with the sweeps vs without: rel L2 {e:.2e}, residuals {er:.2e}");
         assert!(e <= 1e-5, "slab {slab}: {e:.3e}");
         assert!(er <= 1e-5, "slab {slab}: residuals {er:.3e}");
     }

@@ -158,9 +158,11 @@ pub struct CudaJoseph {
     /// The line-length model's kernels when it is selected
     /// ([`CudaJoseph::set_line_model`]).
     line: Option<line::LineKernels>,
-    /// The line-sweep forward projection, when selected
-    /// ([`CudaJoseph::set_sweep_forward`]).
+    /// The line-sweep kernels, when selected
+    /// ([`CudaJoseph::set_sweep_forward`], [`CudaJoseph::set_sweep_back`]).
     sweep: Option<sweep::SweepForward>,
+    /// Extra bins on each side of the back projection's gather (`KM`).
+    km: usize,
 }
 
 /// Projections per unrolled back-projection step: `TOMORS_BP_UNROLL` (1, 2
@@ -344,6 +346,7 @@ impl CudaJoseph {
             art: art::ArtCell::new(),
             line: None,
             sweep: None,
+            km: extra,
         })
     }
 

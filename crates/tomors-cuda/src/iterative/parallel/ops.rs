@@ -307,7 +307,7 @@ impl CudaJoseph {
         if let Some(k) = &self.line {
             return self.line_forward_raw(k, (v, out), slices, tables, squared);
         }
-        if let (Some(sw), false) = (&self.sweep, squared) {
+        if let Some(sw) = self.sweep.as_ref().filter(|s| s.fwd && !squared) {
             return self.sweep_forward_raw(sw, (v, out), slices, tables);
         }
         let (f, name) = if squared {
@@ -350,6 +350,9 @@ impl CudaJoseph {
     ) -> Result<()> {
         if let Some(k) = &self.line {
             return self.line_back_raw(k, (sino, out), slices, tables);
+        }
+        if let Some(sw) = self.sweep.as_ref().filter(|s| s.bwd) {
+            return self.sweep_back_raw(sw, (sino, out), slices, tables);
         }
         if let Some(q) = &self.f.back_quad {
             return self.launch(

@@ -40,6 +40,9 @@ pub struct GpuSirtOptions {
     /// ([`CudaJoseph::set_sweep_forward`]; also with
     /// `TOMORS_JP_FORWARD=sweep`), Joseph's model only.
     pub sweep_forward: bool,
+    /// The line-sweep back projection ([`CudaJoseph::set_sweep_back`];
+    /// also with `TOMORS_JP_BACK=sweep`; hats of at most one bin).
+    pub sweep_back: bool,
 }
 
 /// Checks the inputs of [`sirt_cuda`] (no GPU needed): the algorithm is
@@ -365,8 +368,13 @@ pub(super) fn sirt_on(
                     )?;
                     if gpu.line {
                         j.set_line_model(true)?;
-                    } else if gpu.sweep_forward || super::sweep::sweep_env() {
-                        j.set_sweep_forward(true)?;
+                    } else {
+                        if gpu.sweep_forward || super::sweep::sweep_env() {
+                            j.set_sweep_forward(true)?;
+                        }
+                        if gpu.sweep_back || super::sweep::sweep_back_env() {
+                            j.set_sweep_back(true)?;
+                        }
                     }
                     Ok(j)
                 })
@@ -389,15 +397,15 @@ pub(super) fn sirt_on(
     // Slab size: what fits beside 512 MiB spare on the smallest device,
     // shared evenly between the devices.
     let unit = runs.iter().map(|r| r.pad).max().unwrap_or(sg);
-    // The line sweep's two re-laid copies of the volume: two more volumes,
-    // rounded up to a group of 128 slices.
-    let sweep = runs.iter().any(|r| r.sweep_forward());
-    let (sweep_per, sweep_fixed) = if sweep {
-        (2 * ny * nx, super::sweep::sweep_bytes(128, ny, nx))
-    } else {
-        (0, 0)
-    };
-    let per_group = unit * 4 * (2 * na * nb + 3 * ny * nx + sweep_per);
+    // The line sweeps' re-laid copies (volumes and sinograms), rounded up
+    // to a group of 128 slices.
+    let (sweep_per, sweep_fixed) = super::sweep::sweep_bytes(
+        runs.iter().any(|r| r.sweep_forward()),
+        runs.iter().any(|r| r.sweep_back()),
+        (na, nb),
+        (ny, nx),
+    );
+    let per_group = unit * (4 * (2 * na * nb + 3 * ny * nx) + sweep_per);
     let mut fit = usize::MAX;
     for r in &runs {
         let (free, _) = r.context().mem_info()?;

@@ -6,6 +6,11 @@
 //! one projection, loading a pixel only when the rays' pixel pair moves.
 //! The same operator as `jp_forward` (the same fixed-point positions and
 //! weights; the zero padding outside the image by the pixel bounds).
+//! The back projection likewise (`jp_back_sweep`, opt-in:
+//! [`CudaJoseph::set_sweep_back`], `TOMORS_JP_BACK=sweep`; hats of at most
+//! one bin only): the sinograms re-laid as `[group][angle][bin][lane][4]`,
+//! a warp's tile of pixels accumulated in registers over all projections,
+//! `jp_back`'s weights bit for bit.
 
 use std::sync::Mutex;
 
@@ -30,24 +35,52 @@ fn shape() -> (usize, usize, usize) {
     }
 }
 
-/// The kernels and the two re-laid copies of the volume (grown on use).
+/// `TOMORS_JP_SWEEPB=TX,TY,BWX` (the back projection's tile of a warp,
+/// 1–16 each way, and warps per block 1–8; for benchmarks), else 8×2, 4.
+fn back_shape() -> (usize, usize, usize) {
+    let v: Vec<usize> = std::env::var("TOMORS_JP_SWEEPB")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    match v.as_slice() {
+        [tx, ty, w] if (1..=16).contains(tx) && (1..=16).contains(ty) && (1..=8).contains(w) => {
+            (*tx, *ty, *w)
+        }
+        _ => (8, 2, 4),
+    }
+}
+
+/// The kernels and the re-laid copies (grown on use), and which
+/// projections use them.
 pub(super) struct SweepForward {
     to_sweep: Function,
     forward: Function,
+    back: Function,
     r: usize,
     wpb: usize,
-    bufs: Mutex<(Option<DeviceBuffer>, Option<DeviceBuffer>)>,
+    tile: (usize, usize, usize),
+    /// The forward projection is swept.
+    pub(super) fwd: bool,
+    /// The back projection is swept.
+    pub(super) bwd: bool,
+    /// The volume's two copies and the sinograms' copy.
+    bufs: Mutex<[Option<DeviceBuffer>; 3]>,
     _module: Module,
 }
 
 impl SweepForward {
     fn new(ctx: &Arc<Context>) -> Result<Self> {
         let (r, wpb, reuse) = shape();
+        let (tx, ty, bwx) = back_shape();
         ctx.bind()?;
         let defines = vec![
             ("R".to_string(), r.to_string()),
             ("WPB".to_string(), wpb.to_string()),
             ("REUSE".to_string(), reuse.to_string()),
+            ("TX".to_string(), tx.to_string()),
+            ("TY".to_string(), ty.to_string()),
+            ("BWX".to_string(), bwx.to_string()),
         ];
         let (cubin, _) = cubin_cached(
             "joseph_sweep",
@@ -61,9 +94,13 @@ impl SweepForward {
         Ok(Self {
             to_sweep: module.function("jp_to_sweep")?,
             forward: module.function("jp_forward_sweep")?,
+            back: module.function("jp_back_sweep")?,
             r,
             wpb,
-            bufs: Mutex::new((None, None)),
+            tile: (tx, ty, bwx),
+            fwd: false,
+            bwd: false,
+            bufs: Mutex::new([None, None, None]),
             _module: module,
         })
     }
@@ -75,10 +112,23 @@ pub(super) fn sweep_env() -> bool {
     std::env::var("TOMORS_JP_FORWARD").is_ok_and(|v| v == "sweep")
 }
 
-/// Bytes of the two re-laid copies for a stack of `stored` slices of
-/// `ny × nx` (groups of 128 slices).
-pub(super) fn sweep_bytes(stored: usize, ny: usize, nx: usize) -> usize {
-    2 * (stored / 4).div_ceil(32) * 128 * ny * nx * 4
+/// Whether `TOMORS_JP_BACK=sweep` asks for the line-sweep back projection
+/// (for benchmarks).
+pub(super) fn sweep_back_env() -> bool {
+    std::env::var("TOMORS_JP_BACK").is_ok_and(|v| v == "sweep")
+}
+
+/// Bytes per slice of the re-laid copies (two volumes for the forward
+/// projection, one set of sinograms for the back projection), and the
+/// rounding of a stack up to a group of 128 slices.
+pub(super) fn sweep_bytes(
+    fwd: bool,
+    bwd: bool,
+    (na, nb): (usize, usize),
+    (ny, nx): (usize, usize),
+) -> (usize, usize) {
+    let per = 4 * (if fwd { 2 * ny * nx } else { 0 } + if bwd { na * nb } else { 0 });
+    (per, 128 * per)
 }
 
 impl CudaJoseph {
@@ -88,18 +138,129 @@ impl CudaJoseph {
     ///
     /// Errors: compilation and driver errors.
     pub fn set_sweep_forward(&mut self, on: bool) -> Result<bool> {
+        self.set_sweep(Some(on), None)?;
+        Ok(self.sweep_forward())
+    }
+
+    /// Turns the line-sweep back projection on or off; only where every
+    /// hat spans at most one bin (bins at least as wide as the pixels'
+    /// footprint). Returns whether it is now used.
+    ///
+    /// Errors: compilation and driver errors.
+    pub fn set_sweep_back(&mut self, on: bool) -> Result<bool> {
+        self.set_sweep(None, Some(on && self.km == 0))?;
+        Ok(self.sweep_back())
+    }
+
+    fn set_sweep(&mut self, fwd: Option<bool>, bwd: Option<bool>) -> Result<()> {
         self.queue.stream().synchronize()?;
-        if on && self.sweep.is_none() {
-            self.sweep = Some(SweepForward::new(self.queue.context())?);
-        } else if !on {
+        let (f0, b0) = (self.sweep_forward(), self.sweep_back());
+        let (f, b) = (fwd.unwrap_or(f0), bwd.unwrap_or(b0));
+        if !(f || b) {
             self.sweep = None;
+            return Ok(());
         }
-        Ok(self.sweep.is_some())
+        if self.sweep.is_none() {
+            self.sweep = Some(SweepForward::new(self.queue.context())?);
+        }
+        if let Some(sw) = self.sweep.as_mut() {
+            sw.fwd = f;
+            sw.bwd = b;
+        }
+        Ok(())
     }
 
     /// Whether the line-sweep forward projection is used.
     pub fn sweep_forward(&self) -> bool {
-        self.sweep.is_some()
+        self.sweep.as_ref().is_some_and(|s| s.fwd)
+    }
+
+    /// Whether the line-sweep back projection is used.
+    pub fn sweep_back(&self) -> bool {
+        self.sweep.as_ref().is_some_and(|s| s.bwd)
+    }
+
+    /// Queues the re-laying of the stack at `src` (`quads` quads of planes
+    /// of `rows × cols`) into the copy `slot` (and, for `slot` 0, the
+    /// transposed copy 1); returns their addresses.
+    fn relay(
+        &self,
+        sw: &SweepForward,
+        src: u64,
+        (rows, cols): (usize, usize),
+        quads: usize,
+        slot: usize,
+        kind: KernelKind,
+    ) -> Result<(u64, u64)> {
+        let groups = quads.div_ceil(32);
+        let n = groups * rows * cols * 32;
+        let (a, b) = {
+            let mut bufs = sw
+                .bufs
+                .lock()
+                .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
+            let ctx = self.queue.context();
+            let a = ensure(&mut bufs[slot], ctx, n * 16, "a re-laid stack")?;
+            let b = if slot == 0 {
+                ensure(&mut bufs[1], ctx, n * 16, "a re-laid transposed volume")?
+            } else {
+                0
+            };
+            (a, b)
+        };
+        self.launch(
+            kind,
+            &sw.to_sweep,
+            "jp_to_sweep",
+            (n.div_ceil(256).clamp(1, 65_535) as u32, 1, 1),
+            (256, 1, 1),
+            &[
+                src.into(),
+                a.into(),
+                b.into(),
+                (cols as i32).into(),
+                (rows as i32).into(),
+                (quads as i32).into(),
+                (n as i64).into(),
+            ],
+        )?;
+        Ok((a, b))
+    }
+
+    /// Queues the line-sweep back projection of `slices` sinograms at
+    /// `sino` (the projections of `tables`) into the volume at `out`: the
+    /// re-laying, then the sweep (both timed as the back projection).
+    pub(super) fn sweep_back_raw(
+        &self,
+        sw: &SweepForward,
+        (sino, out): (u64, u64),
+        slices: usize,
+        tables: &BlockTables,
+    ) -> Result<()> {
+        let quads = slices.div_ceil(self.pad) * self.pad / 4;
+        let (ss, _) = self.relay(sw, sino, (tables.len, self.nb), quads, 2, KernelKind::Back)?;
+        let (tx, ty, bwx) = sw.tile;
+        self.launch(
+            KernelKind::Back,
+            &sw.back,
+            "jp_back_sweep",
+            (
+                self.nx.div_ceil(tx * bwx) as u32,
+                self.ny.div_ceil(ty) as u32,
+                quads.div_ceil(32) as u32,
+            ),
+            ((32 * bwx) as u32, 1, 1),
+            &[
+                ss.into(),
+                out.into(),
+                tables.bp.ptr().into(),
+                (self.nx as i32).into(),
+                (self.ny as i32).into(),
+                (tables.len as i32).into(),
+                (self.nb as i32).into(),
+                (quads as i32).into(),
+            ],
+        )
     }
 
     /// Queues the line-sweep forward projection of `slices` slices of the
@@ -115,34 +276,7 @@ impl CudaJoseph {
     ) -> Result<()> {
         let quads = slices.div_ceil(self.pad) * self.pad / 4;
         let groups = quads.div_ceil(32);
-        let n = groups * self.nx * self.ny * 32;
-        let (sv, svt) = {
-            let mut b = sw
-                .bufs
-                .lock()
-                .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
-            let ctx = self.queue.context();
-            (
-                ensure(&mut b.0, ctx, n * 16, "the swept volume")?,
-                ensure(&mut b.1, ctx, n * 16, "the swept transposed volume")?,
-            )
-        };
-        self.launch(
-            KernelKind::Forward,
-            &sw.to_sweep,
-            "jp_to_sweep",
-            (n.div_ceil(256).clamp(1, 65_535) as u32, 1, 1),
-            (256, 1, 1),
-            &[
-                v.into(),
-                sv.into(),
-                svt.into(),
-                (self.nx as i32).into(),
-                (self.ny as i32).into(),
-                (quads as i32).into(),
-                (n as i64).into(),
-            ],
-        )?;
+        let (sv, svt) = self.relay(sw, v, (self.ny, self.nx), quads, 0, KernelKind::Forward)?;
         self.launch(
             KernelKind::Forward,
             &sw.forward,
