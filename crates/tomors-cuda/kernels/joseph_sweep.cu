@@ -1,25 +1,26 @@
-// Joseph's parallel-beam forward projection as a line sweep (lanes =
-// slices): the same operator as joseph.cu's jp_forward (see there), with
-// the 32 lanes of a warp holding 32 quads (128 slices) of the SAME rays, so
-// positions, weights and branches are warp-uniform and every pixel load is
-// one coalesced 512-byte read. A warp walks R adjacent rays (bins) of one
-// projection step by step; on each line it loads a pixel only when the
-// rays' left pixel moves past the pair already held (neighbouring rays are
-// |qk| >= 1 pixel apart and share a pixel about every other ray): ~1 + 1/R
-// to 2 loads per ray and step instead of 2. See
-// src/iterative/parallel/sweep.rs.
+// Joseph's parallel-beam forward and back projections as line sweeps
+// (lanes = slices): the same operator as joseph.cu's jp_forward / jp_back
+// (see there). See src/iterative/parallel/sweep.rs.
+//
+// Forward: the lanes of a warp are NSUB = 32 / FQ sub-groups of FQ lanes;
+// the FQ lanes of a sub-group hold FQ quads (4 FQ slices) of the SAME ray,
+// so a pixel load of a sub-group is one coalesced 16 FQ-byte read; each lane
+// walks R rays (bins k0 + sub + NSUB j) of one projection step by step.
+// FQ = 8 keeps a group of the volume (32 slices, 32 MiB at 512^2) within
+// L2 while every projection of a launch sweeps it; FQ = 32 (one sub-group,
+// 128 slices) makes every branch warp-uniform but its groups spill L2.
 //
 // Baked parameters (#defines prepended by the host):
-//   R    rays (adjacent bins of one projection) per warp
-//   WPB  warps per block (consecutive bin tiles of one projection)
-//   REUSE 1: keep the pixel pair between neighbouring rays (fewer loads,
-//        more moves and branches); 0: load both pixels of every ray and
-//        step (straight-line code, the repeats hit L1)
+//   R     rays per lane
+//   WPB   warps per block (consecutive bin tiles of one projection)
+//   FQ    quads per forward group (8 or 32)
+//   REUSE 1: keep the pixel pair between a lane's consecutive rays (fewer
+//         loads, more moves and branches); 0: load both pixels of every
+//         ray and step (straight-line code)
 //
-// Layouts (jp_to_sweep): group g of 32 quads of the interleaved volume as
-// [g][row][col][lane][4] (sv, for row-stepping rays) and
-// [g][col][row][lane][4] (svT, for column-stepping rays); lane l holds the
-// 4 slices of quad 32 g + l (zeros past the stack).
+// Layouts (jp_to_sweep): group g of qg quads of an interleaved stack as
+// [g][row][col][lane][4] (and, transposed, [g][col][row][lane][4]); lane l
+// holds the 4 slices of quad qg g + l (zeros past the stack).
 
 #ifndef R
 #define R 8
@@ -27,9 +28,13 @@
 #ifndef WPB
 #define WPB 4
 #endif
-#ifndef REUSE
-#define REUSE 1
+#ifndef FQ
+#define FQ 8
 #endif
+#ifndef REUSE
+#define REUSE 0
+#endif
+#define NSUB (32 / FQ)
 
 // Per-projection constants (as joseph.cu's FpAngle, same layout).
 struct FpAngle {
@@ -42,50 +47,54 @@ struct FpAngle {
 };
 
 // src: the interleaved stack [quad][row][col][4] of `quads` quads; writes
-// the groups ceil(quads / 32) of both sweep layouts (svT == nullptr: sv
-// only; the sinograms' [g][angle][bin][lane][4] with rows = angles and
-// columns = bins). One thread per float4
-// (group, pixel, lane): n = groups * nx * ny * 32.
+// its groups of qg quads (ceil(quads / qg) of them) as [g][row][col][qg][4]
+// into sv and, unless svT == nullptr, as [g][col][row][qg][4] into svT.
+// One thread per float4 (group, pixel, lane): n = groups * rows * cols * qg.
 extern "C" __global__ void jp_to_sweep(const float* __restrict__ src, float* __restrict__ sv,
                                        float* __restrict__ svT, int nx, int ny, int quads,
-                                       long long n) {
+                                       int qg, long long n) {
     const long long plane = (long long)nx * ny;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
-        const int lane = (int)(i & 31);
-        const long long gp = i >> 5;
+        const long long gp = i / qg;
+        const int lane = (int)(i - gp * qg);
         const long long g = gp / plane;
         const long long p = gp - g * plane;
         const long long row = p / nx, col = p - row * nx;
-        const long long q = g * 32 + lane;
+        const long long q = g * qg + lane;
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (q < quads) v = __ldg(reinterpret_cast<const float4*>(src + (q * plane + p) * 4));
-        // sv: ((g ny + row) nx + col) 32 + lane = i.
+        // sv: ((g ny + row) nx + col) qg + lane = i.
         reinterpret_cast<float4*>(sv)[i] = v;
-        if (svT) reinterpret_cast<float4*>(svT)[((g * nx + col) * ny + row) * 32 + lane] = v;
+        if (svT) reinterpret_cast<float4*>(svT)[((g * nx + col) * ny + row) * qg + lane] = v;
     }
 }
 
-// The float4 of the lane at pixel i of a line (zero outside [0, width)).
+// The float4 of the lane at pixel i of a line of FQ-quad pixels (zero
+// outside [0, width)).
 __device__ __forceinline__ float4 ldpix(const float* line, int i, int width) {
     if (i < 0 || i >= width) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    return __ldg(reinterpret_cast<const float4*>(line + (long long)i * 128));
+    return __ldg(reinterpret_cast<const float4*>(line + (long long)i * (FQ * 4)));
 }
 
 // Forward projection of the projections `angs` (na of them, block order)
 // into the interleaved sinogram stack out [quad][a][bin][4] of `quads`
-// quads. Grid (na, ceil(nb / (R WPB)), groups), block 32 WPB.
+// quads; only the projections whose `transposed` equals `want` (-1: all),
+// so that a launch reads one of the two copies. Grid (na, ceil(nb / (R
+// NSUB WPB)), groups of FQ quads), block 32 WPB.
 extern "C" __global__ void __launch_bounds__(32 * WPB)
     jp_forward_sweep(const float* __restrict__ sv, const float* __restrict__ svT,
                      float* __restrict__ out, const FpAngle* __restrict__ angs, int nx, int ny,
-                     int na, int nb, int quads) {
+                     int na, int nb, int quads, int want) {
     const int lane = threadIdx.x & 31;
-    const int k0 = (blockIdx.y * WPB + (threadIdx.x >> 5)) * R;
+    const int q = lane % FQ, sub = lane / FQ;
+    const int k0 = (blockIdx.y * WPB + (threadIdx.x >> 5)) * (R * NSUB);
     if (k0 >= nb) return;
     const int a = blockIdx.x;
-    const long long g = blockIdx.z;
     const FpAngle p = angs[a];
-    const long long gsz = (long long)nx * ny * 128;
+    if (want >= 0 && p.transposed != want) return;
+    const long long g = blockIdx.z;
+    const long long gsz = (long long)nx * ny * (FQ * 4);
     const float* img;
     int steps, width;
     if (p.transposed) {
@@ -99,18 +108,18 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
     }
     // Per ray: steps whose position lies in (-1, width), loose by one on
     // each side (the pixel bounds below are exact); the warp steps over the
-    // union (as jp_forward).
+    // union of its rays (as jp_forward).
     double qa[R];
     int lo = steps, hi = 0;
 #pragma unroll
     for (int j = 0; j < R; ++j) {
-        const int k = min(k0 + j, nb - 1);
-        const double q = p.q0 + (double)k * p.qk;
+        const int k = min(k0 + sub + NSUB * j, nb - 1);
+        const double qq = p.q0 + (double)k * p.qk;
         int l = 0, h = steps;
         if (p.qs == 0.0) {
-            if (!(q > -1.0 && q < (double)width)) h = 0;
+            if (!(qq > -1.0 && qq < (double)width)) h = 0;
         } else {
-            const double t1 = (-1.0 - q) / p.qs, t2 = ((double)width - q) / p.qs;
+            const double t1 = (-1.0 - qq) / p.qs, t2 = ((double)width - qq) / p.qs;
             const double tmin = fmin(t1, t2), tmax = fmax(t1, t2);
             l = (int)fmax(0.0, fmin((double)steps, floor(tmin) - 1.0));
             h = (int)fmax((double)l, fmin((double)steps, ceil(tmax) + 1.0));
@@ -119,7 +128,12 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
             lo = min(lo, l);
             hi = max(hi, h);
         }
-        qa[j] = q;
+        qa[j] = qq;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+        hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, o));
     }
     long long pos[R];
 #pragma unroll
@@ -129,12 +143,14 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
     for (int j = 0; j < R; ++j)
 #pragma unroll
         for (int s = 0; s < 4; ++s) acc[j][s] = 0.0f;
-    const long long lstride = (long long)width * 128;
-    const float* line = img + (long long)lo * lstride + lane * 4;
+    const long long lstride = (long long)width * (FQ * 4);
+    const float* line = img + (long long)lo * lstride + q * 4;
     const long long dfix = p.dfix;
     for (int t = lo; t < hi; ++t, line += lstride) {
+#if REUSE
         // The pair (c, c + 1) held in (va, vb); none yet on this line.
         int c = -0x40000000;
+#endif
         float4 va = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vb = va;
 #pragma unroll
         for (int j = 0; j < R; ++j) {
@@ -166,13 +182,13 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
             acc[j][3] = fmaf(w0, va.w, fmaf(w1, vb.w, acc[j][3]));
         }
     }
-    const long long qd = g * 32 + lane;
+    const long long qd = g * FQ + q;
     if (qd >= quads) return;
     const float len = p.len;
     float* o = out + (qd * na + a) * (long long)nb * 4;
 #pragma unroll
     for (int j = 0; j < R; ++j) {
-        const int k = k0 + j;
+        const int k = k0 + sub + NSUB * j;
         if (k < nb)
             *reinterpret_cast<float4*>(o + (long long)k * 4) =
                 make_float4(acc[j][0] * len, acc[j][1] * len, acc[j][2] * len, acc[j][3] * len);
@@ -184,7 +200,7 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
 // jp_back with KM == 0: every hat spans at most one bin) as a line sweep:
 // lanes = 32 quads of the same pixels, each warp a tile of TX x TY pixels
 // (accumulators in registers over all projections), the sinograms re-laid
-// as [g][angle][bin][lane][4] (jp_to_sweep). Per projection a warp walks
+// as [g][angle][bin][lane][4] (jp_to_sweep, qg 32). Per projection a warp walks
 // each line of its tile along x; with REUSE a bin pair is loaded only when
 // the pixel's left bin moves. Weights bit for bit as jp_back's.
 //
@@ -198,6 +214,10 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
 #endif
 #ifndef BWX
 #define BWX 4
+#endif
+// The back projection's bin-pair reuse (default on).
+#ifndef BREUSE
+#define BREUSE 1
 #endif
 
 // Per-projection constants of the back projector (as joseph.cu's BpAngle):
@@ -259,7 +279,7 @@ extern "C" __global__ void __launch_bounds__(32 * BWX)
                 const int k = kb + (int)fl;
                 const float w0 = fmaxf(0.0f, fmaf(-sl, fabsf(fr), len));
                 const float w1 = fmaxf(0.0f, fmaf(-sl, fabsf(fr - 1.0f), len));
-#if REUSE
+#if BREUSE
                 if (k == c + 1) {
                     va = vb;
                     vb = ldbin(row, k + 1, nb);

@@ -160,7 +160,7 @@ fn half_texels_match_float2_and_the_cpu() {
                  (float2 vs CPU {ec2:.2e})"
             );
             if symmetric {
-                // FDK's half texels: 0.7–3.2e-4 from float2 (fdk2, run 1).
+                // 0.55–2.9e-4 from float2 in batch 1 (FDK's: 0.7–3.2e-4).
                 assert!(e2 <= 1e-3, "{name}, {what}: half vs float2 {e2:.3e}");
             } else {
                 assert_eq!(flat(&got), flat(want2), "{name}, {what}: not folded");
@@ -183,9 +183,9 @@ fn half_texels_match_float2_and_the_cpu() {
     }
 }
 
-/// A half-texel voxel-pair SIRT equals the CPU's f32 `reconstruct_cone`
-/// with the `ConeVoxelProjector` (2e-3, as the `float2` texels) and the
-/// `float2` run (1e-3).
+/// A half-texel voxel-pair SIRT is as close to the CPU's f32
+/// `reconstruct_cone` with the `ConeVoxelProjector` as the `float2` texels'
+/// (within 5e-4 more) and within 5e-4 of the `float2` run.
 #[test]
 fn half_sirt_matches_the_cpu() {
     let Some(be) = gpu_or_skip("half_sirt_matches_the_cpu") else {
@@ -225,10 +225,20 @@ fn half_sirt_matches_the_cpu() {
         };
         let (h, f) = (run(true), run(false));
         let ec = rel_l2(&flat(&h.x), &flat(&want.x));
+        let ec2 = rel_l2(&flat(&f.x), &flat(&want.x));
         let ef = rel_l2(&flat(&h.x), &flat(&f.x));
-        eprintln!("{name}: half SIRT vs CPU rel L2 {ec:.2e}, vs float2 texels {ef:.2e}");
+        eprintln!(
+            "{name}: half SIRT vs CPU rel L2 {ec:.2e} (float2 texels vs CPU {ec2:.2e}), vs \
+             float2 texels {ef:.2e}"
+        );
         assert_eq!(h.iterations, 8);
-        assert!(ec <= 2e-3, "{name}: half SIRT vs CPU {ec:.3e}");
-        assert!(ef <= 1e-3, "{name}: half SIRT vs float2 {ef:.3e}");
+        // The texture's 8-bit weights dominate the distance to the CPU on
+        // these inconsistent data (float2: 3.2e-3 on the wide cone, batch 1);
+        // the half rounding adds little (8.4e-5 from float2 in batch 1).
+        assert!(
+            ec <= ec2 + 5e-4,
+            "{name}: half SIRT vs CPU {ec:.3e} (float2 {ec2:.3e})"
+        );
+        assert!(ef <= 5e-4, "{name}: half SIRT vs float2 {ef:.3e}");
     }
 }

@@ -20,35 +20,57 @@ use crate::runtime::{ensure, DeviceBuffer};
 /// Source of the line-sweep forward projection.
 pub const JOSEPH_SWEEP_CU: &str = include_str!("../../../kernels/joseph_sweep.cu");
 
-/// `TOMORS_JP_SWEEP=R,WPB[,REUSE]` (rays per warp 1–16, warps per block
-/// 1–8, 0 or 1; for benchmarks), else 8 rays, 4 warps, reuse.
-fn shape() -> (usize, usize, usize) {
+/// The forward sweep's shape: rays per lane, warps per block, the pixel
+/// pair's reuse, quads per group (8 or 32) and whether the row- and
+/// column-stepping projections run as two launches (each reading one copy).
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    r: usize,
+    wpb: usize,
+    reuse: usize,
+    fq: usize,
+    split: bool,
+}
+
+/// `TOMORS_JP_SWEEP=R,WPB,REUSE,FQ,SPLIT` (rays per lane 1–16, warps per
+/// block 1–8, 0/1, 8 or 32, 0/1; any prefix; for benchmarks), else 8, 4,
+/// 0, 8, 1.
+fn shape() -> Shape {
     let v: Vec<usize> = std::env::var("TOMORS_JP_SWEEP")
         .unwrap_or_default()
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    let reuse = v.get(2).map_or(1, |&u| usize::from(u != 0));
-    match v.as_slice() {
-        [r, w, ..] if (1..=16).contains(r) && (1..=8).contains(w) => (*r, *w, reuse),
-        _ => (8, 4, reuse),
+    let get = |i: usize, d: usize, ok: &dyn Fn(usize) -> bool| {
+        v.get(i).copied().filter(|x| ok(*x)).unwrap_or(d)
+    };
+    Shape {
+        r: get(0, 8, &|x| (1..=16).contains(&x)),
+        wpb: get(1, 4, &|x| (1..=8).contains(&x)),
+        reuse: get(2, 0, &|x| x <= 1),
+        fq: get(3, 8, &|x| x == 8 || x == 32),
+        split: get(4, 1, &|x| x <= 1) == 1,
     }
 }
 
-/// `TOMORS_JP_SWEEPB=TX,TY,BWX` (the back projection's tile of a warp,
-/// 1–16 each way, and warps per block 1–8; for benchmarks), else 8×2, 4.
-fn back_shape() -> (usize, usize, usize) {
+/// `TOMORS_JP_SWEEPB=TX,TY,BWX,BREUSE` (the back projection's tile of a
+/// warp, 1–16 each way, warps per block 1–8, the bin pair's reuse 0/1; any
+/// prefix; for benchmarks), else 8×2, 4, 1.
+fn back_shape() -> (usize, usize, usize, usize) {
     let v: Vec<usize> = std::env::var("TOMORS_JP_SWEEPB")
         .unwrap_or_default()
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    match v.as_slice() {
-        [tx, ty, w] if (1..=16).contains(tx) && (1..=16).contains(ty) && (1..=8).contains(w) => {
-            (*tx, *ty, *w)
-        }
-        _ => (8, 2, 4),
-    }
+    let get = |i: usize, d: usize, ok: &dyn Fn(usize) -> bool| {
+        v.get(i).copied().filter(|x| ok(*x)).unwrap_or(d)
+    };
+    (
+        get(0, 8, &|x| (1..=16).contains(&x)),
+        get(1, 2, &|x| (1..=16).contains(&x)),
+        get(2, 4, &|x| (1..=8).contains(&x)),
+        get(3, 1, &|x| x <= 1),
+    )
 }
 
 /// The kernels and the re-laid copies (grown on use), and which
@@ -57,8 +79,7 @@ pub(super) struct SweepForward {
     to_sweep: Function,
     forward: Function,
     back: Function,
-    r: usize,
-    wpb: usize,
+    shape: Shape,
     tile: (usize, usize, usize),
     /// The forward projection is swept.
     pub(super) fwd: bool,
@@ -71,16 +92,18 @@ pub(super) struct SweepForward {
 
 impl SweepForward {
     fn new(ctx: &Arc<Context>) -> Result<Self> {
-        let (r, wpb, reuse) = shape();
-        let (tx, ty, bwx) = back_shape();
+        let sh = shape();
+        let (tx, ty, bwx, breuse) = back_shape();
         ctx.bind()?;
         let defines = vec![
-            ("R".to_string(), r.to_string()),
-            ("WPB".to_string(), wpb.to_string()),
-            ("REUSE".to_string(), reuse.to_string()),
+            ("R".to_string(), sh.r.to_string()),
+            ("WPB".to_string(), sh.wpb.to_string()),
+            ("REUSE".to_string(), sh.reuse.to_string()),
+            ("FQ".to_string(), sh.fq.to_string()),
             ("TX".to_string(), tx.to_string()),
             ("TY".to_string(), ty.to_string()),
             ("BWX".to_string(), bwx.to_string()),
+            ("BREUSE".to_string(), breuse.to_string()),
         ];
         let (cubin, _) = cubin_cached(
             "joseph_sweep",
@@ -95,8 +118,7 @@ impl SweepForward {
             to_sweep: module.function("jp_to_sweep")?,
             forward: module.function("jp_forward_sweep")?,
             back: module.function("jp_back_sweep")?,
-            r,
-            wpb,
+            shape: sh,
             tile: (tx, ty, bwx),
             fwd: false,
             bwd: false,
@@ -180,20 +202,36 @@ impl CudaJoseph {
         self.sweep.as_ref().is_some_and(|s| s.bwd)
     }
 
+    /// Queues kernel `f` of `kernels/joseph_sweep.cu` on the stream, untimed
+    /// (the caller times the whole projection).
+    fn launch_sweep(
+        &self,
+        f: &Function,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        args: &[Arg],
+    ) -> Result<()> {
+        // SAFETY: every caller passes parameters matching the kernel's
+        // signature in `kernels/joseph_sweep.cu`, with device pointers into
+        // buffers sized for the launch.
+        unsafe { self.queue.launch_raw(f, name, grid, block, args) }
+    }
+
     /// Queues the re-laying of the stack at `src` (`quads` quads of planes
-    /// of `rows × cols`) into the copy `slot` (and, for `slot` 0, the
-    /// transposed copy 1); returns their addresses.
+    /// of `rows × cols`) in groups of `qg` quads into the copy `slot` (and,
+    /// for `slot` 0, the transposed copy 1); returns their addresses.
     fn relay(
         &self,
         sw: &SweepForward,
         src: u64,
         (rows, cols): (usize, usize),
         quads: usize,
+        qg: usize,
         slot: usize,
-        kind: KernelKind,
     ) -> Result<(u64, u64)> {
-        let groups = quads.div_ceil(32);
-        let n = groups * rows * cols * 32;
+        let groups = quads.div_ceil(qg);
+        let n = groups * rows * cols * qg;
         let (a, b) = {
             let mut bufs = sw
                 .bufs
@@ -208,8 +246,7 @@ impl CudaJoseph {
             };
             (a, b)
         };
-        self.launch(
-            kind,
+        self.launch_sweep(
             &sw.to_sweep,
             "jp_to_sweep",
             (n.div_ceil(256).clamp(1, 65_535) as u32, 1, 1),
@@ -221,6 +258,7 @@ impl CudaJoseph {
                 (cols as i32).into(),
                 (rows as i32).into(),
                 (quads as i32).into(),
+                (qg as i32).into(),
                 (n as i64).into(),
             ],
         )?;
@@ -229,7 +267,7 @@ impl CudaJoseph {
 
     /// Queues the line-sweep back projection of `slices` sinograms at
     /// `sino` (the projections of `tables`) into the volume at `out`: the
-    /// re-laying, then the sweep (both timed as the back projection).
+    /// re-laying, then the sweep (timed together as one back projection).
     pub(super) fn sweep_back_raw(
         &self,
         sw: &SweepForward,
@@ -238,35 +276,36 @@ impl CudaJoseph {
         tables: &BlockTables,
     ) -> Result<()> {
         let quads = slices.div_ceil(self.pad) * self.pad / 4;
-        let (ss, _) = self.relay(sw, sino, (tables.len, self.nb), quads, 2, KernelKind::Back)?;
         let (tx, ty, bwx) = sw.tile;
-        self.launch(
-            KernelKind::Back,
-            &sw.back,
-            "jp_back_sweep",
-            (
-                self.nx.div_ceil(tx * bwx) as u32,
-                self.ny.div_ceil(ty) as u32,
-                quads.div_ceil(32) as u32,
-            ),
-            ((32 * bwx) as u32, 1, 1),
-            &[
-                ss.into(),
-                out.into(),
-                tables.bp.ptr().into(),
-                (self.nx as i32).into(),
-                (self.ny as i32).into(),
-                (tables.len as i32).into(),
-                (self.nb as i32).into(),
-                (quads as i32).into(),
-            ],
-        )
+        self.queue.timed(KernelKind::Back, || {
+            let (ss, _) = self.relay(sw, sino, (tables.len, self.nb), quads, 32, 2)?;
+            self.launch_sweep(
+                &sw.back,
+                "jp_back_sweep",
+                (
+                    self.nx.div_ceil(tx * bwx) as u32,
+                    self.ny.div_ceil(ty) as u32,
+                    quads.div_ceil(32) as u32,
+                ),
+                ((32 * bwx) as u32, 1, 1),
+                &[
+                    ss.into(),
+                    out.into(),
+                    tables.bp.ptr().into(),
+                    (self.nx as i32).into(),
+                    (self.ny as i32).into(),
+                    (tables.len as i32).into(),
+                    (self.nb as i32).into(),
+                    (quads as i32).into(),
+                ],
+            )
+        })
     }
 
     /// Queues the line-sweep forward projection of `slices` slices of the
     /// volume stack at `v` for the projections of `tables` into the
-    /// sinograms at `out`: the re-laying, then the sweep (both timed as the
-    /// forward projection).
+    /// sinograms at `out`: the re-laying, then the sweep (timed together as
+    /// one forward projection).
     pub(super) fn sweep_forward_raw(
         &self,
         sw: &SweepForward,
@@ -275,29 +314,35 @@ impl CudaJoseph {
         tables: &BlockTables,
     ) -> Result<()> {
         let quads = slices.div_ceil(self.pad) * self.pad / 4;
-        let groups = quads.div_ceil(32);
-        let (sv, svt) = self.relay(sw, v, (self.ny, self.nx), quads, 0, KernelKind::Forward)?;
-        self.launch(
-            KernelKind::Forward,
-            &sw.forward,
-            "jp_forward_sweep",
-            (
-                tables.len as u32,
-                self.nb.div_ceil(sw.r * sw.wpb) as u32,
-                groups as u32,
-            ),
-            ((32 * sw.wpb) as u32, 1, 1),
-            &[
-                sv.into(),
-                svt.into(),
-                out.into(),
-                tables.fp.ptr().into(),
-                (self.nx as i32).into(),
-                (self.ny as i32).into(),
-                (tables.len as i32).into(),
-                (self.nb as i32).into(),
-                (quads as i32).into(),
-            ],
-        )
+        let sh = sw.shape;
+        self.queue.timed(KernelKind::Forward, || {
+            let (sv, svt) = self.relay(sw, v, (self.ny, self.nx), quads, sh.fq, 0)?;
+            let wants: &[i32] = if sh.split { &[0, 1] } else { &[-1] };
+            for &want in wants {
+                self.launch_sweep(
+                    &sw.forward,
+                    "jp_forward_sweep",
+                    (
+                        tables.len as u32,
+                        self.nb.div_ceil(sh.r * (32 / sh.fq) * sh.wpb) as u32,
+                        quads.div_ceil(sh.fq) as u32,
+                    ),
+                    ((32 * sh.wpb) as u32, 1, 1),
+                    &[
+                        sv.into(),
+                        svt.into(),
+                        out.into(),
+                        tables.fp.ptr().into(),
+                        (self.nx as i32).into(),
+                        (self.ny as i32).into(),
+                        (tables.len as i32).into(),
+                        (self.nb as i32).into(),
+                        (quads as i32).into(),
+                        want.into(),
+                    ],
+                )?;
+            }
+            Ok(())
+        })
     }
 }
