@@ -204,7 +204,8 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
 // each line of its tile along x; with REUSE a bin pair is loaded only when
 // the pixel's left bin moves. Weights bit for bit as jp_back's.
 //
-//   TX, TY  pixel tile of a warp; BWX  warps of a block along x
+//   TX, TY  pixel tile of a warp; BWX, BWY  warps of a block along x and y
+//   (the warps of a block read overlapping bins: fewer bytes from L2)
 
 #ifndef TX
 #define TX 8
@@ -214,6 +215,9 @@ extern "C" __global__ void __launch_bounds__(32 * WPB)
 #endif
 #ifndef BWX
 #define BWX 4
+#endif
+#ifndef BWY
+#define BWY 1
 #endif
 // The back projection's bin-pair reuse (default on).
 #ifndef BREUSE
@@ -239,15 +243,16 @@ __device__ __forceinline__ float4 ldbin(const float* row, int k, int nb) {
 
 // ss: the re-laid sinograms of the na projections `angs` (block order);
 // out: the interleaved volume stack [quad][y][x][4] of `quads` quads
-// (overwritten). Grid (ceil(nx / (TX BWX)), ceil(ny / TY), groups), block
-// 32 BWX.
-extern "C" __global__ void __launch_bounds__(32 * BWX)
+// (overwritten). Grid (ceil(nx / (TX BWX)), ceil(ny / (TY BWY)), groups),
+// block 32 BWX BWY.
+extern "C" __global__ void __launch_bounds__(32 * BWX * BWY)
     jp_back_sweep(const float* __restrict__ ss, float* __restrict__ out,
                   const BpAngle* __restrict__ angs, int nx, int ny, int na, int nb, int quads) {
     const int lane = threadIdx.x & 31;
-    const int x0 = (blockIdx.x * BWX + (threadIdx.x >> 5)) * TX;
-    const int y0 = blockIdx.y * TY;
-    if (x0 >= nx) return;
+    const int w = threadIdx.x >> 5;
+    const int x0 = (blockIdx.x * BWX + w % BWX) * TX;
+    const int y0 = (blockIdx.y * BWY + w / BWX) * TY;
+    if (x0 >= nx || y0 >= ny) return;
     const long long g = blockIdx.z;
     const float* gbase = ss + g * (long long)na * nb * 128 + lane * 4;
     float acc[TY][TX][4];

@@ -53,10 +53,22 @@ fn shape() -> Shape {
     }
 }
 
-/// `TOMORS_JP_SWEEPB=TX,TY,BWX,BREUSE` (the back projection's tile of a
-/// warp, 1–16 each way, warps per block 1–8, the bin pair's reuse 0/1; any
-/// prefix; for benchmarks), else 8×2, 4, 1.
-fn back_shape() -> (usize, usize, usize, usize) {
+/// The back sweep's shape: the tile of a warp, the warps of a block along x
+/// and y, the bin pair's reuse.
+#[derive(Clone, Copy, Debug)]
+struct BackShape {
+    tx: usize,
+    ty: usize,
+    bwx: usize,
+    bwy: usize,
+    reuse: usize,
+}
+
+/// `TOMORS_JP_SWEEPB=TX,TY,BWX,BREUSE,BWY` (the tile of a warp, 1–16 each
+/// way, warps of a block along x and y, 1–8 each and at most 16 in all,
+/// the bin pair's reuse 0/1; any prefix; for benchmarks), else 8×2, 4, 1,
+/// 2.
+fn back_shape() -> BackShape {
     let v: Vec<usize> = std::env::var("TOMORS_JP_SWEEPB")
         .unwrap_or_default()
         .split(',')
@@ -65,12 +77,17 @@ fn back_shape() -> (usize, usize, usize, usize) {
     let get = |i: usize, d: usize, ok: &dyn Fn(usize) -> bool| {
         v.get(i).copied().filter(|x| ok(*x)).unwrap_or(d)
     };
-    (
-        get(0, 8, &|x| (1..=16).contains(&x)),
-        get(1, 2, &|x| (1..=16).contains(&x)),
-        get(2, 4, &|x| (1..=8).contains(&x)),
-        get(3, 1, &|x| x <= 1),
-    )
+    let mut b = BackShape {
+        tx: get(0, 8, &|x| (1..=16).contains(&x)),
+        ty: get(1, 2, &|x| (1..=16).contains(&x)),
+        bwx: get(2, 4, &|x| (1..=8).contains(&x)),
+        reuse: get(3, 1, &|x| x <= 1),
+        bwy: get(4, 2, &|x| (1..=8).contains(&x)),
+    };
+    if b.bwx * b.bwy > 16 {
+        b.bwy = 16 / b.bwx;
+    }
+    b
 }
 
 /// The kernels and the re-laid copies (grown on use), and which
@@ -80,7 +97,7 @@ pub(super) struct SweepForward {
     forward: Function,
     back: Function,
     shape: Shape,
-    tile: (usize, usize, usize),
+    tile: BackShape,
     /// The forward projection is swept.
     pub(super) fwd: bool,
     /// The back projection is swept.
@@ -93,17 +110,18 @@ pub(super) struct SweepForward {
 impl SweepForward {
     fn new(ctx: &Arc<Context>) -> Result<Self> {
         let sh = shape();
-        let (tx, ty, bwx, breuse) = back_shape();
+        let bs = back_shape();
         ctx.bind()?;
         let defines = vec![
             ("R".to_string(), sh.r.to_string()),
             ("WPB".to_string(), sh.wpb.to_string()),
             ("REUSE".to_string(), sh.reuse.to_string()),
             ("FQ".to_string(), sh.fq.to_string()),
-            ("TX".to_string(), tx.to_string()),
-            ("TY".to_string(), ty.to_string()),
-            ("BWX".to_string(), bwx.to_string()),
-            ("BREUSE".to_string(), breuse.to_string()),
+            ("TX".to_string(), bs.tx.to_string()),
+            ("TY".to_string(), bs.ty.to_string()),
+            ("BWX".to_string(), bs.bwx.to_string()),
+            ("BWY".to_string(), bs.bwy.to_string()),
+            ("BREUSE".to_string(), bs.reuse.to_string()),
         ];
         let (cubin, _) = cubin_cached(
             "joseph_sweep",
@@ -119,7 +137,7 @@ impl SweepForward {
             forward: module.function("jp_forward_sweep")?,
             back: module.function("jp_back_sweep")?,
             shape: sh,
-            tile: (tx, ty, bwx),
+            tile: bs,
             fwd: false,
             bwd: false,
             bufs: Mutex::new([None, None, None]),
@@ -276,18 +294,18 @@ impl CudaJoseph {
         tables: &BlockTables,
     ) -> Result<()> {
         let quads = slices.div_ceil(self.pad) * self.pad / 4;
-        let (tx, ty, bwx) = sw.tile;
+        let bs = sw.tile;
         self.queue.timed(KernelKind::Back, || {
             let (ss, _) = self.relay(sw, sino, (tables.len, self.nb), quads, 32, 2)?;
             self.launch_sweep(
                 &sw.back,
                 "jp_back_sweep",
                 (
-                    self.nx.div_ceil(tx * bwx) as u32,
-                    self.ny.div_ceil(ty) as u32,
+                    self.nx.div_ceil(bs.tx * bs.bwx) as u32,
+                    self.ny.div_ceil(bs.ty * bs.bwy) as u32,
                     quads.div_ceil(32) as u32,
                 ),
-                ((32 * bwx) as u32, 1, 1),
+                ((32 * bs.bwx * bs.bwy) as u32, 1, 1),
                 &[
                     ss.into(),
                     out.into(),
