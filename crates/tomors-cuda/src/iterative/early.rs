@@ -13,9 +13,19 @@ use crate::iterative::download_staged;
 use crate::iterative::run::FinalHook;
 use crate::runtime::{Event, Stream};
 
-/// Queues (on the operator's stream) a flat copy of the iterate to
-/// download from, or returns `None` to download the iterate itself.
-pub(crate) type Stage<'a> = Box<dyn Fn(&DeviceVec) -> Result<Option<DeviceVec>> + Send + Sync + 'a>;
+/// What the hook downloads from.
+pub(crate) enum Staged {
+    /// The iterate itself (a flat array).
+    Direct,
+    /// A flat copy of the iterate, queued on the operator's stream.
+    Copy(DeviceVec),
+    /// Nothing: the download waits until after the loop (no device memory
+    /// for a copy, say).
+    Skip,
+}
+
+/// Queues (on the operator's stream) what the iterate is downloaded from.
+pub(crate) type Stage<'a> = Box<dyn Fn(&DeviceVec) -> Result<Staged> + Send + Sync + 'a>;
 
 /// Produces the host destination (joins the thread that maps its pages).
 pub(crate) type Fetch<'a, T> = Box<dyn FnOnce() -> Result<T> + Send + 'a>;
@@ -92,7 +102,11 @@ impl<'a, T: Send> EarlyDownload<'a, T> {
 
 impl<T: Send> FinalHook<DeviceVec> for EarlyDownload<'_, T> {
     fn before_forward(&self, x: &DeviceVec) -> Result<()> {
-        let staged = (self.stage)(x)?;
+        let staged = match (self.stage)(x)? {
+            Staged::Skip => return Ok(()),
+            Staged::Direct => None,
+            Staged::Copy(v) => Some(v),
+        };
         let ctx = self.queue.context();
         ctx.bind()?;
         let ev = Event::new(ctx)?;

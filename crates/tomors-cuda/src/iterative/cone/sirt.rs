@@ -7,7 +7,7 @@ use tomors_core::iterative::{IterativeOptions, IterativeResult, Weighting};
 use tomors_core::linalg::Vector;
 
 use super::*;
-use crate::iterative::early::{early_default, EarlyDownload};
+use crate::iterative::early::{early_default, EarlyDownload, Staged};
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
     check_finite, check_finite_on_device, check_options, host_zeros, GpuIteration, Phases,
@@ -311,7 +311,7 @@ pub fn cone_sirt_cuda_opts(
     // final residual's) when the residuals are tracked.
     let early = EarlyDownload::new(
         op.queue(),
-        Box::new(|_| Ok(None)),
+        Box::new(|_| Ok(Staged::Direct)),
         Box::new(move || {
             touched
                 .join()

@@ -9,7 +9,7 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::fbp::MultiCudaBackend;
-use crate::iterative::early::{early_default, EarlyDownload};
+use crate::iterative::early::{early_default, EarlyDownload, Staged};
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
     check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases, SirtStats,
@@ -167,7 +167,13 @@ pub(super) fn solve_slab(
         // (the final residual's) when the residuals are tracked.
         let early = EarlyDownload::new(
             op.queue(),
-            Box::new(|x| Ok(Some(op.flat_copy(x)?))),
+            // A flat copy (one more volume than the slab plan counts):
+            // without the memory for it the download waits for the loop.
+            Box::new(|x| match op.flat_copy(x) {
+                Ok(v) => Ok(Staged::Copy(v)),
+                Err(CudaError::OutOfMemory { .. }) => Ok(Staged::Skip),
+                Err(e) => Err(e),
+            }),
             Box::new(move || {
                 touched
                     .join()
