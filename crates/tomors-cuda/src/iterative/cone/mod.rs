@@ -87,6 +87,7 @@ mod slab;
 
 pub use art::{cone_art_stride, CONE_ART_CU};
 pub use det::CONE_DET_CU;
+pub use half::CONE_SIRT_HALF_CU;
 pub use operator::ConeOp;
 
 use crate::iterative::check_dim;
