@@ -352,6 +352,37 @@ fn every_kernel_compiles_with_nvrtc() {
     let cubin =
         compile_cubin("cone_joseph", &src, &opts).unwrap_or_else(|e| panic!("cone_joseph: {e}"));
     assert_eq!(&cubin[..4], b"\x7fELF");
+    let src = build_source(&[], tomors_cuda::cone_iterative::CONE_SIRT_HALF_CU);
+    let cubin = compile_cubin("cone_sirt_half", &src, &opts)
+        .unwrap_or_else(|e| panic!("cone_sirt_half: {e}"));
+    assert_eq!(&cubin[..4], b"\x7fELF");
+    // The line sweeps' shapes (forward groups of 8 and 32 quads, reuse on
+    // and off, back tiles and blocks).
+    for (r, wpb, reuse, fq, tile) in [
+        (8, 4, 0, 8, (8, 2, 4, 2, 1)),
+        (4, 8, 1, 32, (16, 1, 4, 4, 0)),
+        (16, 2, 0, 8, (8, 4, 4, 2, 1)),
+    ] {
+        let (tx, ty, bwx, bwy, breuse) = tile;
+        let defines: Vec<(String, String)> = [
+            ("R", r),
+            ("WPB", wpb),
+            ("REUSE", reuse),
+            ("FQ", fq),
+            ("TX", tx),
+            ("TY", ty),
+            ("BWX", bwx),
+            ("BWY", bwy),
+            ("BREUSE", breuse),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let src = build_source(&defines, tomors_cuda::iterative::JOSEPH_SWEEP_CU);
+        let cubin = compile_cubin("joseph_sweep", &src, &opts)
+            .unwrap_or_else(|e| panic!("joseph_sweep {defines:?}: {e}"));
+        assert_eq!(&cubin[..4], b"\x7fELF");
+    }
 }
 
 #[test]

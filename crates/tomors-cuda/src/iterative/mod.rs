@@ -46,6 +46,7 @@ mod blocks;
 mod checks;
 pub mod cone;
 pub mod device;
+mod early;
 pub mod multi;
 pub mod parallel;
 mod report;
@@ -59,8 +60,8 @@ pub use device::{DeviceVec, Layout, OnQueue, Queue};
 pub use multi::{cone_sirt_cuda_multi, CudaConeSlabs, Exchange, ReplicaVec, SlabsVec};
 pub use parallel::{
     check_sirt_inputs, sirt_cuda, sirt_cuda_multi, CudaJoseph, DeviceStack, GpuSirtOptions,
-    JosephStackOp, JosephTuning, JOSEPH_CU,
+    JosephStackOp, JosephTuning, JOSEPH_CU, JOSEPH_SWEEP_CU,
 };
 pub use report::{GpuIteration, SirtStats};
-pub(crate) use staging::{download_staged, prefault, upload_staged};
+pub(crate) use staging::{download_staged, host_zeros, prefault, upload_staged};
 pub(crate) use trace::Phases;

@@ -8,7 +8,7 @@
 //! ([`cone_sirt_cuda`](crate::cone_sirt_cuda)) runs only upload, call
 //! [`solve_on_device`] and download.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -22,14 +22,35 @@ use crate::error::Result;
 use crate::iterative::device::{DeviceVec, KernelKind, Queue};
 use crate::iterative::{GpuIteration, SirtStats};
 
+/// Work that a run does beside the forward projection of SIRT's last
+/// iteration (the final iterate is complete when it is queued, and the
+/// projection only reads it): the download of the iterate, say, while the
+/// device computes the final residual.
+pub(crate) trait FinalHook<D>: Sync {
+    /// Called with the final iterate before its forward projection is
+    /// queued (queue what must precede it on the operator's stream).
+    fn before_forward(&self, x: &D) -> Result<()>;
+    /// Called after the forward projection has been queued.
+    fn after_forward(&self, x: &D) -> Result<()>;
+}
+
 /// An operator whose weights of the full set of projections were computed
 /// ahead (in the setup of a run): the first request of each is answered
 /// with the precomputed vector (moved out), later ones are computed again.
-/// Everything else is the wrapped operator's.
+/// Everything else is the wrapped operator's. An optional [`FinalHook`]
+/// runs around the forward projection of SIRT's last iteration.
 pub(crate) struct Prepared<'o, O: LinearOperator + ?Sized> {
     op: &'o O,
     rows: Mutex<Option<(bool, O::Range)>>,
     columns: Mutex<Option<O::Domain>>,
+    /// Back projections of all projections so far (SIRT: one per
+    /// iteration, each followed by the update of the iterate).
+    backs: AtomicUsize,
+    /// The hook and the iteration count of SIRT whose last forward
+    /// projection it surrounds.
+    hook: Option<(usize, &'o dyn FinalHook<O::Domain>)>,
+    /// `backs` when the hook ran (`usize::MAX`: not run).
+    fired_at: AtomicUsize,
 }
 
 impl<'o, O: LinearOperator + ?Sized> Prepared<'o, O> {
@@ -56,7 +77,34 @@ impl<'o, O: LinearOperator + ?Sized> Prepared<'o, O> {
             op,
             rows: Mutex::new(rows),
             columns: Mutex::new(columns),
+            backs: AtomicUsize::new(0),
+            hook: None,
+            fired_at: AtomicUsize::new(usize::MAX),
         })
+    }
+
+    /// Runs `hook` around the forward projection of all projections that
+    /// follows the `iterations`-th back projection of all projections
+    /// (SIRT's last iteration: its update is queued, the forward projection
+    /// is the final residual's) — only for SIRT, whose iterate changes
+    /// only right after a back projection.
+    pub(crate) fn with_final_hook(
+        mut self,
+        algorithm: &Algorithm,
+        iterations: usize,
+        hook: &'o dyn FinalHook<O::Domain>,
+    ) -> Self {
+        if matches!(algorithm, Algorithm::Sirt(_)) && iterations > 0 {
+            self.hook = Some((iterations, hook));
+        }
+        self
+    }
+
+    /// Whether the hook ran on the final iterate: it ran, and no back
+    /// projection (hence no update of the iterate) followed.
+    pub(crate) fn hook_saw_final(&self) -> bool {
+        let at = self.fired_at.load(Ordering::Acquire);
+        at != usize::MAX && at == self.backs.load(Ordering::Acquire)
     }
 
     fn is_all(&self, angles: &[usize]) -> bool {
@@ -95,9 +143,31 @@ impl<O: LinearOperator + ?Sized> LinearOperator for Prepared<'_, O> {
         self.op.range_zeros(angles)
     }
     fn forward(&self, x: &O::Domain, angles: &[usize], y: &mut O::Range) -> CoreResult<()> {
-        self.op.forward(x, angles, y)
+        let backs = self.backs.load(Ordering::Acquire);
+        let hook = match self.hook {
+            Some((n, h))
+                if n == backs
+                    && self.fired_at.load(Ordering::Acquire) == usize::MAX
+                    && self.is_all(angles) =>
+            {
+                Some(h)
+            }
+            _ => None,
+        };
+        if let Some(h) = hook {
+            h.before_forward(x)?;
+        }
+        self.op.forward(x, angles, y)?;
+        if let Some(h) = hook {
+            h.after_forward(x)?;
+            self.fired_at.store(backs, Ordering::Release);
+        }
+        Ok(())
     }
     fn backward(&self, y: &O::Range, angles: &[usize], x: &mut O::Domain) -> CoreResult<()> {
+        if self.is_all(angles) {
+            self.backs.fetch_add(1, Ordering::AcqRel);
+        }
         self.op.backward(y, angles, x)
     }
     fn select_into(&self, y: &O::Range, angles: &[usize], out: &mut O::Range) -> CoreResult<()> {

@@ -79,6 +79,7 @@ use crate::runtime::{
 
 mod art;
 mod det;
+mod half;
 mod operator;
 mod ops;
 mod sirt;
@@ -86,6 +87,7 @@ mod slab;
 
 pub use art::{cone_art_stride, CONE_ART_CU};
 pub use det::CONE_DET_CU;
+pub use half::CONE_SIRT_HALF_CU;
 pub use operator::ConeOp;
 
 use crate::iterative::check_dim;
@@ -244,6 +246,8 @@ struct FoldBack {
     textures: Vec<Texture>,
     module: FoldModule,
     layout: FoldLayout,
+    /// The half-texel packing (`__half2` layout), or `None` (`float2`).
+    half: Option<half::HalfPack>,
     tex: DeviceBuffer,
 }
 
@@ -254,20 +258,28 @@ impl FoldBack {
         ctx: &Arc<Context>,
         geometry: &ConeGeometry,
         volume: &ConeVolume,
+        half: bool,
         stream: &Stream,
     ) -> Result<Option<Self>> {
         let na = geometry.n_angles();
-        let Some(layout) = FoldLayout::new(ctx, geometry, na, false) else {
+        let Some(layout) = FoldLayout::new(ctx, geometry, na, half) else {
             return Ok(None);
         };
+        // Half texels with FDK's register cap (4 blocks of 256 per SM).
+        let min_blocks = if half { 4 } else { 0 };
         let module = FoldModule::load(
             ctx,
             FoldVariant {
                 shape: FoldShape::default(),
-                half: false,
-                min_blocks: 0,
+                half,
+                min_blocks,
             },
         )?;
+        let half = if half {
+            Some(half::HalfPack::new(ctx, na)?)
+        } else {
+            None
+        };
         let tex = DeviceBuffer::new(
             ctx,
             layout.bytes(na),
@@ -281,6 +293,7 @@ impl FoldBack {
             textures,
             module,
             layout,
+            half,
             tex,
         }))
     }
@@ -304,6 +317,8 @@ struct VoxelBack {
     /// back projection fills slices `z0..z0 + nz` of the whole volume).
     full: ConeVolume,
     z0: usize,
+    /// The folded layout has `__half2` texels ([`CudaConeJoseph::set_half`]).
+    half: bool,
 }
 
 /// `√(SDD² + u² + v²)·h³·SDD/(pu·pv·SOD²)` of every detector pixel
@@ -461,6 +476,7 @@ impl VoxelBack {
             geometry: geometry.clone(),
             full: *full,
             z0,
+            half: false,
         };
         vb.set_fold(ctx, fold, stream)?;
         stream.synchronize()?;
@@ -471,7 +487,7 @@ impl VoxelBack {
     /// detector can be folded) or the stacked one, and frees the other.
     fn set_fold(&mut self, ctx: &Arc<Context>, fold: bool, stream: &Stream) -> Result<()> {
         if fold && self.fold.is_none() {
-            self.fold = FoldBack::new(ctx, &self.geometry, &self.full, stream)?;
+            self.fold = FoldBack::new(ctx, &self.geometry, &self.full, self.half, stream)?;
         } else if !fold {
             self.fold = None;
         }
@@ -524,6 +540,9 @@ pub struct CudaConeJoseph {
     quarter: Option<usize>,
     /// The weights use the quarter turn ([`CudaConeJoseph::set_rotation`]).
     rotate: bool,
+    /// Temporaries of the weights whose freeing (`cuMemFree` waits for the
+    /// whole device) waits for [`CudaConeJoseph::release_deferred`].
+    deferred: std::sync::Mutex<Vec<ConeDeviceArray>>,
 }
 
 /// Detector columns of the warp tile of the merged back projection:

@@ -2,6 +2,12 @@
 
 use super::*;
 
+/// Whether the weights' temporaries are freed after the setup (the
+/// default; `TOMORS_CONE_DEFER_FREE=0` frees them at once, for benchmarks).
+fn defer_default() -> bool {
+    std::env::var("TOMORS_CONE_DEFER_FREE").map_or(true, |v| v != "0")
+}
+
 impl CudaConeJoseph {
     pub(super) fn alloc(&self, dim: (usize, usize, usize), what: &str) -> Result<ConeDeviceArray> {
         DeviceVec::uninit(&self.queue, Layout::Flat(dim), what)
@@ -60,8 +66,11 @@ impl CudaConeJoseph {
         let buf = v.buffer();
         let (up, r) = std::thread::scope(|sc| {
             let h = sc.spawn(move || -> Result<()> {
+                let mut ph = crate::iterative::Phases::start("cone upload thread");
                 let side = Stream::new(&ctx)?;
-                crate::iterative::staging::upload_staged(&ctx, &side, buf, data)
+                crate::iterative::staging::upload_staged(&ctx, &side, buf, data)?;
+                ph.mark("upload");
+                Ok(())
             });
             let r = meanwhile();
             (h.join(), r)
@@ -361,6 +370,21 @@ impl CudaConeJoseph {
     ) -> Result<()> {
         let l = &fb.layout;
         debug_assert_eq!(fb.textures.len(), l.groups(self.na));
+        if let Some(hp) = &fb.half {
+            self.pack_half(hp, vb.weights.ptr(), l, fb.tex.ptr(), src, nang)?;
+            let nz = vb.full.nz;
+            return fb.module.backproject(
+                self.queue.stream(),
+                out,
+                &vb.geometry,
+                &vb.full,
+                l,
+                &hp.scale(),
+                (0, nang),
+                (nz / 2, nz - nz / 2),
+                false,
+            );
+        }
         let n = nang * l.h * self.nc;
         let args: [Arg; 12] = [
             src.into(),
@@ -438,7 +462,30 @@ impl CudaConeJoseph {
                 )
             }
         })?;
+        if defer_default() {
+            // Freed after the setup: here `cuMemFree` would wait for the
+            // upload beside the weights. One at most is kept (an earlier
+            // call's is freed now).
+            let mut d = self
+                .deferred
+                .lock()
+                .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
+            d.clear();
+            d.push(q);
+        }
         Ok(Some(out))
+    }
+
+    /// Frees the temporaries of the weights kept by the setup (waits for the
+    /// device).
+    ///
+    /// Errors: a poisoned lock.
+    pub(crate) fn release_deferred(&self) -> Result<()> {
+        self.deferred
+            .lock()
+            .map_err(|_| CudaError::Parameter("poisoned lock".into()))?
+            .clear();
+        Ok(())
     }
 
     /// Forward projection of a host volume `[z][y][x]` into host projections

@@ -7,9 +7,11 @@ use tomors_core::iterative::{IterativeOptions, IterativeResult, Weighting};
 use tomors_core::linalg::Vector;
 
 use super::*;
+use crate::iterative::early::{early_default, EarlyDownload, Staged};
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
-    check_finite, check_finite_on_device, check_options, GpuIteration, Phases, SirtStats,
+    check_finite, check_finite_on_device, check_options, host_zeros, GpuIteration, Phases,
+    SirtStats,
 };
 
 /// Bytes of device memory [`cone_sirt_cuda`] holds for `geometry` and
@@ -225,6 +227,9 @@ pub struct ConeGpuOptions {
     /// comparisons with the z-slabs of several devices, which use neither.
     /// The default (`false`) uses both where it can.
     pub unfolded: bool,
+    /// Half-precision texels in the voxel pair's folded back projection
+    /// ([`CudaConeJoseph::set_half`]; also with `TOMORS_CONE_HALF=1`).
+    pub half: bool,
 }
 
 /// [`cone_sirt_cuda_with`] with the device options `gpu` (back
@@ -244,14 +249,19 @@ pub fn cone_sirt_cuda_opts(
     progress: &(dyn Fn(&GpuIteration) -> bool + Sync),
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
     let mut ph = Phases::start("cone sirt");
-    // The output's pages are mapped by a thread of its own from the start
-    // (plain writes, not the rayon pool the uploads use).
+    // The output's pages are mapped by a thread of its own (plain writes,
+    // not the rayon pool the uploads use), from the start or, with
+    // `TOMORS_SIRT_TOUCH=late`, after the setup.
     let dim = (volume.nz, volume.ny, volume.nx);
-    let touched = std::thread::spawn(move || {
-        let mut host = Array3::<f32>::zeros(dim);
-        host.iter_mut().for_each(|v| *v = 0.0);
-        host
-    });
+    let map_pages = move || {
+        std::thread::spawn(move || {
+            let mut host = host_zeros(dim);
+            host.iter_mut().for_each(|v| *v = 0.0);
+            host
+        })
+    };
+    let late = std::env::var("TOMORS_SIRT_TOUCH").is_ok_and(|v| v == "late");
+    let mut touched = if late { None } else { Some(map_pages()) };
     // Non-finite values are found on the device after the uploads.
     check_cone_sirt_shapes(geometry, volume, &projections, initial.as_ref(), options)?;
     ph.mark("input checks");
@@ -263,6 +273,9 @@ pub fn cone_sirt_cuda_opts(
     if gpu.unfolded {
         op.set_fold(false)?;
         op.set_rotation(false);
+    }
+    if gpu.half || std::env::var("TOMORS_CONE_HALF").is_ok_and(|v| v == "1") {
+        op.set_half(true)?;
     }
     ph.mark("projector (module load, textures)");
     fits_on(op.context(), geometry, volume)?;
@@ -276,16 +289,41 @@ pub fn cone_sirt_cuda_opts(
     // The data go up on a helper thread (and a stream of their own) while
     // this thread computes the weights.
     let (b, prepared) = if beside_default() {
-        let (b, prepared) =
-            op.upload_projections_during(projections, || Prepared::new(&lin, &options.algorithm))?;
-        (b, prepared?)
+        let (b, prepared) = op.upload_projections_during(projections, || {
+            let mut w = Phases::start("cone sirt weights");
+            let p = Prepared::new(&lin, &options.algorithm);
+            w.mark("queued");
+            let s = op.stream().synchronize();
+            w.mark("done on the device");
+            s.map(|()| p)
+        })?;
+        (b, prepared??)
     } else {
         let prepared = Prepared::new(&lin, &options.algorithm)?;
         op.stream().synchronize()?;
         (op.upload_projections(projections)?, prepared)
     };
     op.stream().synchronize()?;
+    op.release_deferred()?;
     ph.mark("weights and upload");
+    let touched = touched.take().unwrap_or_else(map_pages);
+    // The final iterate goes down beside the last forward projection (the
+    // final residual's) when the residuals are tracked.
+    let early = EarlyDownload::new(
+        op.queue(),
+        Box::new(|_| Ok(Staged::Direct)),
+        Box::new(move || {
+            touched
+                .join()
+                .map_err(|_| CudaError::Parameter("a host thread panicked".into()))
+        }),
+        |a: &mut Array3<f32>| a.as_slice_mut(),
+    );
+    let prepared = if early_default() {
+        prepared.with_final_hook(&options.algorithm, options.iterations, &early)
+    } else {
+        prepared
+    };
     check_finite_on_device(&b, &projections, "the projection data")?;
     let x = match initial {
         Some(x0) => {
@@ -315,16 +353,17 @@ pub fn cone_sirt_cuda_opts(
         &mut stats,
         t0,
         |x| {
-            let mut host = touched
-                .join()
-                .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
-            x.download_flat_into(&mut host)?;
+            let (mut host, done) = early.take_host()?;
+            if !(done && prepared.hook_saw_final()) {
+                x.download_flat_into(&mut host)?;
+            }
             Ok(host)
         },
     )?;
     ph.mark("iterations and download");
     let t_free = Instant::now();
     drop(prepared);
+    drop(early);
     drop(op);
     stats.free_s = t_free.elapsed().as_secs_f64();
     ph.mark("free");

@@ -188,6 +188,7 @@ impl CudaConeJoseph {
             fold,
             quarter,
             rotate: quarter.is_some() && voxel_pair && rotation_default(),
+            deferred: std::sync::Mutex::new(Vec::new()),
         })
     }
 }

@@ -55,12 +55,14 @@ mod line;
 mod operator;
 mod ops;
 mod sirt;
+mod sweep;
 mod tables;
 
 pub use art::{joseph_art_strides, ART_CU};
 pub use line::LINE_CU;
 pub use operator::JosephStackOp;
 pub use sirt::{check_sirt_inputs, sirt_cuda, sirt_cuda_multi, GpuSirtOptions};
+pub use sweep::JOSEPH_SWEEP_CU;
 use tables::{
     angle_tables, BlockTables, BpAngle, FpAngle, AP, DEFAULT_BACK_GROUP, DEFAULT_BPU, DEFAULT_PAIR,
     DEFAULT_QUAD, DEFAULT_QUAD_BACK_GROUP,
@@ -156,6 +158,11 @@ pub struct CudaJoseph {
     /// The line-length model's kernels when it is selected
     /// ([`CudaJoseph::set_line_model`]).
     line: Option<line::LineKernels>,
+    /// The line-sweep kernels, when selected
+    /// ([`CudaJoseph::set_sweep_forward`], [`CudaJoseph::set_sweep_back`]).
+    sweep: Option<sweep::SweepForward>,
+    /// Extra bins on each side of the back projection's gather (`KM`).
+    km: usize,
 }
 
 /// Projections per unrolled back-projection step: `TOMORS_BP_UNROLL` (1, 2
@@ -338,6 +345,8 @@ impl CudaJoseph {
             blocks: BlockCache::new(geometry.n_angles(), full),
             art: art::ArtCell::new(),
             line: None,
+            sweep: None,
+            km: extra,
         })
     }
 

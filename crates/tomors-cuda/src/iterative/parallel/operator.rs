@@ -157,8 +157,8 @@ impl JosephStackOp<'_> {
         let Layout::Stack { stored, .. } = x.layout() else {
             unreachable!("checked to be a stack")
         };
-        // The line model reads the volume itself.
-        let vt = if p.is_line_model() {
+        // The line model and the line sweep read the volume itself.
+        let vt = if p.is_line_model() || p.sweep_forward() {
             x.buffer().ptr()
         } else {
             x.transposed(|s, d| p.transpose_raw(s, d, stored / 4))?

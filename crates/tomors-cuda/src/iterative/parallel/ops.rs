@@ -165,6 +165,32 @@ impl CudaJoseph {
         )
     }
 
+    /// Queues a flat `[slice][row][col]` copy of the stack `src` into a new
+    /// device stack of its slices (its download needs no more kernels).
+    ///
+    /// Errors: a flat `src`, driver and launch errors.
+    pub(super) fn flat_copy(&self, src: &DeviceStack) -> Result<DeviceStack> {
+        let Some((ns, rows, cols, stored)) = stack(src) else {
+            return Err(CudaError::Parameter("flat copy of a flat vector".into()));
+        };
+        let staging = self.alloc_volume(ns)?;
+        if staging.buffer().bytes() < src.buffer().bytes() {
+            return Err(CudaError::Parameter(format!(
+                "flat copy of a device stack of {:?} into {:?}",
+                src.dim(),
+                staging.dim()
+            )));
+        }
+        self.deinterleave(
+            src.buffer().ptr(),
+            staging.buffer().ptr(),
+            ns,
+            rows * cols,
+            stored / 4,
+        )?;
+        Ok(staging)
+    }
+
     /// Downloads `src` into the host stack `out` (same shape), through
     /// `staging` (at least as large).
     pub(super) fn download_from(
@@ -281,6 +307,9 @@ impl CudaJoseph {
         if let Some(k) = &self.line {
             return self.line_forward_raw(k, (v, out), slices, tables, squared);
         }
+        if let Some(sw) = self.sweep.as_ref().filter(|s| s.fwd && !squared) {
+            return self.sweep_forward_raw(sw, (v, out), slices, tables);
+        }
         let (f, name) = if squared {
             (&self.f.forward_sq, "jp_forward_sq")
         } else {
@@ -321,6 +350,9 @@ impl CudaJoseph {
     ) -> Result<()> {
         if let Some(k) = &self.line {
             return self.line_back_raw(k, (sino, out), slices, tables);
+        }
+        if let Some(sw) = self.sweep.as_ref().filter(|s| s.bwd) {
+            return self.sweep_back_raw(sw, (sino, out), slices, tables);
         }
         if let Some(q) = &self.f.back_quad {
             return self.launch(

@@ -9,6 +9,7 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::fbp::MultiCudaBackend;
+use crate::iterative::early::{early_default, EarlyDownload, Staged};
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
     check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases, SirtStats,
@@ -35,6 +36,13 @@ pub struct GpuSirtOptions {
     /// The back projection with 2×2 pixels per thread
     /// ([`JosephTuning::back_quad`]; `None`: the default).
     pub back_quad: Option<bool>,
+    /// The line-sweep forward projection
+    /// ([`CudaJoseph::set_sweep_forward`]; also with
+    /// `TOMORS_JP_FORWARD=sweep`), Joseph's model only.
+    pub sweep_forward: bool,
+    /// The line-sweep back projection ([`CudaJoseph::set_sweep_back`];
+    /// also with `TOMORS_JP_BACK=sweep`; hats of at most one bin).
+    pub sweep_back: bool,
 }
 
 /// Checks the inputs of [`sirt_cuda`] (no GPU needed): the algorithm is
@@ -155,7 +163,30 @@ pub(super) fn solve_slab(
             prefault(out.view_mut());
             out
         });
-        run_resident(
+        // The final iterate goes down beside the last forward projection
+        // (the final residual's) when the residuals are tracked.
+        let early = EarlyDownload::new(
+            op.queue(),
+            // A flat copy (one more volume than the slab plan counts):
+            // without the memory for it the download waits for the loop.
+            Box::new(|x| match op.flat_copy(x) {
+                Ok(v) => Ok(Staged::Copy(v)),
+                Err(CudaError::OutOfMemory { .. }) => Ok(Staged::Skip),
+                Err(e) => Err(e),
+            }),
+            Box::new(move || {
+                touched
+                    .join()
+                    .map_err(|_| CudaError::Parameter("a host thread panicked".into()))
+            }),
+            |a: &mut ArrayViewMut3<'_, f32>| a.as_slice_mut(),
+        );
+        let prepared = if early_default() {
+            prepared.with_final_hook(&options.algorithm, options.iterations, &early)
+        } else {
+            prepared
+        };
+        let r = run_resident(
             &prepared,
             op.queue(),
             b,
@@ -165,18 +196,19 @@ pub(super) fn solve_slab(
             stats,
             t_setup,
             |x| {
-                let out = touched
-                    .join()
-                    .map_err(|_| CudaError::Parameter("a host thread panicked".into()))?;
+                let (out, done) = early.take_host()?;
+                if done && prepared.hook_saw_final() {
+                    return Ok(());
+                }
                 op.download_from(&x, &op.alloc_volume(ns)?, out)
             },
-        )
+        );
+        let t_free = Instant::now();
+        drop(prepared);
+        stats.free_s += t_free.elapsed().as_secs_f64();
+        r
     })?;
-    ph.mark("iterations and download");
-    let t_free = Instant::now();
-    drop(prepared);
-    stats.free_s += t_free.elapsed().as_secs_f64();
-    ph.mark("free");
+    ph.mark("iterations, download and free");
     stats.slabs += 1;
     let b_norm = b_sq.sqrt();
     let sq = report
@@ -342,6 +374,13 @@ pub(super) fn sirt_on(
                     )?;
                     if gpu.line {
                         j.set_line_model(true)?;
+                    } else {
+                        if gpu.sweep_forward || super::sweep::sweep_env() {
+                            j.set_sweep_forward(true)?;
+                        }
+                        if gpu.sweep_back || super::sweep::sweep_back_env() {
+                            j.set_sweep_back(true)?;
+                        }
                     }
                     Ok(j)
                 })
@@ -364,11 +403,19 @@ pub(super) fn sirt_on(
     // Slab size: what fits beside 512 MiB spare on the smallest device,
     // shared evenly between the devices.
     let unit = runs.iter().map(|r| r.pad).max().unwrap_or(sg);
-    let per_group = unit * 4 * (2 * na * nb + 3 * ny * nx);
+    // The line sweeps' re-laid copies (volumes and sinograms), rounded up
+    // to a group of 128 slices.
+    let (sweep_per, sweep_fixed) = super::sweep::sweep_bytes(
+        runs.iter().any(|r| r.sweep_forward()),
+        runs.iter().any(|r| r.sweep_back()),
+        (na, nb),
+        (ny, nx),
+    );
+    let per_group = unit * (4 * (2 * na * nb + 3 * ny * nx) + sweep_per);
     let mut fit = usize::MAX;
     for r in &runs {
         let (free, _) = r.context().mem_info()?;
-        fit = fit.min(free.saturating_sub(512 << 20) / per_group.max(1));
+        fit = fit.min(free.saturating_sub((512 << 20) + sweep_fixed) / per_group.max(1));
     }
     if fit == 0 {
         return Err(CudaError::OutOfMemory {
