@@ -71,14 +71,14 @@
 
 // The multiplier that brings a slice's largest magnitude (as float bits)
 // into [2^13, 2^14): a power of two (1 for zero, Inf or NaN maxima).
+// m = f 2^e with f in [1/2, 1) for the biased exponent e + 126 of a normal
+// m (subnormal maxima take e = -126 and the clamp).
 __device__ __forceinline__ float tc_mult(unsigned int bits) {
     const float m = __uint_as_float(bits);
-    if (!(m > 0.0f) || isinf(m)) return 1.0f;
-    int e;
-    frexpf(m, &e);
-    int k = TC_EXP - e;
-    k = max(-100, min(100, k));
-    return ldexpf(1.0f, k);
+    if (!(m > 0.0f) || !(m <= 3.4028235e38f)) return 1.0f;
+    const int e = (int)((bits >> 23) & 0xffu) - 126;
+    const int k = max(-100, min(100, TC_EXP - e));
+    return __int_as_float((k + 127) << 23);
 }
 
 // Value k of slab row r (see filter.cu's source_value).
