@@ -45,6 +45,9 @@
 //   TC_SP         bin pairs staged per projection
 //   TC_FLUSH      1: per-pair chains added to f32 accumulators; 0: not
 //   TC_MINB       minimum resident blocks per multiprocessor
+//   TC_SWZ        0, or the width in blocks of the strips the grid is walked
+//                 in (the blocks resident together cover a compact patch:
+//                 fewer bins of each projection in L2 at once)
 //
 // Entry layout (written by pack_tensor): ent[group][q][kp][slot] = uint2
 // (hi, lo), each an f16 pair of bins (BLO + 2 kp, BLO + 2 kp + 1) of slice
@@ -68,6 +71,9 @@
 #define TC_COPIES ((TC_ROWS + TC_RPI - 1) / TC_RPI)
 #define TC_NSTG (NPP / TC_ANG)
 #define TC_EXP 14
+#ifndef TC_SWZ
+#define TC_SWZ 0
+#endif
 
 // The multiplier that brings a slice's largest magnitude (as float bits)
 // into [2^13, 2^14): a power of two (1 for zero, Inf or NaN maxima).
@@ -242,7 +248,16 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
     const int tid = threadIdx.x;
     const int lane = tid & 31, w = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int xc = blockIdx.x * TC_PXX, yc = blockIdx.y * TC_PXY;
+#if TC_SWZ
+    const int id = blockIdx.x + gridDim.x * blockIdx.y;
+    const int per = TC_SWZ * gridDim.y;
+    const int strip = id / per, rr = id - strip * per;
+    const int gs = min(TC_SWZ, (int)gridDim.x - strip * TC_SWZ);
+    const int bxi = strip * TC_SWZ + rr % gs, byi = rr / gs;
+#else
+    const int bxi = blockIdx.x, byi = blockIdx.y;
+#endif
+    const int xc = bxi * TC_PXX, yc = byi * TC_PXY;
     const int wxo = (w % TC_WX) * (4 * TC_BX), wyo = (w / TC_WX) * (4 * TC_BY);
     const float xw = (float)wxo, yw = (float)wyo;
     const float dxf = (float)(g & 3), dyf = (float)(g >> 2);

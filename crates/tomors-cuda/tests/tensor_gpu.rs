@@ -74,6 +74,7 @@ fn variants() -> Vec<TensorParams> {
         TensorParams {
             by: 2,
             nt: 4,
+            swizzle: 2,
             ..d
         },
         TensorParams {

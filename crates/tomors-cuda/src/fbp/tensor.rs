@@ -42,6 +42,9 @@ pub struct TensorParams {
     pub flush: bool,
     /// Minimum resident blocks per multiprocessor (`__launch_bounds__`).
     pub min_blocks: u8,
+    /// 0, or the width in blocks of the strips the blocks are walked in
+    /// (the blocks resident together then cover a compact patch).
+    pub swizzle: u8,
 }
 
 impl Default for TensorParams {
@@ -56,6 +59,7 @@ impl Default for TensorParams {
             stages: 3,
             flush: true,
             min_blocks: 1,
+            swizzle: 0,
         }
     }
 }
@@ -127,11 +131,16 @@ impl TensorParams {
         32 * self.wx as usize * self.wy as usize
     }
 
-    /// Compact text form, e.g. `x2,y1,n8,u4,v4,a2,p3,f1,b1` (parsed back by
-    /// [`TensorParams::parse`]).
+    /// Compact text form, e.g. `x2,y1,n8,u4,v4,a2,p3,f1,b1` (`,z8` with a
+    /// swizzle; parsed back by [`TensorParams::parse`]).
     pub fn spec(&self) -> String {
+        let z = if self.swizzle > 0 {
+            format!(",z{}", self.swizzle)
+        } else {
+            String::new()
+        };
         format!(
-            "x{},y{},n{},u{},v{},a{},p{},f{},b{}",
+            "x{},y{},n{},u{},v{},a{},p{},f{},b{}{z}",
             self.bx,
             self.by,
             self.nt,
@@ -165,9 +174,10 @@ impl TensorParams {
                 "p" => p.stages = num,
                 "f" => p.flush = num != 0,
                 "b" => p.min_blocks = num,
+                "z" => p.swizzle = num,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b)"
+                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z)"
                     )))
                 }
             }
@@ -310,6 +320,7 @@ pub fn tensor_defines(
         ("TC_SP".into(), stage_pairs(p, geom, grid).to_string()),
         ("TC_FLUSH".into(), u8::from(p.flush).to_string()),
         ("TC_MINB".into(), p.min_blocks.to_string()),
+        ("TC_SWZ".into(), p.swizzle.to_string()),
     ]
 }
 
@@ -330,6 +341,7 @@ mod tests {
             stages: 4,
             flush: false,
             min_blocks: 2,
+            swizzle: 8,
         };
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
