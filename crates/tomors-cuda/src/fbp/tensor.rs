@@ -411,6 +411,25 @@ mod tests {
     }
 
     #[test]
+    fn kernel_names_parse() {
+        use crate::fbp::kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
+        let k: KernelChoice = "tensor".parse().unwrap();
+        let want = BpConfig {
+            kernel: KernelKind::Tensor(TensorParams::tuned()),
+            mode: SliceMode::F32,
+        };
+        assert_eq!(k, KernelChoice::Fixed(want));
+        let k: KernelChoice = "tensor@f0,z8".parse().unwrap();
+        let KernelChoice::Fixed(c) = k else {
+            panic!("tensor@f0,z8 parsed as {k:?}")
+        };
+        assert_eq!(c.to_string(), "tensor@x2,y1,n8,u4,v4,a2,p3,f0,b1,z8");
+        assert_eq!(c.to_string().parse::<KernelChoice>().unwrap(), k);
+        assert!("tensor@n3".parse::<KernelChoice>().is_err());
+        assert!("tensor-float2".parse::<KernelChoice>().is_err());
+    }
+
+    #[test]
     fn large_pixels_are_refused() {
         let geom = ParallelGeometry::new(uniform_angles(16, std::f32::consts::PI), 64).unwrap();
         let grid = SliceGrid::with_pixel_size(40, 40, 1.3).unwrap();
