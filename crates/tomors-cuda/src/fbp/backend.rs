@@ -187,6 +187,9 @@ impl CudaBackend {
         };
         jobs.par_iter()
             .map(|&(cfg, interp)| {
+                if let crate::fbp::kernels::KernelKind::Tensor(_) = cfg.kernel {
+                    crate::fbp::tensor::check_device(cc)?;
+                }
                 let (defines, _, _) =
                     crate::fbp::engine::module_defines(cfg, grid, geom, interp, min_blocks, map)?;
                 let (module, src) = crate::fbp::engine::module_source(cfg);

@@ -212,6 +212,19 @@ pub fn check_geometry(geom: &ParallelGeometry, grid: &SliceGrid) -> Result<()> {
     Ok(())
 }
 
+/// Checks that the device has the `mma.sync.m16n8k16` f16 instruction and
+/// the paired f16 conversions the kernel uses (compute capability 8.0 on).
+pub fn check_device(cc: (i32, i32)) -> Result<()> {
+    if cc.0 < 8 {
+        return Err(CudaError::Parameter(format!(
+            "tensor: the kernel needs compute capability 8.0 or newer (this device has {}.{}); \
+             use another kernel",
+            cc.0, cc.1
+        )));
+    }
+    Ok(())
+}
+
 /// Projections padded to whole stages.
 pub fn padded_angles(p: TensorParams, n: usize) -> usize {
     n.div_ceil(p.stage_angles()).max(1) * p.stage_angles()
