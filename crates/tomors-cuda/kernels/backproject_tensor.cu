@@ -45,6 +45,7 @@
 //   TC_SP         bin pairs staged per projection
 //   TC_FLUSH      1: per-pair chains added to f32 accumulators; 0: not
 //   TC_MINB       minimum resident blocks per multiprocessor
+//   TC_MASK       1: the weights' f16 hi part by masking (see tc_split_w)
 //   TC_SWZ        0, or the width in blocks of the strips the grid is walked
 //                 in (the blocks resident together cover a compact patch:
 //                 fewer bins of each projection in L2 at once)
@@ -73,6 +74,9 @@
 #define TC_EXP 14
 #ifndef TC_SWZ
 #define TC_SWZ 0
+#endif
+#ifndef TC_MASK
+#define TC_MASK 0
 #endif
 
 // The multiplier that brings a slice's largest magnitude (as float bits)
@@ -125,9 +129,9 @@ extern "C" __global__ void tc_absmax(const float* __restrict__ src, long long ro
     }
 }
 
-// Splits two floats into f16 (hi, lo) pairs: x = hi + lo to ~22 bits.
+// Splits two floats into f16 (hi, lo) pairs: x = hi + lo to ~22 bits
 // (x0 in the low half: the smaller k or bin; cvt.rn.f16x2.f32 puts its
-// first source in the upper half.)
+// first source in the upper half).
 __device__ __forceinline__ void tc_split(float x0, float x1, unsigned int& hi, unsigned int& lo) {
     float f0, f1;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(x1), "f"(x0));
@@ -135,6 +139,21 @@ __device__ __forceinline__ void tc_split(float x0, float x1, unsigned int& hi, u
         : "=f"(f0), "=f"(f1)
         : "r"(hi));
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(x1 - f1), "f"(x0 - f0));
+}
+
+// The weights' split (0 <= w <= 1): as tc_split, or with TC_MASK hi = w
+// with its 13 low mantissa bits cleared (exact in f16 for w >= 2^-14; below,
+// an error under 2^-24 absolute) and lo = w - hi exact in f32, rounded to
+// f16 (~21 bits in all): no conversion back from f16.
+__device__ __forceinline__ void tc_split_w(float x0, float x1, unsigned int& hi, unsigned int& lo) {
+#if TC_MASK
+    const float h0 = __int_as_float(__float_as_int(x0) & 0xffffe000);
+    const float h1 = __int_as_float(__float_as_int(x1) & 0xffffe000);
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(h1), "f"(h0));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(x1 - h1), "f"(x0 - h0));
+#else
+    tc_split(x0, x1, hi, lo);
+#endif
 }
 
 // Re-lays the filtered slab (rows r = slice * na + angle, NB values each) as
@@ -328,8 +347,8 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
                         const float b0 = fmaf(r, 2.0f, -2.0f * TC_MAGIC);
                         const float rel = sblk - b0;
                         const float d1 = rel + e1[h], d2 = rel + e2[h];
-                        tc_split(tc_hat(d1), tc_hat(d1 - 1.0f), ahi[2 * h], alo[2 * h]);
-                        tc_split(tc_hat(d2), tc_hat(d2 - 1.0f), ahi[2 * h + 1], alo[2 * h + 1]);
+                        tc_split_w(tc_hat(d1), tc_hat(d1 - 1.0f), ahi[2 * h], alo[2 * h]);
+                        tc_split_w(tc_hat(d2), tc_hat(d2 - 1.0f), ahi[2 * h + 1], alo[2 * h + 1]);
                         addr[h] = abase[h] + (unsigned int)__float_as_int(r) * (unsigned int)(TC_RW * 8);
                     }
 #pragma unroll

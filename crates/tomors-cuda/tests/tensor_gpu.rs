@@ -85,6 +85,7 @@ fn variants() -> Vec<TensorParams> {
             ap: 1,
             stages: 2,
             min_blocks: 2,
+            mask: true,
             ..d
         },
         TensorParams {

@@ -45,6 +45,9 @@ pub struct TensorParams {
     /// 0, or the width in blocks of the strips the blocks are walked in
     /// (the blocks resident together then cover a compact patch).
     pub swizzle: u8,
+    /// The weights' f16 high part by clearing low mantissa bits instead of
+    /// rounding (no conversion back from f16; ≈ 21 instead of 22 bits).
+    pub mask: bool,
 }
 
 impl Default for TensorParams {
@@ -60,6 +63,7 @@ impl Default for TensorParams {
             flush: true,
             min_blocks: 1,
             swizzle: 0,
+            mask: false,
         }
     }
 }
@@ -132,13 +136,17 @@ impl TensorParams {
     }
 
     /// Compact text form, e.g. `x2,y1,n8,u4,v4,a2,p3,f1,b1` (`,z8` with a
-    /// swizzle; parsed back by [`TensorParams::parse`]).
+    /// swizzle, `,m1` with masked weights; parsed back by
+    /// [`TensorParams::parse`]).
     pub fn spec(&self) -> String {
-        let z = if self.swizzle > 0 {
+        let mut z = if self.swizzle > 0 {
             format!(",z{}", self.swizzle)
         } else {
             String::new()
         };
+        if self.mask {
+            z.push_str(",m1");
+        }
         format!(
             "x{},y{},n{},u{},v{},a{},p{},f{},b{}{z}",
             self.bx,
@@ -175,9 +183,10 @@ impl TensorParams {
                 "f" => p.flush = num != 0,
                 "b" => p.min_blocks = num,
                 "z" => p.swizzle = num,
+                "m" => p.mask = num != 0,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z)"
+                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m)"
                     )))
                 }
             }
@@ -334,6 +343,7 @@ pub fn tensor_defines(
         ("TC_FLUSH".into(), u8::from(p.flush).to_string()),
         ("TC_MINB".into(), p.min_blocks.to_string()),
         ("TC_SWZ".into(), p.swizzle.to_string()),
+        ("TC_MASK".into(), u8::from(p.mask).to_string()),
     ]
 }
 
@@ -355,6 +365,7 @@ mod tests {
             flush: false,
             min_blocks: 2,
             swizzle: 8,
+            mask: true,
         };
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
