@@ -250,3 +250,55 @@ fn tensor_refuses_nearest_and_large_pixels() {
         assert!(e.to_string().contains(what), "{e}");
     }
 }
+
+/// `Auto` without a tuned choice: the tensor-core kernel for a linear job
+/// of 64 slices or more where it can run, the exact cache kernel below that,
+/// for nearest interpolation and for pixels too large for it; and an `Auto`
+/// FBP of such a job equals the fixed tensor kernel's bit for bit.
+#[test]
+fn auto_takes_the_tensor_kernel_where_it_can() {
+    // No tuning file: the measured default decides (set before the backend
+    // reads it; the other tests here name their kernels).
+    std::env::set_var(
+        "TOMORS_TUNING_FILE",
+        std::env::temp_dir().join("tomors-no-such-tuning-file.tsv"),
+    );
+    let Some(mut be) = gpu_or_skip("auto_takes_the_tensor_kernel_where_it_can") else {
+        return;
+    };
+    let geom = ParallelGeometry::new(uniform_angles(48, std::f32::consts::PI), 40).unwrap();
+    let grid = SliceGrid::new(36, 36).unwrap();
+    let big = SliceGrid::with_pixel_size(36, 36, 1.3).unwrap();
+    let is_tensor = |c: BpConfig| matches!(c.kernel, KernelKind::Tensor(_));
+    let lin = Interpolation::Linear;
+    assert!(is_tensor(be.kernel_for_job(64, lin, &geom, &grid)));
+    assert!(is_tensor(be.kernel_for_job(200, lin, &geom, &grid)));
+    assert!(!is_tensor(be.kernel_for_job(63, lin, &geom, &grid)));
+    assert!(!is_tensor(be.kernel_for_job(200, lin, &geom, &big)));
+    assert!(!is_tensor(be.kernel_for_job(
+        200,
+        Interpolation::Nearest,
+        &geom,
+        &grid
+    )));
+    let k = 66;
+    let sino = Array3::from_shape_vec((k, 48, 40), random(k * 48 * 40, 17)).unwrap();
+    let mut run = |choice: KernelChoice| {
+        be.set_kernel(choice);
+        let mut out = Array3::from_elem((k, 36, 36), f32::NAN);
+        be.fbp(
+            sino.view(),
+            &geom,
+            &grid,
+            &FilterSpec::default(),
+            lin,
+            out.view_mut(),
+        )
+        .unwrap();
+        out
+    };
+    let auto = run(KernelChoice::Auto);
+    let fixed = run("tensor".parse().unwrap());
+    assert!(auto.iter().all(|v| v.is_finite()));
+    assert_eq!(auto, fixed, "Auto's FBP differs from the tensor kernel's");
+}
