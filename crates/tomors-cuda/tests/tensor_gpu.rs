@@ -70,7 +70,18 @@ fn variants() -> Vec<TensorParams> {
     let d = TensorParams::default();
     vec![
         d,
-        TensorParams { flush: false, ..d },
+        TensorParams {
+            nt: 4,
+            flush: 8,
+            nt_outer: true,
+            ..d
+        },
+        TensorParams {
+            bx: 1,
+            flush: 3,
+            mask: true,
+            ..d
+        },
         TensorParams {
             by: 2,
             nt: 4,

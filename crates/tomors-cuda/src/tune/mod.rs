@@ -130,7 +130,11 @@ fn tensor_candidates() -> Vec<crate::fbp::kernels::TensorParams> {
             nt: 4,
             ..d
         },
-        TensorParams { flush: false, ..d },
+        TensorParams {
+            nt: 4,
+            flush: 8,
+            ..d
+        },
     ]
 }
 

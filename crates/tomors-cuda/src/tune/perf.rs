@@ -294,7 +294,8 @@ pub fn op_counts(cfg: BpConfig, interp: Interpolation) -> OpCounts {
 /// Operations per update of the tensor-core kernel (thread instructions:
 /// a warp instruction over 32 lanes counts 32). Per 4×4 block, 8 slices and
 /// projection pair (256 updates) a warp issues 3 MMAs, 2 shared loads of 8
-/// bytes per lane and, with `flush`, 4 FADDs; per block and pair, shared by
+/// bytes per lane and, with `flush` 1, 4 FADDs (8 per G pairs with G ≥ 2);
+/// per block and pair, shared by
 /// its slice tiles, ≈ 46 FP instructions for the coordinates and weights
 /// and 16 conversions for the f16 split. The MMAs are counted with the FP
 /// instructions for issue; the tensor pipe itself is not modelled.
@@ -304,7 +305,13 @@ fn tensor_counts(p: crate::fbp::kernels::TensorParams) -> OpCounts {
     OpCounts {
         smem: per(2.0 * 8.0),
         smem_inst: per(2.0),
-        fp: per(3.0 + if p.flush { 4.0 } else { 0.0 } + 46.0 / nt),
+        fp: per(
+            3.0 + match p.flush {
+                0 => 0.0,
+                1 => 4.0,
+                g => 8.0 / g as f64,
+            } + 46.0 / nt,
+        ),
         conv: per(16.0 / nt),
         int: per(2.0 / nt),
         ..OpCounts::default()
