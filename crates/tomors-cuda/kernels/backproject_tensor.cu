@@ -293,7 +293,9 @@ __device__ __forceinline__ void tc_weights(int b, const float (&sw)[2], const fl
     float rr[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        const float sblk = fmaf((float)(4 * by), cyv[h], fmaf((float)(4 * bx), cxv[h], sw[h]));
+        float sblk = sw[h];
+        if (bx > 0) sblk = fmaf((float)(4 * bx), cxv[h], sblk);
+        if (by > 0) sblk = fmaf((float)(4 * by), cyv[h], sblk);
         // b0 = floor(lowest coordinate): r's bits hold it (+ MAGIC_BITS).
         const float r = __fadd_rd(sblk + off[h], TC_MAGIC);
         const float rel = sblk - (r - TC_MAGIC);
