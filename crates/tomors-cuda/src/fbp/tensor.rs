@@ -348,10 +348,7 @@ pub fn tensor_defines(
         ("NX".into(), grid.nx.to_string()),
         ("NY".into(), grid.ny.to_string()),
         ("NPROJ".into(), geom.n_angles().to_string()),
-        (
-            "NPP".into(),
-            padded_angles(p, geom.n_angles()).to_string(),
-        ),
+        ("NPP".into(), padded_angles(p, geom.n_angles()).to_string()),
         ("NB".into(), geom.n_bins().to_string()),
         ("BLO".into(), blo.to_string()),
         ("NBP".into(), nbp.to_string()),
@@ -395,7 +392,8 @@ mod tests {
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
-            "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa", "f65",
+            "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
+            "f65",
         ] {
             assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
         }

@@ -125,11 +125,7 @@ fn tensor_candidates() -> Vec<crate::fbp::kernels::TensorParams> {
     let d = TensorParams::default();
     vec![
         TensorParams::tuned(),
-        TensorParams {
-            by: 2,
-            nt: 4,
-            ..d
-        },
+        TensorParams { by: 2, nt: 4, ..d },
         TensorParams {
             nt: 4,
             flush: 8,

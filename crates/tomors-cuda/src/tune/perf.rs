@@ -305,13 +305,13 @@ fn tensor_counts(p: crate::fbp::kernels::TensorParams) -> OpCounts {
     OpCounts {
         smem: per(2.0 * 8.0),
         smem_inst: per(2.0),
-        fp: per(
-            3.0 + match p.flush {
+        fp: per(3.0
+            + match p.flush {
                 0 => 0.0,
                 1 => 4.0,
                 g => 8.0 / g as f64,
-            } + 46.0 / nt,
-        ),
+            }
+            + 46.0 / nt),
         conv: per(16.0 / nt),
         int: per(2.0 / nt),
         ..OpCounts::default()

@@ -177,10 +177,9 @@ impl Engine {
                 _ => None,
             };
             let maxima = match cfg.kernel {
-                KernelKind::Tensor(_) => Some((
-                    module.function("tc_zero")?,
-                    module.function("tc_absmax")?,
-                )),
+                KernelKind::Tensor(_) => {
+                    Some((module.function("tc_zero")?, module.function("tc_absmax")?))
+                }
                 _ => None,
             };
             self.bp.insert(

@@ -13,8 +13,8 @@ use crate::error::{CudaError, Result};
 use crate::fbp::fft::{cufft_available, FftVariant, Plan, PlanKind};
 use crate::fbp::kernels::{
     alu_defines, bp_defines_mapped, projection_coefficients, projection_coefficients_f64,
-    AluParams, BpConfig, KernelKind, SliceMode, SweepParams, TensorParams, BACKPROJECT_CU, FILTER_CU,
-    MAX_CMEM_PROJECTIONS,
+    AluParams, BpConfig, KernelKind, SliceMode, SweepParams, TensorParams, BACKPROJECT_CU,
+    FILTER_CU, MAX_CMEM_PROJECTIONS,
 };
 use crate::fbp::sweep::{
     padded_bins, padded_bins_staged, row_slots, shared_bytes, sweep_defines, SWEEP_CU,

@@ -27,7 +27,10 @@ impl Engine {
         let bytes = mb + nslots * npp * nbp * 4;
         let buf = ensure(&mut self.tensor_buf, &self.ctx, bytes, "tensor entries")?;
         let m = &self.bp[&key];
-        let (zero, absmax) = m.maxima.as_ref().expect("tensor module has its maxima kernels");
+        let (zero, absmax) = m
+            .maxima
+            .as_ref()
+            .expect("tensor module has its maxima kernels");
         let pack = m.pack.as_ref().expect("tensor module has pack_tensor");
         let (s, rs, pair) = src;
         let ent = buf + mb as u64;
