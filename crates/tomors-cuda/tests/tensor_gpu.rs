@@ -263,17 +263,13 @@ fn tensor_refuses_nearest_and_large_pixels() {
 }
 
 /// `Auto` without a tuned choice: the tensor-core kernel for a linear job
-/// of 64 slices or more where it can run, the exact cache kernel below that,
-/// for nearest interpolation and for pixels too large for it; and an `Auto`
-/// FBP of such a job equals the fixed tensor kernel's bit for bit.
+/// of 64 slices or more where it can run, the exact cache kernel below that;
+/// with or without one, not the tensor kernel for nearest interpolation or
+/// for pixels too large for it; and an `Auto` FBP of such a job equals the
+/// fixed tensor kernel's bit for bit. (A tuning file with entries for this
+/// device decides instead: then only the refusals are checked, with a note.)
 #[test]
 fn auto_takes_the_tensor_kernel_where_it_can() {
-    // No tuning file: the measured default decides (set before the backend
-    // reads it; the other tests here name their kernels).
-    std::env::set_var(
-        "TOMORS_TUNING_FILE",
-        std::env::temp_dir().join("tomors-no-such-tuning-file.tsv"),
-    );
     let Some(mut be) = gpu_or_skip("auto_takes_the_tensor_kernel_where_it_can") else {
         return;
     };
@@ -282,9 +278,6 @@ fn auto_takes_the_tensor_kernel_where_it_can() {
     let big = SliceGrid::with_pixel_size(36, 36, 1.3).unwrap();
     let is_tensor = |c: BpConfig| matches!(c.kernel, KernelKind::Tensor(_));
     let lin = Interpolation::Linear;
-    assert!(is_tensor(be.kernel_for_job(64, lin, &geom, &grid)));
-    assert!(is_tensor(be.kernel_for_job(200, lin, &geom, &grid)));
-    assert!(!is_tensor(be.kernel_for_job(63, lin, &geom, &grid)));
     assert!(!is_tensor(be.kernel_for_job(200, lin, &geom, &big)));
     assert!(!is_tensor(be.kernel_for_job(
         200,
@@ -292,6 +285,19 @@ fn auto_takes_the_tensor_kernel_where_it_can() {
         &geom,
         &grid
     )));
+    let tuned = [63, 64, 200]
+        .iter()
+        .any(|&k| be.kernel_for(k, lin) != KernelChoice::Auto.resolve(k));
+    if tuned {
+        eprintln!(
+            "auto_takes_the_tensor_kernel_where_it_can: a tuning file has entries for this \
+             device, so Auto's default choice is not checked"
+        );
+        return;
+    }
+    assert!(is_tensor(be.kernel_for_job(64, lin, &geom, &grid)));
+    assert!(is_tensor(be.kernel_for_job(200, lin, &geom, &grid)));
+    assert!(!is_tensor(be.kernel_for_job(63, lin, &geom, &grid)));
     let k = 66;
     let sino = Array3::from_shape_vec((k, 48, 40), random(k * 48 * 40, 17)).unwrap();
     let mut run = |choice: KernelChoice| {
