@@ -297,8 +297,12 @@ pub fn op_counts(cfg: BpConfig, interp: Interpolation) -> OpCounts {
 /// bytes per lane and, with `flush` 1, 4 FADDs (8 per G pairs with G ≥ 2);
 /// per block and pair, shared by
 /// its slice tiles, ≈ 46 FP instructions for the coordinates and weights
-/// and 16 conversions for the f16 split. The MMAs are counted with the FP
-/// instructions for issue; the tensor pipe itself is not modelled.
+/// and 16 conversions for the f16 split; per tile the SASS adds ≈ 7
+/// register moves (assembling the B operands) and 2 `NOP`s between the
+/// dependent MMAs, counted as integer instructions (ncu: 32 warp
+/// instructions per 256 updates in all). The MMAs are counted with the FP
+/// instructions for issue; the tensor pipe and the MMA chains' latency (what
+/// binds the kernel, `docs/perf-notes.md`) are not modelled.
 fn tensor_counts(p: crate::fbp::kernels::TensorParams) -> OpCounts {
     let per = |warp: f64| warp * 32.0 / 256.0;
     let nt = p.nt as f64;
@@ -313,7 +317,7 @@ fn tensor_counts(p: crate::fbp::kernels::TensorParams) -> OpCounts {
             }
             + 46.0 / nt),
         conv: per(16.0 / nt),
-        int: per(2.0 / nt),
+        int: per(9.0 + 2.0 / nt),
         ..OpCounts::default()
     }
 }
