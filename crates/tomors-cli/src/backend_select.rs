@@ -29,7 +29,9 @@ pub struct BackendArgs {
     /// GPUs to use, e.g. "0,1" (default: all).
     #[arg(long)]
     pub devices: Option<String>,
-    /// GPU back-projection kernel (default: the fastest known).
+    /// GPU back-projection kernel: auto (default: the fastest exact one
+    /// known), fast, sweep, tensor, or a configuration such as
+    /// alu-float2@t64,s16,a1,r1,b2.
     #[arg(long)]
     pub kernel: Option<String>,
     /// Reproducible bits: the GPU back projection of cone-beam iterative

@@ -336,6 +336,36 @@ fn every_kernel_compiles_with_nvrtc() {
             .unwrap_or_else(|e| panic!("sweep@{}: {e}", p.spec()));
         assert_eq!(&cubin[..4], b"\x7fELF");
     }
+    // The tensor-core kernel: its tuning candidates and a small odd shape
+    // (one warp column, one slice tile, 3 projection pairs per stage) on the
+    // same geometry (pixels 0.7 / 0.8 of a bin: accepted).
+    let mut tensors: Vec<_> = tomors_cuda::tune::candidates(true)
+        .into_iter()
+        .filter_map(|c| match c.kernel {
+            KernelKind::Tensor(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    assert!(!tensors.is_empty(), "no tensor tuning candidates");
+    tensors.push(tomors_cuda::kernels::TensorParams {
+        bx: 1,
+        nt: 1,
+        wx: 1,
+        wy: 3,
+        ap: 3,
+        stages: 4,
+        swizzle: 3,
+        ..Default::default()
+    });
+    for p in tensors {
+        let src = build_source(
+            &tomors_cuda::kernels::tensor_defines(p, &sweep_geom, &sweep_grid),
+            tomors_cuda::kernels::TENSOR_CU,
+        );
+        let cubin = compile_cubin("backproject_tensor", &src, &opts)
+            .unwrap_or_else(|e| panic!("tensor@{}: {e}", p.spec()));
+        assert_eq!(&cubin[..4], b"\x7fELF");
+    }
     for sg in [4, 8] {
         for km in [0, 1, 3] {
             let defines = vec![

@@ -10,6 +10,13 @@ use crate::fbp::engine::{BpJob, Engine, FilterJob, PipelineStats};
 use crate::fbp::fft::FftVariant;
 use crate::fbp::kernels::KernelChoice;
 
+/// Slices from which `Auto` (without a tuned choice) takes the tensor-core
+/// kernel for linear interpolation: one block's worth
+/// ([`TensorParams::tuned`](crate::fbp::tensor::TensorParams::tuned)
+/// reconstructs 64 slices per block; below, most of its work would be on
+/// empty slices).
+pub const AUTO_TENSOR_MIN_SLICES: usize = 64;
+
 /// Options of a CUDA backend.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CudaOptions {
@@ -148,6 +155,50 @@ impl CudaBackend {
         }
     }
 
+    /// The configuration a job of `slices` slices on `geom` and `grid` runs
+    /// with: [`CudaBackend::kernel_for`], except that under `Auto` without
+    /// a tuned choice a linear job of at least
+    /// [`AUTO_TENSOR_MIN_SLICES`] slices takes the tensor-core kernel
+    /// ([`TensorParams::tuned`](crate::fbp::tensor::TensorParams::tuned);
+    /// exact, and measured faster than the cache and line-sweep kernels,
+    /// `docs/perf-notes.md`) where it can run (compute capability 8.0 on,
+    /// pixels up to ≈ 1.17 bins), and that a tuned tensor choice it cannot
+    /// run falls back to the default.
+    pub fn kernel_for_job(
+        &self,
+        slices: usize,
+        interp: Interpolation,
+        geom: &ParallelGeometry,
+        grid: &SliceGrid,
+    ) -> crate::fbp::kernels::BpConfig {
+        use crate::fbp::kernels::{BpConfig, KernelKind, SliceMode};
+        if self.options.kernel != KernelChoice::Auto {
+            return self.kernel_for(slices, interp);
+        }
+        let (device, driver, cc) = self
+            .engine
+            .lock()
+            .map(|e| (e.ctx.name.clone(), e.ctx.driver, e.ctx.cc))
+            .unwrap_or_default();
+        let tensor_ok = crate::fbp::tensor::check_device(cc).is_ok()
+            && crate::fbp::tensor::check_geometry(geom, grid).is_ok();
+        let default = KernelChoice::Auto.resolve(slices);
+        match self.tuned.best(&device, driver, interp, slices) {
+            Some(e) if matches!(e.config.kernel, KernelKind::Tensor(_)) && !tensor_ok => default,
+            Some(e) => e.config,
+            None if tensor_ok
+                && interp == Interpolation::Linear
+                && slices >= AUTO_TENSOR_MIN_SLICES =>
+            {
+                BpConfig {
+                    kernel: KernelKind::Tensor(crate::fbp::tensor::TensorParams::tuned()),
+                    mode: SliceMode::F32,
+                }
+            }
+            None => default,
+        }
+    }
+
     /// The gridding (fourier) method on this device (its kernels compiled
     /// or loaded on the first call).
     pub fn fourier_engine(&self) -> Result<std::sync::Arc<crate::fourier::CudaFourier>> {
@@ -187,6 +238,9 @@ impl CudaBackend {
         };
         jobs.par_iter()
             .map(|&(cfg, interp)| {
+                if let crate::fbp::kernels::KernelKind::Tensor(_) = cfg.kernel {
+                    crate::fbp::tensor::check_device(cc)?;
+                }
                 let (defines, _, _) =
                     crate::fbp::engine::module_defines(cfg, grid, geom, interp, min_blocks, map)?;
                 let (module, src) = crate::fbp::engine::module_source(cfg);
@@ -214,7 +268,7 @@ impl CudaBackend {
         scale: f32,
         slices_hint: usize,
     ) -> Result<()> {
-        let cfg = self.kernel_for(slices_hint, interpolation);
+        let cfg = self.kernel_for_job(slices_hint, interpolation, geometry, grid);
         cfg.check(interpolation)?;
         let job = BpJob {
             geom: geometry,

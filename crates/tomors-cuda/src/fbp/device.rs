@@ -55,7 +55,7 @@ impl CudaBackend {
             geometry,
             grid,
         )?;
-        let cfg = self.kernel_for(slices, interpolation);
+        let cfg = self.kernel_for_job(slices, interpolation, geometry, grid);
         cfg.check(interpolation)?;
         let mut engine = self.lock()?;
         if input.ordinal() != engine.ctx.ordinal {

@@ -4,6 +4,7 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
 pub use crate::fbp::sweep::{sweep_defines, SweepParams, SWEEP_CU};
+pub use crate::fbp::tensor::{tensor_defines, TensorParams, TENSOR_CU};
 
 /// Source of the back-projection kernels (`bp_standard`, `bp_texopt`,
 /// `bp_alu`, and `bp_alu_w2` appended from its own file).
@@ -36,6 +37,11 @@ pub enum KernelKind {
     /// pixel's bin changes along its line (exact f32 linear interpolation;
     /// see [`crate::fbp::sweep`]). Its own entry layout, not textures.
     Sweep(SweepParams),
+    /// Tensor cores: hat-function weights × values as `mma.m16n8k16` per
+    /// 4×4 pixel block, 8 slices and 2 projections, both operands split in
+    /// two f16 parts (f32-class results; see [`crate::fbp::tensor`]). Its
+    /// own entry layout, not textures.
+    Tensor(TensorParams),
 }
 
 /// Parameters of the `alu` kernel (the autotuner's search space).
@@ -278,6 +284,7 @@ impl KernelKind {
             Self::Alu(p) if p.hybrid > 0 => "hybrid",
             Self::Alu(_) => "alu",
             Self::Sweep(_) => "sweep",
+            Self::Tensor(_) => "tensor",
         }
     }
 
@@ -289,6 +296,7 @@ impl KernelKind {
             Self::Alu(p) if p.wide => "bp_alu_w2",
             Self::Alu(_) => "bp_alu",
             Self::Sweep(_) => "bp_sweep",
+            Self::Tensor(_) => "bp_tensor",
         }
     }
 }
@@ -377,7 +385,7 @@ impl BpConfig {
     /// filtered f32 or float2 texture).
     pub fn supports(&self, interp: tomors_core::Interpolation) -> bool {
         match self.kernel {
-            KernelKind::Sweep(_) => {
+            KernelKind::Sweep(_) | KernelKind::Tensor(_) => {
                 self.mode == SliceMode::F32 && interp == tomors_core::Interpolation::Linear
             }
             KernelKind::Alu(p) if p.wide => self.mode == SliceMode::Half4,
@@ -419,6 +427,7 @@ impl BpConfig {
         match self.kernel {
             KernelKind::Alu(p) if p.wide => 2 * self.mode.slices(),
             KernelKind::Sweep(p) => p.slices_per_block(),
+            KernelKind::Tensor(p) => p.slices_per_block(),
             _ => self.mode.slices(),
         }
     }
@@ -439,7 +448,7 @@ impl BpConfig {
             Err(CudaError::Parameter(format!(
                 "kernel {self} does not support {interp} interpolation (half texels: nearest \
                  only; oversampling: linear with f32 or float2 texels; wide: half4 texels; \
-                 sweep: linear only)"
+                 sweep and tensor: linear only)"
             )))
         }
     }
@@ -454,6 +463,7 @@ impl std::fmt::Display for BpConfig {
         match self.kernel {
             KernelKind::Alu(p) if p != AluParams::default() => write!(f, "@{}", p.spec()),
             KernelKind::Sweep(p) if p != SweepParams::default() => write!(f, "@{}", p.spec()),
+            KernelKind::Tensor(p) if p != TensorParams::default() => write!(f, "@{}", p.spec()),
             _ => Ok(()),
         }
     }
@@ -499,7 +509,9 @@ impl std::str::FromStr for KernelChoice {
     /// optionally with parameters after `@` (e.g.
     /// `alu-float2@t64,s8,a1,r1,b1`, see [`AluParams::parse`]), and `sweep`
     /// (the line sweep, [`SweepParams::tuned`]; parameters after `@` as in
-    /// [`SweepParams::parse`], missing keys from [`SweepParams::default`]).
+    /// [`SweepParams::parse`], missing keys from [`SweepParams::default`]),
+    /// and `tensor` (the tensor-core kernel, [`TensorParams::tuned`];
+    /// parameters after `@` as in [`TensorParams::parse`]).
     fn from_str(s: &str) -> Result<Self> {
         let k = s.to_ascii_lowercase().replace('_', "-");
         let (k, params) = match k.split_once('@') {
@@ -544,9 +556,19 @@ impl std::str::FromStr for KernelChoice {
                 mode: SliceMode::F32,
             }));
         }
+        if base == "tensor" {
+            let p = match &params {
+                Some(spec) => TensorParams::parse(spec)?,
+                None => TensorParams::tuned(),
+            };
+            return Ok(Self::Fixed(BpConfig {
+                kernel: KernelKind::Tensor(p),
+                mode: SliceMode::F32,
+            }));
+        }
         if params.is_some() {
             return Err(CudaError::Parameter(format!(
-                "kernel '{s}': only the alu and sweep kernels take parameters after @"
+                "kernel '{s}': only the alu, sweep and tensor kernels take parameters after @"
             )));
         }
         let (kernel, mode) = match k.as_str() {

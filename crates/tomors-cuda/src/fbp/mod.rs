@@ -16,6 +16,7 @@ pub mod fft;
 pub mod kernels;
 mod multi;
 pub mod sweep;
+pub mod tensor;
 pub mod tuning;
 
 pub use backend::{CudaBackend, CudaOptions};

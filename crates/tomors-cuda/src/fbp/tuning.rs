@@ -74,8 +74,10 @@ pub fn is_exact(cfg: &BpConfig) -> bool {
 /// block of `cfg` busy (the line-sweep kernel's blocks hold 32 × its slices
 /// per lane; every other kernel's a texel's or two).
 pub fn fills_its_blocks(cfg: &BpConfig, slices: usize) -> bool {
-    !matches!(cfg.kernel, crate::fbp::kernels::KernelKind::Sweep(_))
-        || 2 * slices >= cfg.slices_per_block()
+    !matches!(
+        cfg.kernel,
+        crate::fbp::kernels::KernelKind::Sweep(_) | crate::fbp::kernels::KernelKind::Tensor(_)
+    ) || 2 * slices >= cfg.slices_per_block()
 }
 
 /// The entries of a tuning file.

@@ -119,6 +119,21 @@ fn sweep_candidates() -> Vec<crate::fbp::kernels::SweepParams> {
     ]
 }
 
+/// The tensor-core candidates (`docs/perf-notes.md`, "Tensor cores").
+fn tensor_candidates() -> Vec<crate::fbp::kernels::TensorParams> {
+    use crate::fbp::kernels::TensorParams;
+    let d = TensorParams::default();
+    vec![
+        TensorParams::tuned(),
+        TensorParams { by: 2, nt: 4, ..d },
+        TensorParams {
+            nt: 4,
+            flush: 8,
+            ..d
+        },
+    ]
+}
+
 /// The candidate configurations.
 pub fn candidates(quick: bool) -> Vec<BpConfig> {
     let modes = [SliceMode::F32, SliceMode::Float2, SliceMode::Half4];
@@ -247,6 +262,13 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
             mode: SliceMode::F32,
         });
     }
+    // Tensor cores (exact, linear; slabs of 8 × slice tiles).
+    for p in tensor_candidates() {
+        v.push(BpConfig {
+            kernel: KernelKind::Tensor(p),
+            mode: SliceMode::F32,
+        });
+    }
     // Oversampling (linear requests, f32 and float2 texels).
     for mode in [SliceMode::F32, SliceMode::Float2] {
         for (tile, min_blocks) in [(32u8, 2u8), (64, 1)] {
@@ -270,6 +292,7 @@ pub fn candidates(quick: bool) -> Vec<BpConfig> {
 fn timed_slices(cfg: &BpConfig) -> usize {
     match cfg.kernel {
         KernelKind::Sweep(p) => p.slices_per_block(),
+        KernelKind::Tensor(p) => p.slices_per_block(),
         _ => 2 * cfg.mode.slices(),
     }
 }

@@ -287,6 +287,38 @@ pub fn op_counts(cfg: BpConfig, interp: Interpolation) -> OpCounts {
         }
         KernelKind::Alu(p) => alu_counts(p, cfg.mode, interp),
         KernelKind::Sweep(p) => sweep_counts(p),
+        KernelKind::Tensor(p) => tensor_counts(p),
+    }
+}
+
+/// Operations per update of the tensor-core kernel (thread instructions:
+/// a warp instruction over 32 lanes counts 32). Per 4×4 block, 8 slices and
+/// projection pair (256 updates) a warp issues 3 MMAs, 2 shared loads of 8
+/// bytes per lane and, with `flush` 1, 4 FADDs (8 per G pairs with G ≥ 2);
+/// per block and pair, shared by
+/// its slice tiles, ≈ 46 FP instructions for the coordinates and weights
+/// and 16 conversions for the f16 split; per tile the SASS adds ≈ 7
+/// register moves (assembling the B operands) and 2 `NOP`s between the
+/// dependent MMAs, counted as integer instructions (ncu: 32 warp
+/// instructions per 256 updates in all). The MMAs are counted with the FP
+/// instructions for issue; the tensor pipe and the MMA chains' latency (what
+/// binds the kernel, `docs/perf-notes.md`) are not modelled.
+fn tensor_counts(p: crate::fbp::kernels::TensorParams) -> OpCounts {
+    let per = |warp: f64| warp * 32.0 / 256.0;
+    let nt = p.nt as f64;
+    OpCounts {
+        smem: per(2.0 * 8.0),
+        smem_inst: per(2.0),
+        fp: per(3.0
+            + match p.flush {
+                0 => 0.0,
+                1 => 4.0,
+                g => 8.0 / g as f64,
+            }
+            + 46.0 / nt),
+        conv: per(16.0 / nt),
+        int: per(9.0 + 2.0 / nt),
+        ..OpCounts::default()
     }
 }
 

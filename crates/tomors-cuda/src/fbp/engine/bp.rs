@@ -7,35 +7,38 @@ pub(super) struct BpKey {
     kernel: KernelKind,
     map: u32,
     spt: usize,
-    nx: usize,
-    ny: usize,
+    pub(super) nx: usize,
+    pub(super) ny: usize,
     nproj: usize,
     /// `alu` only (baked in): linear interpolation and the cache width.
     linear: bool,
-    cache_width: usize,
+    pub(super) cache_width: usize,
     /// Compiled with the test-only block counters of the hybrid kernel.
     count_paths: bool,
     /// `sweep` only: the global bin of padded row 0 (`nbp` in `cache_width`).
     blo: i64,
     /// `sweep` only: dynamic shared memory per block (its staging ring).
-    shared: usize,
+    pub(super) shared: usize,
 }
 
 pub(super) struct BpModule {
     module: Module,
-    func: Function,
+    pub(super) func: Function,
     cmem: bool,
     consts_hash: Option<u64>,
-    /// `alu` and `sweep`: the f64 per-projection constants and their hash.
-    dconst: Option<(DeviceBuffer, u64)>,
-    /// `sweep` only: the kernel that re-lays a slab as its entries.
-    pack: Option<Function>,
+    /// `alu`, `sweep` and `tensor`: the f64 per-projection constants and their hash.
+    pub(super) dconst: Option<(DeviceBuffer, u64)>,
+    /// `sweep` and `tensor`: the kernel that re-lays a slab as its entries.
+    pub(super) pack: Option<Function>,
+    /// `tensor` only: the kernels that zero and find the per-slice maxima.
+    pub(super) maxima: Option<(Function, Function)>,
 }
 
 /// Name and source of the module that holds `cfg`'s kernel.
 pub(crate) fn module_source(cfg: BpConfig) -> (&'static str, &'static str) {
     match cfg.kernel {
         KernelKind::Sweep(_) => ("backproject_sweep", SWEEP_CU),
+        KernelKind::Tensor(_) => ("backproject_tensor", TENSOR_CU),
         _ => ("backproject", BACKPROJECT_CU),
     }
 }
@@ -60,6 +63,13 @@ pub(crate) fn module_defines(
         // holds the first padded bin).
         let (_, nbp) = padded_bins_staged(p, geom, grid);
         return Ok((sweep_defines(p, geom, grid), true, nbp));
+    }
+    if let KernelKind::Tensor(p) = cfg.kernel {
+        p.validate()?;
+        cfg.check(interp)?;
+        crate::fbp::tensor::check_geometry(geom, grid)?;
+        let (_, nbpp) = crate::fbp::tensor::padded_pairs(p, geom, grid);
+        return Ok((tensor_defines(p, geom, grid), true, nbpp));
     }
     let mut defines = bp_defines_mapped(cfg, grid, geom.n_angles(), min_blocks, standard_map);
     match cfg.kernel {
@@ -109,6 +119,9 @@ impl Engine {
         geom: &ParallelGeometry,
         interp: Interpolation,
     ) -> Result<BpKey> {
+        if let KernelKind::Tensor(_) = cfg.kernel {
+            crate::fbp::tensor::check_device(self.ctx.cc)?;
+        }
         let (mut defines, linear, cache_width) =
             module_defines(cfg, grid, geom, interp, self.min_blocks, self.standard_map)?;
         let count_paths =
@@ -128,10 +141,12 @@ impl Engine {
             count_paths,
             blo: match cfg.kernel {
                 KernelKind::Sweep(p) => padded_bins(p, geom, grid).0,
+                KernelKind::Tensor(p) => crate::fbp::tensor::padded_pairs(p, geom, grid).0,
                 _ => 0,
             },
             shared: match cfg.kernel {
                 KernelKind::Sweep(p) => shared_bytes(p, geom, grid),
+                KernelKind::Tensor(p) => crate::fbp::tensor::shared_bytes(p, geom, grid),
                 _ => 0,
             },
         };
@@ -158,6 +173,13 @@ impl Engine {
             }
             let pack = match cfg.kernel {
                 KernelKind::Sweep(_) => Some(module.function("pack_sweep")?),
+                KernelKind::Tensor(_) => Some(module.function("pack_tensor")?),
+                _ => None,
+            };
+            let maxima = match cfg.kernel {
+                KernelKind::Tensor(_) => {
+                    Some((module.function("tc_zero")?, module.function("tc_absmax")?))
+                }
                 _ => None,
             };
             self.bp.insert(
@@ -169,13 +191,17 @@ impl Engine {
                     consts_hash: None,
                     dconst: None,
                     pack,
+                    maxima,
                 },
             );
         }
         if let KernelKind::Sweep(_) = cfg.kernel {
             self.sweep_key = Some(key);
         }
-        if let KernelKind::Alu(_) | KernelKind::Sweep(_) = cfg.kernel {
+        if let KernelKind::Tensor(_) = cfg.kernel {
+            self.tensor_key = Some(key);
+        }
+        if let KernelKind::Alu(_) | KernelKind::Sweep(_) | KernelKind::Tensor(_) = cfg.kernel {
             // The alu kernel reads its constants in f64 from a global buffer.
             let coef = projection_coefficients_f64(geom, grid);
             let bytes: Vec<u8> = coef.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -227,6 +253,9 @@ impl Engine {
         if let KernelKind::Sweep(p) = cfg.kernel {
             return self.launch_sweep(key, p, texs, out, slices, scale);
         }
+        if let KernelKind::Tensor(p) = cfg.kernel {
+            return self.launch_tensor(key, p, texs, out, slices, scale);
+        }
         let m = &self.bp[&key];
         let groups = match cfg.kernel {
             // Two texture groups per block.
@@ -235,7 +264,9 @@ impl Engine {
         };
         let tile = match cfg.kernel {
             KernelKind::Alu(p) => p.tile as usize,
-            KernelKind::Sweep(_) => unreachable!("launched by launch_sweep"),
+            KernelKind::Sweep(_) | KernelKind::Tensor(_) => {
+                unreachable!("launched by launch_sweep / launch_tensor")
+            }
             _ => 16,
         };
         let grid = (

@@ -13,12 +13,13 @@ use crate::error::{CudaError, Result};
 use crate::fbp::fft::{cufft_available, FftVariant, Plan, PlanKind};
 use crate::fbp::kernels::{
     alu_defines, bp_defines_mapped, projection_coefficients, projection_coefficients_f64,
-    AluParams, BpConfig, KernelKind, SliceMode, SweepParams, BACKPROJECT_CU, FILTER_CU,
-    MAX_CMEM_PROJECTIONS,
+    AluParams, BpConfig, KernelKind, SliceMode, SweepParams, TensorParams, BACKPROJECT_CU,
+    FILTER_CU, MAX_CMEM_PROJECTIONS,
 };
 use crate::fbp::sweep::{
     padded_bins, padded_bins_staged, row_slots, shared_bytes, sweep_defines, SWEEP_CU,
 };
+use crate::fbp::tensor::{tensor_defines, TENSOR_CU};
 use crate::runtime::compile::{cubin_cached, fnv1a64};
 use crate::runtime::{
     ensure, ensure_pinned, launch, Arg, Array2d, Context, DeviceBuffer, Event, Function, Module,
@@ -31,6 +32,7 @@ mod filter;
 mod pack;
 mod pipeline;
 mod resident;
+mod tensor;
 
 pub(crate) use crate::runtime::{copy_in, copy_out};
 pub(crate) use bp::{module_defines, module_source};
@@ -128,6 +130,10 @@ pub(crate) struct Engine {
     /// The line-sweep entries of the last slab and the module that packed them.
     sweep_buf: Option<DeviceBuffer>,
     sweep_key: Option<BpKey>,
+    /// The tensor-core entries (per-slot maxima, then the entries) of the
+    /// last slab and the module that packed them.
+    tensor_buf: Option<DeviceBuffer>,
+    tensor_key: Option<BpKey>,
 }
 
 // SAFETY: every handle inside is usable from any thread with the context bound,
@@ -189,6 +195,8 @@ impl Engine {
             packed: (0, 0, 0),
             sweep_buf: None,
             sweep_key: None,
+            tensor_buf: None,
+            tensor_key: None,
         })
     }
 
@@ -207,5 +215,6 @@ impl Engine {
         self.pin_out = Default::default();
         self.stack_tex = None;
         self.sweep_buf = None;
+        self.tensor_buf = None;
     }
 }

@@ -70,6 +70,9 @@ impl Engine {
         if let KernelKind::Sweep(p) = cfg.kernel {
             return self.pack_sweep(src, slices, na, p);
         }
+        if let KernelKind::Tensor(p) = cfg.kernel {
+            return self.pack_tensor(src, slices, na, p);
+        }
         let mode = cfg.mode;
         if na > 65535 || na > self.ctx.max_tex_height || n > self.ctx.max_tex_width {
             return Err(CudaError::Parameter(format!(

@@ -84,6 +84,10 @@ impl Engine {
             // One block's worth of slices: every lane of a warp has its slices.
             return spt.min(total.max(1));
         }
+        if let KernelKind::Tensor(_) = job.cfg.kernel {
+            // Whole blocks' worth of slices, at least 64 (per-slab costs).
+            return (64usize.div_ceil(spt) * spt).min(total.max(1));
+        }
         let per = self.bytes_per_slice(job, filtered).max(1);
         // About 2 GB: 12 slices of 2048² from 2048 angles with three slabs
         // in flight (as 1.5 GB gave with two).

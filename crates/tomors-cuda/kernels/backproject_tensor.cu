@@ -1,0 +1,463 @@
+// Tensor-core parallel-beam back projection: exact (f32-class) linear
+// interpolation as a matrix product on the tensor cores.
+//
+// For one projection, linear interpolation is a hat function: the update of
+// pixel p in slice s is sum_b h(u_p - b) P[b][s], h(t) = max(0, 1 - |t|),
+// u_p the pixel's bin coordinate. The slices share the weights, so for a
+// 4x4 pixel block (16 pixels, whose coordinates span at most
+// 3 (|cx| + |cy|) <= 4.95 bins, checked by the host) and the 8 bins from
+// b0e (the block's lowest coordinate rounded down to an even bin) on, the
+// updates of 8 slices from two projections are one
+// mma.m16n8k16: A = the weights (16 pixels x [8 bins of projection A |
+// 8 bins of projection B]), B = the values (16 x 8 slices), f32 accumulators.
+//
+// Exactness with f16 operands: both operands are split in two f16 parts,
+// w = w_hi + w_lo and p = p_hi + p_lo (the slab scaled per slice by a power
+// of two so that max |p| lies in [2^13, 2^14); undone exactly at the end),
+// and three products are summed (lo.hi + hi.lo + hi.hi; lo.lo ~ 2^-22 is
+// dropped): 22-bit operands, products exact in the f32 accumulation.
+// The tensor core's accumulation truncates, so a long chain of MMAs into
+// one accumulator drifts toward zero (measured: 7e-5 relative at 2048
+// projections). With TC_FLUSH = 1 the three products of a projection pair
+// start from zero and are added to f32 sums with one FADD each; with
+// TC_FLUSH = G >= 2 the MMA accumulators collect G pairs and are then added
+// to the f32 sums and zeroed; with 0 they accumulate over all projections.
+//
+// Fragment layout (PTX ISA, mma.m16n8k16, groupID g = lane / 4, t = lane % 4):
+//   A: reg0 = (row g, k 2t..2t+1), reg1 = (row g+8, k 2t..), reg2 = (row g,
+//      k 2t+8..), reg3 = (row g+8, k 2t+8..); row m = pixel (m % 4, m / 4)
+//      of the block: the lane's pixels are p1 = (g % 4, g / 4) and p2 = p1 +
+//      (0, 2); k < 8: projection A, bin b0e_A + k; k >= 8: projection B.
+//   B: reg0 = (k 2t..2t+1, n g), reg1 = (k 2t+8.., n g): the f16 pair of
+//      bins (b0e + 2t, b0e + 2t + 1) of slice g, one 32-bit word because
+//      b0e is even.
+//   C: c0, c1 = (row g, slices 2t, 2t+1), c2, c3 = (row g+8, same slices).
+//
+// Baked parameters (#defines prepended by the host):
+//   NX, NY        slice size in pixels
+//   NPROJ, NPP    projections, and padded to whole stages (2 TC_AP)
+//   NB            detector bins
+//   BLO, NBPP     global bin of padded bin pair 0 (even) and the number of
+//                 padded pairs: every stage row lies inside
+//   TC_BX, TC_BY  4x4 pixel blocks of a warp along x and y
+//   TC_NT         8-slice tiles of a warp (slices of a block: 8 TC_NT)
+//   TC_WX, TC_WY  warps of a block along x and y
+//   TC_AP         projection pairs per stage
+//   TC_ST         stages in the shared-memory ring (>= 2)
+//   TC_SP         bin pairs staged per projection
+//   TC_FLUSH      1: per-pair chains added to f32 accumulators; 0: the MMA
+//                 accumulates over all projections; G >= 2: the MMA
+//                 accumulators are added to f32 sums every G pairs
+//   TC_NTO        1: slice tiles outermost (all blocks' weights first)
+//   TC_MINB       minimum resident blocks per multiprocessor
+//   TC_MASK       1: the weights' f16 hi part by masking (see tc_split_w)
+//   TC_SWZ        0, or the width in blocks of the strips the grid is walked
+//                 in (the blocks resident together cover a compact patch:
+//                 fewer bins of each projection in L2 at once)
+//
+// Entry layout (written by pack_tensor): ent[group][q][kp][slot] = uint2
+// (hi, lo), each an f16 pair of bins (BLO + 2 kp, BLO + 2 kp + 1) of slice
+// 8 TC_NT group + slot, scaled by the slice's power of two; zeros outside
+// the detector, for slices past the slab and projections past NPROJ.
+
+#define TC_MAGIC 12582912.0f
+#define TC_MAGIC_BITS 0x4B400000
+#define TC_FULL 0xffffffffu
+#define TC_S (8 * TC_NT)
+#define TC_RW (TC_S + 4)
+#define TC_NTH (32 * TC_WX * TC_WY)
+#define TC_PXX (4 * TC_BX * TC_WX)
+#define TC_PXY (4 * TC_BY * TC_WY)
+#define TC_ANG (2 * TC_AP)
+#define TC_ANGB (TC_SP * TC_RW * 8)
+#define TC_STAGEB (TC_ANG * TC_ANGB + TC_ANG * 16)
+#define TC_CR (TC_S / 2)
+#define TC_ROWS (TC_ANG * TC_SP)
+#define TC_RPI (TC_NTH / TC_CR)
+#define TC_COPIES ((TC_ROWS + TC_RPI - 1) / TC_RPI)
+#define TC_NSTG (NPP / TC_ANG)
+#define TC_EXP 14
+#ifndef TC_SWZ
+#define TC_SWZ 0
+#endif
+#ifndef TC_MASK
+#define TC_MASK 0
+#endif
+#ifndef TC_NTO
+#define TC_NTO 0
+#endif
+#define TC_NB (TC_BX * TC_BY)
+
+// The multiplier that brings a slice's largest magnitude (as float bits)
+// into [2^13, 2^14): a power of two (1 for zero, Inf or NaN maxima).
+// m = f 2^e with f in [1/2, 1) for the biased exponent e + 126 of a normal
+// m (subnormal maxima take e = -126 and the clamp).
+__device__ __forceinline__ float tc_mult(unsigned int bits) {
+    const float m = __uint_as_float(bits);
+    if (!(m > 0.0f) || !(m <= 3.4028235e38f)) return 1.0f;
+    const int e = (int)((bits >> 23) & 0xffu) - 126;
+    const int k = max(-100, min(100, TC_EXP - e));
+    return __int_as_float((k + 127) << 23);
+}
+
+// Value k of slab row r (see filter.cu's source_value).
+__device__ __forceinline__ float tc_source(const float* __restrict__ src, long long row_stride, int pair,
+                                           long long r, int k) {
+    if (pair) return src[(r >> 1) * row_stride + 2 * k + (r & 1)];
+    return src[r * row_stride + k];
+}
+
+// Zeroes the per-slot maxima (n words).
+extern "C" __global__ void tc_zero(unsigned int* __restrict__ smax, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) smax[i] = 0u;
+}
+
+// Per-slice largest magnitude of the slab (as float bits, atomicMax: the
+// order of non-negative floats is that of their bits). Grid (slices,
+// ceil(na / 8)), block 256: 8 projections of one slice per block.
+extern "C" __global__ void tc_absmax(const float* __restrict__ src, long long row_stride, int pair,
+                                     unsigned int* __restrict__ smax, int na) {
+    const int sl = blockIdx.x;
+    float m = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+        const int p = blockIdx.y * 8 + j;
+        if (p >= na) break;
+        const long long r = (long long)sl * na + p;
+        for (int k = threadIdx.x; k < NB; k += blockDim.x) m = fmaxf(m, fabsf(tc_source(src, row_stride, pair, r, k)));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(TC_FULL, m, o));
+    __shared__ float red[8];
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float v = red[0];
+        for (int i = 1; i < (int)(blockDim.x >> 5); ++i) v = fmaxf(v, red[i]);
+        atomicMax(smax + sl, __float_as_uint(v));
+    }
+}
+
+// Splits two floats into f16 (hi, lo) pairs: x = hi + lo to ~22 bits
+// (x0 in the low half: the smaller k or bin; cvt.rn.f16x2.f32 puts its
+// first source in the upper half).
+__device__ __forceinline__ void tc_split(float x0, float x1, unsigned int& hi, unsigned int& lo) {
+    float f0, f1;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(x1), "f"(x0));
+    asm("{\n\t.reg .f16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;\n\t}"
+        : "=f"(f0), "=f"(f1)
+        : "r"(hi));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(x1 - f1), "f"(x0 - f0));
+}
+
+// The weights' split (0 <= w <= 1): as tc_split, or with TC_MASK hi = w
+// with its 13 low mantissa bits cleared (exact in f16 for w >= 2^-14; below,
+// an error under 2^-24 absolute) and lo = w - hi exact in f32, rounded to
+// f16 (~21 bits in all): no conversion back from f16.
+__device__ __forceinline__ void tc_split_w(float x0, float x1, unsigned int& hi, unsigned int& lo) {
+#if TC_MASK
+    const float h0 = __int_as_float(__float_as_int(x0) & 0xffffe000);
+    const float h1 = __int_as_float(__float_as_int(x1) & 0xffffe000);
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(h1), "f"(h0));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(x1 - h1), "f"(x0 - h0));
+#else
+    tc_split(x0, x1, hi, lo);
+#endif
+}
+
+// Re-lays the filtered slab (rows r = slice * na + angle, NB values each) as
+// the entries above. Grid (ceil(NBPP / 32), NPP, slots / 32), block (32, 8):
+// a 32-pair x 32-slot tile through shared memory (reads along the bins,
+// writes along the slots, both coalesced). slots = groups * 8 TC_NT, a
+// multiple of 32 (the host rounds up).
+extern "C" __global__ void pack_tensor(const float* __restrict__ src, long long row_stride, int pair,
+                                       const unsigned int* __restrict__ smax, uint2* __restrict__ ent,
+                                       int na, int nslices) {
+    __shared__ uint2 tile[32][33];
+    const int q = blockIdx.y;
+    const int kp0 = blockIdx.x * 32;
+    const int s0 = blockIdx.z * 32;
+    {
+        const int kp = kp0 + threadIdx.x;
+        const int b = BLO + 2 * kp;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int sl = s0 + threadIdx.y + 8 * j;
+            float v0 = 0.0f, v1 = 0.0f;
+            if (sl < nslices && q < na && kp < NBPP) {
+                const float mul = tc_mult(__ldg(smax + sl));
+                const long long r = (long long)sl * na + q;
+                if (b >= 0 && b < NB) v0 = tc_source(src, row_stride, pair, r, b) * mul;
+                if (b + 1 >= 0 && b + 1 < NB) v1 = tc_source(src, row_stride, pair, r, b + 1) * mul;
+            }
+            unsigned int hi, lo;
+            tc_split(v0, v1, hi, lo);
+            tile[threadIdx.y + 8 * j][threadIdx.x] = make_uint2(hi, lo);
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int kp = kp0 + threadIdx.y + 8 * j;
+        const int slot = s0 + threadIdx.x;
+        if (kp < NBPP) {
+            const int grp = slot / TC_S, s = slot - grp * TC_S;
+            ent[(((long long)grp * NPP + q) * NBPP + kp) * TC_S + s] = tile[threadIdx.x][threadIdx.y + 8 * j];
+        }
+    }
+}
+
+// The stage constants of projection q for the block whose pixel origin is
+// (xc, yc): its first staged bin kb (even, relative to BLO) and the float4
+// (origin coordinate - kb, cx, cy, the lowest corner offset of a 4x4 block).
+// Projections past NPROJ take NPROJ - 1's geometry (their values are zero).
+__device__ __forceinline__ void tc_angle(const double* __restrict__ dconst, int q, int xc, int yc, int& kb,
+                                         float4& c) {
+    const int qq = q < NPROJ ? q : NPROJ - 1;
+    const double c0 = __ldg(dconst + qq), cx = __ldg(dconst + NPROJ + qq), cy = __ldg(dconst + 2 * NPROJ + qq);
+    const double u = c0 + (double)xc * cx + (double)yc * cy;
+    const double umin = u + fmin(0.0, (TC_PXX - 1) * cx) + fmin(0.0, (TC_PXY - 1) * cy);
+    const double kbd = 2.0 * floor((umin - 1.0) * 0.5);
+    kb = (int)kbd - BLO;
+    c = make_float4((float)(u - kbd), (float)cx, (float)cy, (float)(fmin(0.0, 3.0 * cx) + fmin(0.0, 3.0 * cy)));
+}
+
+// Issues the copies of stage j (projections TC_ANG j ...) into ring buffer
+// j % TC_ST: TC_SP bin-pair rows of each projection (rows of TC_S entries,
+// padded to TC_RW in shared memory), and warp 0 stores the constants.
+__device__ __forceinline__ void tc_issue(const double* __restrict__ dconst, const char* __restrict__ gsrc,
+                                         unsigned int sbase, unsigned char* sbuf, int j, int xc, int yc,
+                                         int tid) {
+    const int lane = tid & 31;
+    int kbj = 0;
+    float4 cj;
+    if (lane < TC_ANG) {
+        tc_angle(dconst, j * TC_ANG + lane, xc, yc, kbj, cj);
+    }
+    const unsigned int boff = (unsigned int)((j % TC_ST) * TC_STAGEB);
+    if (tid < TC_ANG) {
+        *reinterpret_cast<float4*>(sbuf + boff + TC_ANG * TC_ANGB + tid * 16) = cj;
+    }
+    const int ck = tid % TC_CR;
+#pragma unroll
+    for (int i = 0; i < TC_COPIES; ++i) {
+        const int rs = i * TC_RPI + tid / TC_CR;
+        const int rc = rs < TC_ROWS ? rs : TC_ROWS - 1;
+        const int a = rc / TC_SP;
+        const int r = rc - a * TC_SP;
+        const int kp = (__shfl_sync(TC_FULL, kbj, a) >> 1) + r;
+        if (rs < TC_ROWS) {
+            const char* g = gsrc + (((long long)(j * TC_ANG + a) * NBPP + kp) * TC_S) * 8 + ck * 16;
+            const unsigned int d = sbase + boff + (unsigned int)(a * TC_ANGB + r * (TC_RW * 8) + ck * 16);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(g) : "memory");
+        }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__device__ __forceinline__ void tc_mma(float (&d)[4], const unsigned int (&a)[4], unsigned int b0,
+                                       unsigned int b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float tc_hat(float d) { return fmaxf(0.0f, 1.0f - fabsf(d)); }
+
+// The A fragments (weights, hi and lo) of block b of the warp for the pair
+// whose per-projection constants are given, and the lane's entry addresses
+// (byte offsets in the staging buffer) of the pair's two projections.
+__device__ __forceinline__ void tc_weights(int b, const float (&sw)[2], const float (&cxv)[2], const float (&cyv)[2],
+                                           const float (&off)[2], const float (&e1)[2], const float (&e2)[2],
+                                           const unsigned int (&abase)[2], unsigned int (&ahi)[4],
+                                           unsigned int (&alo)[4], unsigned int (&addr)[2]) {
+    const int bx = b % TC_BX, by = b / TC_BX;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const float sblk = fmaf((float)(4 * by), cyv[h], fmaf((float)(4 * bx), cxv[h], sw[h]));
+        // b0e = 2 floor((lowest coordinate) / 2): r's bits hold its pair
+        // index (+ MAGIC_BITS).
+        const float r = __fmaf_rd(sblk + off[h], 0.5f, TC_MAGIC);
+        const float b0 = fmaf(r, 2.0f, -2.0f * TC_MAGIC);
+        const float rel = sblk - b0;
+        const float d1 = rel + e1[h], d2 = rel + e2[h];
+        tc_split_w(tc_hat(d1), tc_hat(d1 - 1.0f), ahi[2 * h], alo[2 * h]);
+        tc_split_w(tc_hat(d2), tc_hat(d2 - 1.0f), ahi[2 * h + 1], alo[2 * h + 1]);
+        addr[h] = abase[h] + (unsigned int)__float_as_int(r) * (unsigned int)(TC_RW * 8);
+    }
+}
+
+// One slice tile of one block for one pair: the two projections' (hi, lo)
+// B fragments and the three products into d (per TC_FLUSH).
+__device__ __forceinline__ void tc_tile(float (&d)[4], const unsigned int (&ahi)[4], const unsigned int (&alo)[4],
+                                        const unsigned int (&addr)[2], int n, const unsigned char* sbuf) {
+    const uint2 qa = *reinterpret_cast<const uint2*>(sbuf + addr[0] + n * 64);
+    const uint2 qb = *reinterpret_cast<const uint2*>(sbuf + addr[1] + n * 64);
+#if TC_FLUSH == 1
+    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    tc_mma(e, alo, qa.x, qb.x);
+    tc_mma(e, ahi, qa.y, qb.y);
+    tc_mma(e, ahi, qa.x, qb.x);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) d[i] += e[i];
+#else
+    tc_mma(d, alo, qa.x, qb.x);
+    tc_mma(d, ahi, qa.y, qb.y);
+    tc_mma(d, ahi, qa.x, qb.x);
+#endif
+}
+
+// Grid (ceil(NX / TC_PXX), ceil(NY / TC_PXY), groups), block TC_NTH, dynamic
+// shared memory TC_ST * TC_STAGEB. dconst = [c0 | cx | cy] in f64: the bin
+// coordinate of pixel (ix, iy) is c0 + ix cx + iy cy. smax: per-slot
+// largest magnitudes (tc_absmax), out: slices of NX x NY.
+extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
+    bp_tensor(const uint2* __restrict__ ent, const unsigned int* __restrict__ smax, float* __restrict__ out,
+              int nslices, float scale, const double* __restrict__ dconst) {
+    extern __shared__ __align__(16) unsigned char tc_sbuf[];
+    const int tid = threadIdx.x;
+    const int lane = tid & 31, w = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+#if TC_SWZ
+    const int id = blockIdx.x + gridDim.x * blockIdx.y;
+    const int per = TC_SWZ * gridDim.y;
+    const int strip = id / per, rr = id - strip * per;
+    const int gs = min(TC_SWZ, (int)gridDim.x - strip * TC_SWZ);
+    const int bxi = strip * TC_SWZ + rr % gs, byi = rr / gs;
+#else
+    const int bxi = blockIdx.x, byi = blockIdx.y;
+#endif
+    const int xc = bxi * TC_PXX, yc = byi * TC_PXY;
+    const int wxo = (w % TC_WX) * (4 * TC_BX), wyo = (w / TC_WX) * (4 * TC_BY);
+    const float xw = (float)wxo, yw = (float)wyo;
+    const float dxf = (float)(g & 3), dyf = (float)(g >> 2);
+    const float tt = (float)(2 * t);
+    const char* __restrict__ gsrc =
+        reinterpret_cast<const char*>(ent) + (long long)blockIdx.z * NPP * NBPP * TC_S * 8;
+    const unsigned int sbase = (unsigned int)__cvta_generic_to_shared(tc_sbuf);
+    // The lane's entry offset in a staged row: bin pair t, slot g.
+    const unsigned int laneoff = (unsigned int)(t * (TC_RW * 8) + g * 8);
+
+    // acc: the MMA accumulators (TC_FLUSH != 1) or the f32 sums (1);
+    // accf: the f32 sums the MMA accumulators are flushed into (TC_FLUSH >= 2).
+    float acc[TC_NB][TC_NT][4];
+#pragma unroll
+    for (int b = 0; b < TC_NB; ++b)
+#pragma unroll
+        for (int n = 0; n < TC_NT; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[b][n][i] = 0.0f;
+#if TC_FLUSH >= 2
+    float accf[TC_NB][TC_NT][4];
+#pragma unroll
+    for (int b = 0; b < TC_NB; ++b)
+#pragma unroll
+        for (int n = 0; n < TC_NT; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) accf[b][n][i] = 0.0f;
+#endif
+
+    for (int j = 0; j < TC_ST - 1; ++j) {
+        if (j < TC_NSTG)
+            tc_issue(dconst, gsrc, sbase, tc_sbuf, j, xc, yc, tid);
+        else
+            asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+
+    for (int j = 0; j < TC_NSTG; ++j) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(TC_ST - 2) : "memory");
+        __syncthreads();
+        if (j + TC_ST - 1 < TC_NSTG)
+            tc_issue(dconst, gsrc, sbase, tc_sbuf, j + TC_ST - 1, xc, yc, tid);
+        else
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        // Byte offsets in tc_sbuf (32-bit arithmetic that wraps back).
+        const unsigned int sb = (unsigned int)((j % TC_ST) * TC_STAGEB);
+        const float4* __restrict__ cst =
+            reinterpret_cast<const float4*>(tc_sbuf + (j % TC_ST) * TC_STAGEB + TC_ANG * TC_ANGB);
+#pragma unroll 1
+        for (int pp = 0; pp < TC_AP; ++pp) {
+            // Per projection of the pair: the warp origin's coordinate and
+            // the lane's pixel offsets (less 2t: relative to its bin pair).
+            float sw[2], cxv[2], cyv[2], off[2], e1[2], e2[2];
+            unsigned int abase[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const float4 c = cst[2 * pp + h];
+                cxv[h] = c.y;
+                cyv[h] = c.z;
+                off[h] = c.w;
+                sw[h] = fmaf(yw, c.z, fmaf(xw, c.y, c.x));
+                e1[h] = fmaf(dxf, c.y, fmaf(dyf, c.z, -tt));
+                e2[h] = fmaf(2.0f, c.z, e1[h]);
+                abase[h] = sb + (unsigned int)((2 * pp + h) * TC_ANGB) + laneoff -
+                           (unsigned int)TC_MAGIC_BITS * (unsigned int)(TC_RW * 8);
+            }
+#if TC_NTO
+            // All blocks' weights first, then the slice tiles outermost:
+            // the blocks' MMA chains of one tile are independent.
+            unsigned int ahi[TC_NB][4], alo[TC_NB][4], addr[TC_NB][2];
+#pragma unroll
+            for (int b = 0; b < TC_NB; ++b) tc_weights(b, sw, cxv, cyv, off, e1, e2, abase, ahi[b], alo[b], addr[b]);
+#pragma unroll
+            for (int n = 0; n < TC_NT; ++n)
+#pragma unroll
+                for (int b = 0; b < TC_NB; ++b) tc_tile(acc[b][n], ahi[b], alo[b], addr[b], n, tc_sbuf);
+#else
+#pragma unroll
+            for (int b = 0; b < TC_NB; ++b) {
+                unsigned int ahi[4], alo[4], addr[2];
+                tc_weights(b, sw, cxv, cyv, off, e1, e2, abase, ahi, alo, addr);
+#pragma unroll
+                for (int n = 0; n < TC_NT; ++n) tc_tile(acc[b][n], ahi, alo, addr, n, tc_sbuf);
+            }
+#endif
+#if TC_FLUSH >= 2
+            // Every TC_FLUSH pairs: the MMA accumulators into the f32 sums
+            // (short truncating chains, rounded sums).
+            if ((j * TC_AP + pp) % TC_FLUSH == TC_FLUSH - 1) {
+#pragma unroll
+                for (int b = 0; b < TC_NB; ++b)
+#pragma unroll
+                    for (int n = 0; n < TC_NT; ++n)
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            accf[b][n][i] += acc[b][n][i];
+                            acc[b][n][i] = 0.0f;
+                        }
+            }
+#endif
+        }
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+#if TC_FLUSH >= 2
+#pragma unroll
+    for (int b = 0; b < TC_NB; ++b)
+#pragma unroll
+        for (int n = 0; n < TC_NT; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[b][n][i] += accf[b][n][i];
+#endif
+
+    const long long plane = (long long)NX * NY;
+#pragma unroll
+    for (int n = 0; n < TC_NT; ++n) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int slot = blockIdx.z * TC_S + n * 8 + 2 * t + i;
+            if (slot >= nslices) continue;
+            const float un = scale / tc_mult(__ldg(smax + slot));
+            float* __restrict__ o = out + (long long)slot * plane;
+#pragma unroll
+            for (int by = 0; by < TC_BY; ++by)
+#pragma unroll
+                for (int bx = 0; bx < TC_BX; ++bx) {
+                    const int x = xc + wxo + 4 * bx + (g & 3);
+                    const int y = yc + wyo + 4 * by + (g >> 2);
+                    if (x < NX && y < NY) o[(long long)y * NX + x] = acc[by * TC_BX + bx][n][i] * un;
+                    if (x < NX && y + 2 < NY) o[(long long)(y + 2) * NX + x] = acc[by * TC_BX + bx][n][2 + i] * un;
+                }
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! The tensor-core back projector (`kernels/backproject_tensor.cu`): linear
+//! interpolation as hat-function weights, so that a 4×4 pixel block × 8
+//! slices × 2 projections is one `mma.m16n8k16` (weights × values), with
+//! both operands split in two f16 parts (three products: f32-class
+//! results). Its parameters, their text form, the geometry it accepts and
+//! the padded entry layout.
+
+use tomors_core::{ParallelGeometry, SliceGrid};
+
+use crate::error::{CudaError, Result};
+use crate::fbp::kernels::projection_coefficients_f64;
+
+/// Source of the tensor-core kernels (`tc_zero`, `tc_absmax`,
+/// `pack_tensor`, `bp_tensor`).
+pub const TENSOR_CU: &str = include_str!("../../kernels/backproject_tensor.cu");
+
+/// Largest bin span of a 4×4 pixel block (3 (|cx| + |cy|) in bins) the
+/// kernel's 8 bins per block and projection cover, with a margin for the
+/// f32 rounding of the coordinates.
+pub const MAX_BLOCK_SPAN: f64 = 4.95;
+
+/// Parameters of the tensor-core kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TensorParams {
+    /// 4×4 pixel blocks of a warp along x.
+    pub bx: u8,
+    /// 4×4 pixel blocks of a warp along y.
+    pub by: u8,
+    /// 8-slice tiles of a warp (a block reconstructs 8 × this many slices).
+    pub nt: u8,
+    /// Warps of a block along x.
+    pub wx: u8,
+    /// Warps of a block along y.
+    pub wy: u8,
+    /// Projection pairs per shared-memory stage.
+    pub ap: u8,
+    /// Stages in the shared-memory ring (2 to 6).
+    pub stages: u8,
+    /// How the MMA results reach the f32 sums (the tensor core's
+    /// accumulation truncates, so long chains drift): 1 = each pair's three
+    /// products from zero, then one FADD each; G ≥ 2 = the MMA accumulators
+    /// collect G pairs, then are added to f32 sums (twice the
+    /// accumulators); 0 = the MMA accumulates over all projections (not
+    /// exact: 7·10⁻⁵ relative at 2048 projections).
+    pub flush: u8,
+    /// Minimum resident blocks per multiprocessor (`__launch_bounds__`).
+    pub min_blocks: u8,
+    /// 0, or the width in blocks of the strips the blocks are walked in
+    /// (the blocks resident together then cover a compact patch).
+    pub swizzle: u8,
+    /// The weights' f16 high part by clearing low mantissa bits instead of
+    /// rounding (no conversion back from f16; ≈ 21 instead of 22 bits).
+    pub mask: bool,
+    /// Slice tiles outermost: every block's weights first, then per tile
+    /// the blocks' independent MMA chains (more registers live).
+    pub nt_outer: bool,
+}
+
+impl Default for TensorParams {
+    fn default() -> Self {
+        Self {
+            bx: 2,
+            by: 1,
+            nt: 8,
+            wx: 4,
+            wy: 4,
+            ap: 2,
+            stages: 3,
+            flush: 1,
+            min_blocks: 1,
+            swizzle: 0,
+            mask: false,
+            nt_outer: false,
+        }
+    }
+}
+
+impl TensorParams {
+    /// The shape `--kernel tensor` uses.
+    pub fn tuned() -> Self {
+        Self::default()
+    }
+
+    /// Checks the values the kernel supports.
+    pub fn validate(&self) -> Result<()> {
+        if !matches!(self.nt, 1 | 2 | 4 | 8) {
+            return Err(CudaError::Parameter(format!(
+                "tensor slice tiles {} (use 1, 2, 4 or 8)",
+                self.nt
+            )));
+        }
+        let acc = self.bx as usize
+            * self.by as usize
+            * self.nt as usize
+            * if self.flush >= 2 { 8 } else { 4 };
+        if self.bx == 0 || self.by == 0 || acc > 128 {
+            return Err(CudaError::Parameter(format!(
+                "tensor warp of {}x{} blocks × {} slice tiles ({acc} accumulators; use 1 to 128)",
+                self.bx, self.by, self.nt
+            )));
+        }
+        let warps = self.wx as usize * self.wy as usize;
+        if warps == 0 || warps > 32 {
+            return Err(CudaError::Parameter(format!(
+                "tensor block of {}x{} warps (use 1 to 32 warps)",
+                self.wx, self.wy
+            )));
+        }
+        if !(1..=8).contains(&self.ap) {
+            return Err(CudaError::Parameter(format!(
+                "tensor projection pairs per stage {} (use 1 to 8)",
+                self.ap
+            )));
+        }
+        if !(2..=6).contains(&self.stages) {
+            return Err(CudaError::Parameter(format!(
+                "tensor stages {} (use 2 to 6)",
+                self.stages
+            )));
+        }
+        if self.flush > 64 {
+            return Err(CudaError::Parameter(format!(
+                "tensor flush {} (use 0, 1, or 2 to 64 pairs)",
+                self.flush
+            )));
+        }
+        if !(1..=8).contains(&self.min_blocks) {
+            return Err(CudaError::Parameter(format!(
+                "tensor min_blocks {} (use 1 to 8)",
+                self.min_blocks
+            )));
+        }
+        Ok(())
+    }
+
+    /// Slices one block reconstructs (8 per slice tile).
+    pub fn slices_per_block(&self) -> usize {
+        8 * self.nt as usize
+    }
+
+    /// Pixels of a block along x and y.
+    pub fn block_pixels(&self) -> (usize, usize) {
+        (
+            4 * self.bx as usize * self.wx as usize,
+            4 * self.by as usize * self.wy as usize,
+        )
+    }
+
+    /// Threads of a block.
+    pub fn threads(&self) -> usize {
+        32 * self.wx as usize * self.wy as usize
+    }
+
+    /// Compact text form, e.g. `x2,y1,n8,u4,v4,a2,p3,f1,b1` (`,z8` with a
+    /// swizzle, `,m1` with masked weights; parsed back by
+    /// [`TensorParams::parse`]).
+    pub fn spec(&self) -> String {
+        let mut z = if self.swizzle > 0 {
+            format!(",z{}", self.swizzle)
+        } else {
+            String::new()
+        };
+        if self.mask {
+            z.push_str(",m1");
+        }
+        if self.nt_outer {
+            z.push_str(",o1");
+        }
+        format!(
+            "x{},y{},n{},u{},v{},a{},p{},f{},b{}{z}",
+            self.bx,
+            self.by,
+            self.nt,
+            self.wx,
+            self.wy,
+            self.ap,
+            self.stages,
+            self.flush,
+            self.min_blocks
+        )
+    }
+
+    /// Parses [`TensorParams::spec`]'s form; keys may come in any order and
+    /// missing ones keep their defaults.
+    pub fn parse(s: &str) -> Result<Self> {
+        let mut p = Self::default();
+        for part in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = part.split_at(1);
+            let num: u8 = v.parse().map_err(|_| {
+                CudaError::Parameter(format!(
+                    "tensor parameter '{part}' (e.g. x2,y1,n8,u4,v4,a2,p3,f1,b1)"
+                ))
+            })?;
+            match k {
+                "x" => p.bx = num,
+                "y" => p.by = num,
+                "n" => p.nt = num,
+                "u" => p.wx = num,
+                "v" => p.wy = num,
+                "a" => p.ap = num,
+                "p" => p.stages = num,
+                "f" => p.flush = num,
+                "b" => p.min_blocks = num,
+                "z" => p.swizzle = num,
+                "m" => p.mask = num != 0,
+                "o" => p.nt_outer = num != 0,
+                _ => {
+                    return Err(CudaError::Parameter(format!(
+                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o)"
+                    )))
+                }
+            }
+        }
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Projections per stage.
+    pub fn stage_angles(&self) -> usize {
+        2 * self.ap as usize
+    }
+}
+
+/// Checks that every 4×4 pixel block spans at most [`MAX_BLOCK_SPAN`] bins
+/// in every projection (pixels at most ≈ 1.17 bins wide at 45°).
+pub fn check_geometry(geom: &ParallelGeometry, grid: &SliceGrid) -> Result<()> {
+    let c = projection_coefficients_f64(geom, grid);
+    let n = geom.n_angles();
+    let span = (0..n)
+        .map(|i| 3.0 * (c[n + i].abs() + c[2 * n + i].abs()))
+        .fold(0.0f64, f64::max);
+    if span > MAX_BLOCK_SPAN || !span.is_finite() {
+        return Err(CudaError::Parameter(format!(
+            "tensor: a 4x4 pixel block spans {span:.2} bins in some projection (pixel size {} \
+             against bin width {}); the kernel covers {MAX_BLOCK_SPAN} (pixels up to about 1.17 \
+             bins); use another kernel",
+            grid.pixel_size,
+            geom.bin_width()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks that the device has the `mma.sync.m16n8k16` f16 instruction and
+/// the paired f16 conversions the kernel uses (compute capability 8.0 on).
+pub fn check_device(cc: (i32, i32)) -> Result<()> {
+    if cc.0 < 8 {
+        return Err(CudaError::Parameter(format!(
+            "tensor: the kernel needs compute capability 8.0 or newer (this device has {}.{}); \
+             use another kernel",
+            cc.0, cc.1
+        )));
+    }
+    Ok(())
+}
+
+/// Projections padded to whole stages.
+pub fn padded_angles(p: TensorParams, n: usize) -> usize {
+    n.div_ceil(p.stage_angles()).max(1) * p.stage_angles()
+}
+
+/// Bin pairs a block stages per projection: its largest span over the
+/// projections plus the margins (the even floor below, a block's 8 bins
+/// above, f32 rounding).
+pub fn stage_pairs(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
+    let c = projection_coefficients_f64(geom, grid);
+    let n = geom.n_angles();
+    let (bx, by) = p.block_pixels();
+    let span = (0..n)
+        .map(|i| (bx as f64 - 1.0) * c[n + i].abs() + (by as f64 - 1.0) * c[2 * n + i].abs())
+        .fold(0.0f64, f64::max);
+    ((span + 3.0) / 2.0).ceil() as usize + 5
+}
+
+/// The padded bin-pair range of the entry layout: (`blo`, `nbpp`), the
+/// global (even) bin of pair 0 and the number of pairs, so that every
+/// staged row of every block of the grid rounded up to whole blocks lies
+/// inside.
+pub fn padded_pairs(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> (i64, usize) {
+    let c = projection_coefficients_f64(geom, grid);
+    let n = geom.n_angles();
+    if n == 0 {
+        return (0, 1);
+    }
+    let (bx, by) = p.block_pixels();
+    let xe = (grid.nx.div_ceil(bx) * bx) as f64 - 1.0;
+    let ye = (grid.ny.div_ceil(by) * by) as f64 - 1.0;
+    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+    for i in 0..n {
+        let (c0, cx, cy) = (c[i], c[n + i], c[2 * n + i]);
+        for (x, y) in [(0.0, 0.0), (xe, 0.0), (0.0, ye), (xe, ye)] {
+            let u = c0 + x * cx + y * cy;
+            lo = lo.min(u);
+            hi = hi.max(u);
+        }
+    }
+    let blo = 2 * ((lo - 4.0) / 2.0).floor() as i64;
+    let nbpp = ((hi - blo as f64) / 2.0).ceil() as usize + stage_pairs(p, geom, grid) + 2;
+    (blo, nbpp)
+}
+
+/// Bytes of one staged projection in shared memory (rows of 8 × `nt` + 4
+/// entries of 8 bytes).
+pub fn stage_angle_bytes(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
+    stage_pairs(p, geom, grid) * (p.slices_per_block() + 4) * 8
+}
+
+/// Dynamic shared memory of a block: the staging ring with its constants.
+pub fn shared_bytes(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
+    let a = p.stage_angles();
+    p.stages as usize * (a * stage_angle_bytes(p, geom, grid) + a * 16)
+}
+
+/// Slots (slices) of the entry layout for a slab of `slices` slices:
+/// whole blocks, rounded up to 32 (the packing tile).
+pub fn slots(p: TensorParams, slices: usize) -> usize {
+    (slices.div_ceil(p.slices_per_block()).max(1) * p.slices_per_block()).div_ceil(32) * 32
+}
+
+/// Bytes of the per-slot maxima (ahead of the entries, 256-byte aligned).
+pub fn maxima_bytes(p: TensorParams, slices: usize) -> usize {
+    (slots(p, slices) * 4).div_ceil(256) * 256
+}
+
+/// Bytes of the entry buffer (maxima, then the entries) for `slices` slices.
+pub fn entry_bytes(
+    p: TensorParams,
+    geom: &ParallelGeometry,
+    grid: &SliceGrid,
+    slices: usize,
+) -> usize {
+    let (_, nbpp) = padded_pairs(p, geom, grid);
+    maxima_bytes(p, slices) + slots(p, slices) * padded_angles(p, geom.n_angles()) * nbpp * 8
+}
+
+/// `#define`s of a tensor-core module.
+pub fn tensor_defines(
+    p: TensorParams,
+    geom: &ParallelGeometry,
+    grid: &SliceGrid,
+) -> Vec<(String, String)> {
+    let (blo, nbpp) = padded_pairs(p, geom, grid);
+    vec![
+        ("NX".into(), grid.nx.to_string()),
+        ("NY".into(), grid.ny.to_string()),
+        ("NPROJ".into(), geom.n_angles().to_string()),
+        ("NPP".into(), padded_angles(p, geom.n_angles()).to_string()),
+        ("NB".into(), geom.n_bins().to_string()),
+        ("BLO".into(), blo.to_string()),
+        ("NBPP".into(), nbpp.to_string()),
+        ("TC_BX".into(), p.bx.to_string()),
+        ("TC_BY".into(), p.by.to_string()),
+        ("TC_NT".into(), p.nt.to_string()),
+        ("TC_WX".into(), p.wx.to_string()),
+        ("TC_WY".into(), p.wy.to_string()),
+        ("TC_AP".into(), p.ap.to_string()),
+        ("TC_ST".into(), p.stages.to_string()),
+        ("TC_SP".into(), stage_pairs(p, geom, grid).to_string()),
+        ("TC_FLUSH".into(), p.flush.to_string()),
+        ("TC_MINB".into(), p.min_blocks.to_string()),
+        ("TC_SWZ".into(), p.swizzle.to_string()),
+        ("TC_MASK".into(), u8::from(p.mask).to_string()),
+        ("TC_NTO".into(), u8::from(p.nt_outer).to_string()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tomors_core::geometry::uniform_angles;
+
+    #[test]
+    fn spec_round_trips_and_bad_values_are_refused() {
+        let p = TensorParams {
+            bx: 2,
+            by: 2,
+            nt: 4,
+            wx: 2,
+            wy: 4,
+            ap: 1,
+            stages: 4,
+            flush: 8,
+            min_blocks: 2,
+            swizzle: 8,
+            mask: true,
+            nt_outer: true,
+        };
+        assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
+        assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
+        for bad in [
+            "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
+            "f65",
+        ] {
+            assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    /// The stage of every block covers the 8 bins from the even floor of
+    /// every 4×4 block's lowest coordinate, and the padding every stage
+    /// (the kernel's arithmetic, in f64).
+    #[test]
+    fn stages_and_padding_cover_every_block() {
+        let geom = ParallelGeometry::new(uniform_angles(37, 2.0 * std::f32::consts::PI), 50)
+            .unwrap()
+            .with_center(20.3)
+            .unwrap()
+            .with_bin_width(0.9)
+            .unwrap();
+        let grid = SliceGrid::with_pixel_size(45, 31, 1.05).unwrap();
+        check_geometry(&geom, &grid).unwrap();
+        for p in [
+            TensorParams::default(),
+            TensorParams {
+                bx: 1,
+                by: 2,
+                nt: 2,
+                wx: 2,
+                wy: 1,
+                ..TensorParams::default()
+            },
+        ] {
+            let (blo, nbpp) = padded_pairs(p, &geom, &grid);
+            let sp = stage_pairs(p, &geom, &grid) as i64;
+            let c = projection_coefficients_f64(&geom, &grid);
+            let n = geom.n_angles();
+            let (px, py) = p.block_pixels();
+            for i in 0..n {
+                let (c0, cx, cy) = (c[i], c[n + i], c[2 * n + i]);
+                for yc in (0..grid.ny.div_ceil(py) * py).step_by(py) {
+                    for xc in (0..grid.nx.div_ceil(px) * px).step_by(px) {
+                        let u = c0 + xc as f64 * cx + yc as f64 * cy;
+                        let umin = u
+                            + (0f64).min((px as f64 - 1.0) * cx)
+                            + (0f64).min((py as f64 - 1.0) * cy);
+                        let kbd = 2.0 * ((umin - 1.0) / 2.0).floor();
+                        let kp = (kbd as i64 - blo) / 2;
+                        assert!(
+                            kp >= 0 && kp + sp <= nbpp as i64,
+                            "stage outside the padding"
+                        );
+                        for by in (0..py).step_by(4) {
+                            for bx in (0..px).step_by(4) {
+                                let s = u - kbd + bx as f64 * cx + by as f64 * cy;
+                                let f = s + (0f64).min(3.0 * cx) + (0f64).min(3.0 * cy);
+                                let b0 = 2.0 * (f / 2.0).floor();
+                                assert!(b0 >= 0.0 && (b0 / 2.0) as i64 + 4 <= sp, "block outside");
+                                for dy in 0..4 {
+                                    for dx in 0..4 {
+                                        let sp_ = s + dx as f64 * cx + dy as f64 * cy;
+                                        assert!(sp_ - b0 > -1e-6 && sp_ + 1.0 <= b0 + 8.0);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn kernel_names_parse() {
+        use crate::fbp::kernels::{BpConfig, KernelChoice, KernelKind, SliceMode};
+        let k: KernelChoice = "tensor".parse().unwrap();
+        let want = BpConfig {
+            kernel: KernelKind::Tensor(TensorParams::tuned()),
+            mode: SliceMode::F32,
+        };
+        assert_eq!(k, KernelChoice::Fixed(want));
+        let k: KernelChoice = "tensor@f0,z8".parse().unwrap();
+        let KernelChoice::Fixed(c) = k else {
+            panic!("tensor@f0,z8 parsed as {k:?}")
+        };
+        assert_eq!(c.to_string(), "tensor@x2,y1,n8,u4,v4,a2,p3,f0,b1,z8");
+        assert_eq!(c.to_string().parse::<KernelChoice>().unwrap(), k);
+        assert!("tensor@n3".parse::<KernelChoice>().is_err());
+        assert!("tensor-float2".parse::<KernelChoice>().is_err());
+    }
+
+    #[test]
+    fn large_pixels_are_refused() {
+        let geom = ParallelGeometry::new(uniform_angles(16, std::f32::consts::PI), 64).unwrap();
+        let grid = SliceGrid::with_pixel_size(40, 40, 1.3).unwrap();
+        assert!(check_geometry(&geom, &grid).is_err());
+        let grid = SliceGrid::with_pixel_size(40, 40, 1.0).unwrap();
+        assert!(check_geometry(&geom, &grid).is_ok());
+    }
+}
