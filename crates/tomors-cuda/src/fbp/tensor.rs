@@ -259,24 +259,23 @@ pub fn padded_angles(p: TensorParams, n: usize) -> usize {
     n.div_ceil(p.stage_angles()).max(1) * p.stage_angles()
 }
 
-/// Bin pairs a block stages per projection: its largest span over the
-/// projections plus the margins (the even floor below, a block's 8 bins
-/// above, f32 rounding).
-pub fn stage_pairs(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
+/// Bins a block stages per projection: its largest span over the
+/// projections plus the margins (one bin below its lowest, a block's 8 bins
+/// from its lowest coordinate, f32 rounding).
+pub fn stage_bins(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
     let c = projection_coefficients_f64(geom, grid);
     let n = geom.n_angles();
     let (bx, by) = p.block_pixels();
     let span = (0..n)
         .map(|i| (bx as f64 - 1.0) * c[n + i].abs() + (by as f64 - 1.0) * c[2 * n + i].abs())
         .fold(0.0f64, f64::max);
-    ((span + 3.0) / 2.0).ceil() as usize + 5
+    span.ceil() as usize + 11
 }
 
-/// The padded bin-pair range of the entry layout: (`blo`, `nbpp`), the
-/// global (even) bin of pair 0 and the number of pairs, so that every
-/// staged row of every block of the grid rounded up to whole blocks lies
-/// inside.
-pub fn padded_pairs(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> (i64, usize) {
+/// The padded bin range of the entry layout: (`blo`, `nbp`), the global bin
+/// of padded row 0 and the number of rows, so that every staged row of
+/// every block of the grid rounded up to whole blocks lies inside.
+pub fn padded_bins(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> (i64, usize) {
     let c = projection_coefficients_f64(geom, grid);
     let n = geom.n_angles();
     if n == 0 {
@@ -294,15 +293,20 @@ pub fn padded_pairs(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) 
             hi = hi.max(u);
         }
     }
-    let blo = 2 * ((lo - 4.0) / 2.0).floor() as i64;
-    let nbpp = ((hi - blo as f64) / 2.0).ceil() as usize + stage_pairs(p, geom, grid) + 2;
-    (blo, nbpp)
+    let blo = lo.floor() as i64 - 3;
+    let nbp = (hi.floor() as i64 - blo) as usize + stage_bins(p, geom, grid) + 2;
+    (blo, nbp)
 }
 
-/// Bytes of one staged projection in shared memory (rows of 8 × `nt` + 4
-/// entries of 8 bytes).
+/// Bytes of one bin row of the entry layout (per slice tile 8 hi and 8 lo
+/// f16 values); shared memory pads it by 16.
+pub fn row_bytes(p: TensorParams) -> usize {
+    32 * p.nt as usize
+}
+
+/// Bytes of one staged projection in shared memory.
 pub fn stage_angle_bytes(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
-    stage_pairs(p, geom, grid) * (p.slices_per_block() + 4) * 8
+    stage_bins(p, geom, grid) * (row_bytes(p) + 16)
 }
 
 /// Dynamic shared memory of a block: the staging ring with its constants.
@@ -329,8 +333,8 @@ pub fn entry_bytes(
     grid: &SliceGrid,
     slices: usize,
 ) -> usize {
-    let (_, nbpp) = padded_pairs(p, geom, grid);
-    maxima_bytes(p, slices) + slots(p, slices) * padded_angles(p, geom.n_angles()) * nbpp * 8
+    let (_, nbp) = padded_bins(p, geom, grid);
+    maxima_bytes(p, slices) + slots(p, slices) * padded_angles(p, geom.n_angles()) * nbp * 4
 }
 
 /// `#define`s of a tensor-core module.
@@ -339,7 +343,7 @@ pub fn tensor_defines(
     geom: &ParallelGeometry,
     grid: &SliceGrid,
 ) -> Vec<(String, String)> {
-    let (blo, nbpp) = padded_pairs(p, geom, grid);
+    let (blo, nbp) = padded_bins(p, geom, grid);
     vec![
         ("NX".into(), grid.nx.to_string()),
         ("NY".into(), grid.ny.to_string()),
@@ -347,7 +351,7 @@ pub fn tensor_defines(
         ("NPP".into(), padded_angles(p, geom.n_angles()).to_string()),
         ("NB".into(), geom.n_bins().to_string()),
         ("BLO".into(), blo.to_string()),
-        ("NBPP".into(), nbpp.to_string()),
+        ("NBP".into(), nbp.to_string()),
         ("TC_BX".into(), p.bx.to_string()),
         ("TC_BY".into(), p.by.to_string()),
         ("TC_NT".into(), p.nt.to_string()),
@@ -355,7 +359,7 @@ pub fn tensor_defines(
         ("TC_WY".into(), p.wy.to_string()),
         ("TC_AP".into(), p.ap.to_string()),
         ("TC_ST".into(), p.stages.to_string()),
-        ("TC_SP".into(), stage_pairs(p, geom, grid).to_string()),
+        ("TC_SB".into(), stage_bins(p, geom, grid).to_string()),
         ("TC_FLUSH".into(), p.flush.to_string()),
         ("TC_MINB".into(), p.min_blocks.to_string()),
         ("TC_SWZ".into(), p.swizzle.to_string()),
@@ -395,9 +399,9 @@ mod tests {
         }
     }
 
-    /// The stage of every block covers the 8 bins from the even floor of
-    /// every 4×4 block's lowest coordinate, and the padding every stage
-    /// (the kernel's arithmetic, in f64).
+    /// The stage of every block covers the 8 bins from the floor of every
+    /// 4×4 block's lowest coordinate, those every pixel's weights need, and
+    /// the padding every stage (the kernel's arithmetic, in f64).
     #[test]
     fn stages_and_padding_cover_every_block() {
         let geom = ParallelGeometry::new(uniform_angles(37, 2.0 * std::f32::consts::PI), 50)
@@ -419,8 +423,8 @@ mod tests {
                 ..TensorParams::default()
             },
         ] {
-            let (blo, nbpp) = padded_pairs(p, &geom, &grid);
-            let sp = stage_pairs(p, &geom, &grid) as i64;
+            let (blo, nbp) = padded_bins(p, &geom, &grid);
+            let sb = stage_bins(p, &geom, &grid) as i64;
             let c = projection_coefficients_f64(&geom, &grid);
             let n = geom.n_angles();
             let (px, py) = p.block_pixels();
@@ -432,18 +436,15 @@ mod tests {
                         let umin = u
                             + (0f64).min((px as f64 - 1.0) * cx)
                             + (0f64).min((py as f64 - 1.0) * cy);
-                        let kbd = 2.0 * ((umin - 1.0) / 2.0).floor();
-                        let kp = (kbd as i64 - blo) / 2;
-                        assert!(
-                            kp >= 0 && kp + sp <= nbpp as i64,
-                            "stage outside the padding"
-                        );
+                        let kbd = umin.floor() - 1.0;
+                        let k = kbd as i64 - blo;
+                        assert!(k >= 0 && k + sb <= nbp as i64, "stage outside the padding");
                         for by in (0..py).step_by(4) {
                             for bx in (0..px).step_by(4) {
                                 let s = u - kbd + bx as f64 * cx + by as f64 * cy;
                                 let f = s + (0f64).min(3.0 * cx) + (0f64).min(3.0 * cy);
-                                let b0 = 2.0 * (f / 2.0).floor();
-                                assert!(b0 >= 0.0 && (b0 / 2.0) as i64 + 4 <= sp, "block outside");
+                                let b0 = f.floor();
+                                assert!(b0 >= 0.0 && b0 as i64 + 8 <= sb, "block outside");
                                 for dy in 0..4 {
                                     for dx in 0..4 {
                                         let sp_ = s + dx as f64 * cx + dy as f64 * cy;
