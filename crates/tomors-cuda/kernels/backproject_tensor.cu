@@ -53,6 +53,9 @@
 //                 accumulates over all projections; G >= 2: the MMA
 //                 accumulators are added to f32 sums every G pairs
 //   TC_NTO        1: slice tiles outermost (all blocks' weights first)
+//   TC_IL         slice tiles whose MMA chains are interleaved (divides TC_NT)
+//   TC_IND        1 (with TC_FLUSH 1): the three products into three
+//                 accumulators from zero, summed in f32 (no chain)
 //   TC_MINB       minimum resident blocks per multiprocessor
 //   TC_MASK       1: the weights' f16 hi part by masking (see tc_split_w)
 //   TC_SWZ        0, or the width in blocks of the strips the grid is walked
@@ -93,6 +96,12 @@
 #endif
 #ifndef TC_NTO
 #define TC_NTO 0
+#endif
+#ifndef TC_IL
+#define TC_IL 1
+#endif
+#ifndef TC_IND
+#define TC_IND 0
 #endif
 #define TC_NB (TC_BX * TC_BY)
 
@@ -305,25 +314,63 @@ __device__ __forceinline__ void tc_weights(int b, const float (&sw)[2], const fl
     addr = abase + (unsigned int)__float_as_int(mb ? rr[1] : rr[0]) * (unsigned int)TC_SROWB;
 }
 
-// One slice tile of one block for one pair: the (hi, lo) B fragments of both
-// projections with one ldmatrix, and the three products into d (per TC_FLUSH).
-__device__ __forceinline__ void tc_tile(float (&d)[4], const unsigned int (&ahi)[4], const unsigned int (&alo)[4],
-                                        unsigned int addr, int n) {
-    unsigned int q0, q1, q2, q3;
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(q0), "=r"(q1), "=r"(q2), "=r"(q3)
-                 : "r"(addr + n * 32));
-#if TC_FLUSH == 1
-    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    tc_mma(e, alo, q0, q1);
-    tc_mma(e, ahi, q2, q3);
-    tc_mma(e, ahi, q0, q1);
+// TC_IL slice tiles n0 ... of one block for one pair: the (hi, lo) B
+// fragments of both projections with one ldmatrix per tile, then the three
+// products interleaved across the tiles (all tiles' lo.hi, then all hi.lo,
+// then all hi.hi: TC_IL independent chains in flight instead of one), into
+// d per TC_FLUSH. With TC_IND (TC_FLUSH == 1) each product has its own
+// accumulator from zero (no chain at all: every MMA's accumulation is over
+// its own 16 exact products) and the three are summed in f32, the two small
+// ones first.
+__device__ __forceinline__ void tc_tiles(float (&d)[TC_NT][4], const unsigned int (&ahi)[4],
+                                         const unsigned int (&alo)[4], unsigned int addr, int n0) {
+    unsigned int q[TC_IL][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) d[i] += e[i];
+    for (int i = 0; i < TC_IL; ++i)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(q[i][0]), "=r"(q[i][1]), "=r"(q[i][2]), "=r"(q[i][3])
+                     : "r"(addr + (n0 + i) * 32));
+#if TC_FLUSH == 1 && TC_IND
+    float e[TC_IL][3][4];
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int k = 0; k < 3; ++k)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) e[i][k][r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][0], alo, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][1], ahi, q[i][2], q[i][3]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][2], ahi, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][2][r] + (e[i][0][r] + e[i][1][r]);
+#elif TC_FLUSH == 1
+    float e[TC_IL][4];
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) e[i][r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i], alo, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i], ahi, q[i][2], q[i][3]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i], ahi, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][r];
 #else
-    tc_mma(d, alo, q0, q1);
-    tc_mma(d, ahi, q2, q3);
-    tc_mma(d, ahi, q0, q1);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(d[n0 + i], alo, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(d[n0 + i], ahi, q[i][2], q[i][3]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(d[n0 + i], ahi, q[i][0], q[i][1]);
 #endif
 }
 
@@ -423,16 +470,16 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
             for (int b = 0; b < TC_NB; ++b)
                 tc_weights(b, sw, cxv, cyv, off, e1, e2, abase, mb, ahi[b], alo[b], addr[b]);
 #pragma unroll
-            for (int n = 0; n < TC_NT; ++n)
+            for (int n = 0; n < TC_NT; n += TC_IL)
 #pragma unroll
-                for (int b = 0; b < TC_NB; ++b) tc_tile(acc[b][n], ahi[b], alo[b], addr[b], n);
+                for (int b = 0; b < TC_NB; ++b) tc_tiles(acc[b], ahi[b], alo[b], addr[b], n);
 #else
 #pragma unroll
             for (int b = 0; b < TC_NB; ++b) {
                 unsigned int ahi[4], alo[4], addr;
                 tc_weights(b, sw, cxv, cyv, off, e1, e2, abase, mb, ahi, alo, addr);
 #pragma unroll
-                for (int n = 0; n < TC_NT; ++n) tc_tile(acc[b][n], ahi, alo, addr, n);
+                for (int n = 0; n < TC_NT; n += TC_IL) tc_tiles(acc[b], ahi, alo, addr, n);
             }
 #endif
 #if TC_FLUSH >= 2

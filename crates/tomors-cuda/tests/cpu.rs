@@ -357,6 +357,23 @@ fn every_kernel_compiles_with_nvrtc() {
         swizzle: 3,
         ..Default::default()
     });
+    // Interleaved chains and independent products (issue 15 part 3).
+    for (nt, flush, interleave, independent, nt_outer) in [
+        (8, 1, 2, false, false),
+        (8, 1, 4, true, false),
+        (8, 1, 1, true, true),
+        (4, 8, 4, false, true),
+        (2, 0, 2, false, false),
+    ] {
+        tensors.push(tomors_cuda::kernels::TensorParams {
+            nt,
+            flush,
+            interleave,
+            independent,
+            nt_outer,
+            ..Default::default()
+        });
+    }
     for p in tensors {
         let src = build_source(
             &tomors_cuda::kernels::tensor_defines(p, &sweep_geom, &sweep_grid),

@@ -109,6 +109,29 @@ fn variants() -> Vec<TensorParams> {
             stages: 4,
             ..d
         },
+        // Interleaved chains (two tiles; four tiles with independent
+        // products; four tiles of the flushed accumulation, tiles outermost).
+        TensorParams {
+            interleave: 2,
+            ..d
+        },
+        TensorParams {
+            interleave: 4,
+            independent: true,
+            ..d
+        },
+        TensorParams {
+            bx: 1,
+            independent: true,
+            ..d
+        },
+        TensorParams {
+            nt: 4,
+            flush: 8,
+            nt_outer: true,
+            interleave: 4,
+            ..d
+        },
     ]
 }
 

@@ -54,6 +54,13 @@ pub struct TensorParams {
     /// Slice tiles outermost: every block's weights first, then per tile
     /// the blocks' independent MMA chains (more registers live).
     pub nt_outer: bool,
+    /// Slice tiles whose MMA chains are issued interleaved (all tiles'
+    /// first products, then the second, then the third): that many
+    /// independent chains in flight per warp (divides `nt`).
+    pub interleave: u8,
+    /// With `flush` 1: the three products of a tile into three accumulators
+    /// from zero, summed in f32 afterwards (no dependent chain at all).
+    pub independent: bool,
 }
 
 impl Default for TensorParams {
@@ -71,6 +78,8 @@ impl Default for TensorParams {
             swizzle: 0,
             mask: false,
             nt_outer: false,
+            interleave: 1,
+            independent: false,
         }
     }
 }
@@ -97,6 +106,18 @@ impl TensorParams {
             return Err(CudaError::Parameter(format!(
                 "tensor warp of {}x{} blocks × {} slice tiles ({acc} accumulators; use 1 to 128)",
                 self.bx, self.by, self.nt
+            )));
+        }
+        if !matches!(self.interleave, 1 | 2 | 4 | 8) || self.interleave > self.nt {
+            return Err(CudaError::Parameter(format!(
+                "tensor interleaved tiles {} (use 1, 2, 4 or 8, at most the {} slice tiles)",
+                self.interleave, self.nt
+            )));
+        }
+        if self.independent && self.flush != 1 {
+            return Err(CudaError::Parameter(format!(
+                "tensor independent products (k1) need flush 1 (f1), not f{}",
+                self.flush
             )));
         }
         let warps = self.wx as usize * self.wy as usize;
@@ -166,6 +187,12 @@ impl TensorParams {
         if self.nt_outer {
             z.push_str(",o1");
         }
+        if self.interleave > 1 {
+            z.push_str(&format!(",i{}", self.interleave));
+        }
+        if self.independent {
+            z.push_str(",k1");
+        }
         format!(
             "x{},y{},n{},u{},v{},a{},p{},f{},b{}{z}",
             self.bx,
@@ -204,9 +231,11 @@ impl TensorParams {
                 "z" => p.swizzle = num,
                 "m" => p.mask = num != 0,
                 "o" => p.nt_outer = num != 0,
+                "i" => p.interleave = num,
+                "k" => p.independent = num != 0,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o)"
+                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k)"
                     )))
                 }
             }
@@ -365,6 +394,8 @@ pub fn tensor_defines(
         ("TC_SWZ".into(), p.swizzle.to_string()),
         ("TC_MASK".into(), u8::from(p.mask).to_string()),
         ("TC_NTO".into(), u8::from(p.nt_outer).to_string()),
+        ("TC_IL".into(), p.interleave.to_string()),
+        ("TC_IND".into(), u8::from(p.independent).to_string()),
     ]
 }
 
@@ -388,12 +419,20 @@ mod tests {
             swizzle: 8,
             mask: true,
             nt_outer: true,
+            interleave: 2,
+            independent: false,
         };
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
+        let k = TensorParams {
+            interleave: 4,
+            independent: true,
+            ..TensorParams::default()
+        };
+        assert_eq!(TensorParams::parse(&k.spec()).unwrap(), k);
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
             "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
-            "f65",
+            "f65", "i3", "n2,i4", "f0,k1", "f8,k1",
         ] {
             assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
         }
