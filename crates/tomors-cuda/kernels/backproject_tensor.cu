@@ -54,8 +54,12 @@
 //                 accumulators are added to f32 sums every G pairs
 //   TC_NTO        1: slice tiles outermost (all blocks' weights first)
 //   TC_IL         slice tiles whose MMA chains are interleaved (divides TC_NT)
-//   TC_IND        1 (with TC_FLUSH 1): the three products into three
-//                 accumulators from zero, summed in f32 (no chain)
+//   TC_IND        (with TC_FLUSH 1) 1: the three products into three
+//                 accumulators from zero, summed in f32 (no chain); 2: the
+//                 two small products a chain from zero beside hi.hi from
+//                 zero; 3: the small products accumulate in their own MMA
+//                 accumulators over all projections (twice the
+//                 accumulators), hi.hi from zero then one FADD each
 //   TC_MINB       minimum resident blocks per multiprocessor
 //   TC_MASK       1: the weights' f16 hi part by masking (see tc_split_w)
 //   TC_SWZ        0, or the width in blocks of the strips the grid is walked
@@ -322,7 +326,7 @@ __device__ __forceinline__ void tc_weights(int b, const float (&sw)[2], const fl
 // accumulator from zero (no chain at all: every MMA's accumulation is over
 // its own 16 exact products) and the three are summed in f32, the two small
 // ones first.
-__device__ __forceinline__ void tc_tiles(float (&d)[TC_NT][4], const unsigned int (&ahi)[4],
+__device__ __forceinline__ void tc_tiles(float (&d)[TC_NT][4], float (&sm)[TC_NT][4], const unsigned int (&ahi)[4],
                                          const unsigned int (&alo)[4], unsigned int addr, int n0) {
     unsigned int q[TC_IL][4];
 #pragma unroll
@@ -330,7 +334,45 @@ __device__ __forceinline__ void tc_tiles(float (&d)[TC_NT][4], const unsigned in
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                      : "=r"(q[i][0]), "=r"(q[i][1]), "=r"(q[i][2]), "=r"(q[i][3])
                      : "r"(addr + (n0 + i) * 32));
-#if TC_FLUSH == 1 && TC_IND
+#if TC_FLUSH == 1 && TC_IND == 3
+    // The small products accumulate in the MMA over all projections (their
+    // truncation is ~2^-11 of the sums'); hi.hi from zero, one FADD each.
+    float e[TC_IL][4];
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) e[i][r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i], ahi, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(sm[n0 + i], alo, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(sm[n0 + i], ahi, q[i][2], q[i][3]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][r];
+#elif TC_FLUSH == 1 && TC_IND == 2
+    // The small products as a chain of two from zero, hi.hi from zero
+    // beside it: two chains per tile, 8 FADDs.
+    float e[TC_IL][2][4];
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) e[i][k][r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][0], alo, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][1], ahi, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][0], ahi, q[i][2], q[i][3]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][1][r] + e[i][0][r];
+#elif TC_FLUSH == 1 && TC_IND
     float e[TC_IL][3][4];
 #pragma unroll
     for (int i = 0; i < TC_IL; ++i)
@@ -417,6 +459,19 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
         for (int n = 0; n < TC_NT; ++n)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[b][n][i] = 0.0f;
+#if TC_IND == 3
+    // The small products' MMA accumulators (TC_IND 3).
+    float accs[TC_NB][TC_NT][4];
+#pragma unroll
+    for (int b = 0; b < TC_NB; ++b)
+#pragma unroll
+        for (int n = 0; n < TC_NT; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) accs[b][n][i] = 0.0f;
+#define TC_SMALL(b) accs[b]
+#else
+#define TC_SMALL(b) acc[b]
+#endif
 #if TC_FLUSH >= 2
     float accf[TC_NB][TC_NT][4];
 #pragma unroll
@@ -472,14 +527,14 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
 #pragma unroll
             for (int n = 0; n < TC_NT; n += TC_IL)
 #pragma unroll
-                for (int b = 0; b < TC_NB; ++b) tc_tiles(acc[b], ahi[b], alo[b], addr[b], n);
+                for (int b = 0; b < TC_NB; ++b) tc_tiles(acc[b], TC_SMALL(b), ahi[b], alo[b], addr[b], n);
 #else
 #pragma unroll
             for (int b = 0; b < TC_NB; ++b) {
                 unsigned int ahi[4], alo[4], addr;
                 tc_weights(b, sw, cxv, cyv, off, e1, e2, abase, mb, ahi, alo, addr);
 #pragma unroll
-                for (int n = 0; n < TC_NT; n += TC_IL) tc_tiles(acc[b], ahi, alo, addr, n);
+                for (int n = 0; n < TC_NT; n += TC_IL) tc_tiles(acc[b], TC_SMALL(b), ahi, alo, addr, n);
             }
 #endif
 #if TC_FLUSH >= 2
@@ -500,6 +555,14 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
         }
     }
     asm volatile("cp.async.wait_group 0;" ::: "memory");
+#if TC_IND == 3
+#pragma unroll
+    for (int b = 0; b < TC_NB; ++b)
+#pragma unroll
+        for (int n = 0; n < TC_NT; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[b][n][i] += accs[b][n][i];
+#endif
 #if TC_FLUSH >= 2
 #pragma unroll
     for (int b = 0; b < TC_NB; ++b)

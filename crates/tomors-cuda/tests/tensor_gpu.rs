@@ -110,19 +110,24 @@ fn variants() -> Vec<TensorParams> {
             ..d
         },
         // Interleaved chains (two tiles; four tiles with independent
-        // products; four tiles of the flushed accumulation, tiles outermost).
+        // products), the split products (k2, k3), four tiles of the flushed
+        // accumulation (tiles outermost).
         TensorParams {
             interleave: 2,
             ..d
         },
         TensorParams {
             interleave: 4,
-            independent: true,
+            independent: 1,
             ..d
         },
         TensorParams {
-            bx: 1,
-            independent: true,
+            independent: 2,
+            ..d
+        },
+        TensorParams {
+            nt: 4,
+            independent: 3,
             ..d
         },
         TensorParams {

@@ -58,9 +58,14 @@ pub struct TensorParams {
     /// first products, then the second, then the third): that many
     /// independent chains in flight per warp (divides `nt`).
     pub interleave: u8,
-    /// With `flush` 1: the three products of a tile into three accumulators
-    /// from zero, summed in f32 afterwards (no dependent chain at all).
-    pub independent: bool,
+    /// With `flush` 1, how a tile's three products reach the f32 sums: 0 =
+    /// one chain of three MMAs from zero; 1 = three accumulators from zero,
+    /// summed in f32 (no chain); 2 = the two small products (lo·hi, hi·lo) a
+    /// chain from zero beside hi·hi from zero; 3 = the small products
+    /// accumulate in their own MMA accumulators over all projections (their
+    /// truncation is ≈ 2⁻¹¹ of the sums'; twice the accumulators), hi·hi
+    /// from zero.
+    pub independent: u8,
 }
 
 impl Default for TensorParams {
@@ -79,7 +84,7 @@ impl Default for TensorParams {
             mask: false,
             nt_outer: false,
             interleave: 1,
-            independent: false,
+            independent: 0,
         }
     }
 }
@@ -101,7 +106,11 @@ impl TensorParams {
         let acc = self.bx as usize
             * self.by as usize
             * self.nt as usize
-            * if self.flush >= 2 { 8 } else { 4 };
+            * if self.flush >= 2 || self.independent == 3 {
+                8
+            } else {
+                4
+            };
         if self.bx == 0 || self.by == 0 || acc > 128 {
             return Err(CudaError::Parameter(format!(
                 "tensor warp of {}x{} blocks × {} slice tiles ({acc} accumulators; use 1 to 128)",
@@ -114,10 +123,10 @@ impl TensorParams {
                 self.interleave, self.nt
             )));
         }
-        if self.independent && self.flush != 1 {
+        if self.independent > 3 || (self.independent > 0 && self.flush != 1) {
             return Err(CudaError::Parameter(format!(
-                "tensor independent products (k1) need flush 1 (f1), not f{}",
-                self.flush
+                "tensor products k{} with f{} (use k0 to k3, k1 to k3 with f1 only)",
+                self.independent, self.flush
             )));
         }
         let warps = self.wx as usize * self.wy as usize;
@@ -190,8 +199,8 @@ impl TensorParams {
         if self.interleave > 1 {
             z.push_str(&format!(",i{}", self.interleave));
         }
-        if self.independent {
-            z.push_str(",k1");
+        if self.independent > 0 {
+            z.push_str(&format!(",k{}", self.independent));
         }
         format!(
             "x{},y{},n{},u{},v{},a{},p{},f{},b{}{z}",
@@ -232,7 +241,7 @@ impl TensorParams {
                 "m" => p.mask = num != 0,
                 "o" => p.nt_outer = num != 0,
                 "i" => p.interleave = num,
-                "k" => p.independent = num != 0,
+                "k" => p.independent = num,
                 _ => {
                     return Err(CudaError::Parameter(format!(
                         "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k)"
@@ -395,7 +404,7 @@ pub fn tensor_defines(
         ("TC_MASK".into(), u8::from(p.mask).to_string()),
         ("TC_NTO".into(), u8::from(p.nt_outer).to_string()),
         ("TC_IL".into(), p.interleave.to_string()),
-        ("TC_IND".into(), u8::from(p.independent).to_string()),
+        ("TC_IND".into(), p.independent.to_string()),
     ]
 }
 
@@ -420,19 +429,22 @@ mod tests {
             mask: true,
             nt_outer: true,
             interleave: 2,
-            independent: false,
+            independent: 0,
         };
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
         let k = TensorParams {
             interleave: 4,
-            independent: true,
+            independent: 1,
             ..TensorParams::default()
         };
         assert_eq!(TensorParams::parse(&k.spec()).unwrap(), k);
+        let k3 = TensorParams::parse("n4,k3").unwrap();
+        assert_eq!((k3.nt, k3.independent), (4, 3));
+        assert_eq!(TensorParams::parse(&k3.spec()).unwrap(), k3);
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
             "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
-            "f65", "i3", "n2,i4", "f0,k1", "f8,k1",
+            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "k3",
         ] {
             assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
         }
