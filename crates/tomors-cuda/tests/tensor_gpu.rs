@@ -112,10 +112,7 @@ fn variants() -> Vec<TensorParams> {
         // Interleaved chains (two tiles; four tiles with independent
         // products), the split products (k2, k3), four tiles of the flushed
         // accumulation (tiles outermost).
-        TensorParams {
-            interleave: 2,
-            ..d
-        },
+        TensorParams { interleave: 2, ..d },
         TensorParams {
             interleave: 4,
             independent: 1,

@@ -444,7 +444,7 @@ mod tests {
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
             "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
-            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "k3",
+            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3",
         ] {
             assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
         }
