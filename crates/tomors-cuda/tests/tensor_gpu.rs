@@ -69,6 +69,7 @@ fn geometries(seed: u64) -> Vec<(&'static str, ParallelGeometry, SliceGrid)> {
 fn variants() -> Vec<TensorParams> {
     let d = TensorParams::default();
     vec![
+        TensorParams::tuned(),
         d,
         TensorParams {
             nt: 4,

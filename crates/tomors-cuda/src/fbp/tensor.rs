@@ -90,9 +90,16 @@ impl Default for TensorParams {
 }
 
 impl TensorParams {
-    /// The shape `--kernel tensor` uses.
+    /// The shape `--kernel tensor` uses: the default with 3 warp rows (384
+    /// threads, 12 warps per multiprocessor at up to 168 registers, so ptxas
+    /// keeps several tiles' MMA chains in flight; 4540 against 4420 GU/s for
+    /// the default's 16 warps at 128 registers on an H200,
+    /// `docs/perf-notes.md`).
     pub fn tuned() -> Self {
-        Self::default()
+        Self {
+            wy: 3,
+            ..Self::default()
+        }
     }
 
     /// Checks the values the kernel supports.
@@ -465,6 +472,7 @@ mod tests {
         check_geometry(&geom, &grid).unwrap();
         for p in [
             TensorParams::default(),
+            TensorParams::tuned(),
             TensorParams {
                 bx: 1,
                 by: 2,
