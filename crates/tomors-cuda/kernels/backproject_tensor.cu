@@ -6,7 +6,7 @@
 // u_p the pixel's bin coordinate. The slices share the weights, so for a
 // 4x4 pixel block (16 pixels, whose coordinates span at most
 // 3 (|cx| + |cy|) <= 4.95 bins, checked by the host) and the 8 bins from
-// b0e (the block's lowest coordinate rounded down to an even bin) on, the
+// b0 (the block's lowest coordinate rounded down) on, the
 // updates of 8 slices from two projections are one
 // mma.m16n8k16: A = the weights (16 pixels x [8 bins of projection A |
 // 8 bins of projection B]), B = the values (16 x 8 slices), f32 accumulators.
@@ -27,52 +27,67 @@
 //   A: reg0 = (row g, k 2t..2t+1), reg1 = (row g+8, k 2t..), reg2 = (row g,
 //      k 2t+8..), reg3 = (row g+8, k 2t+8..); row m = pixel (m % 4, m / 4)
 //      of the block: the lane's pixels are p1 = (g % 4, g / 4) and p2 = p1 +
-//      (0, 2); k < 8: projection A, bin b0e_A + k; k >= 8: projection B.
+//      (0, 2); k < 8: projection A, bin b0_A + k; k >= 8: projection B.
 //   B: reg0 = (k 2t..2t+1, n g), reg1 = (k 2t+8.., n g): the f16 pair of
-//      bins (b0e + 2t, b0e + 2t + 1) of slice g, one 32-bit word because
-//      b0e is even.
+//      bins (b0 + 2t, b0 + 2t + 1) of slice g, loaded with one
+//      ldmatrix.x4.trans per block, slice tile and pair: matrices 0..3 = the
+//      8 rows (bins b0 ...) of (hi, projection A), (hi, B), (lo, A), (lo, B),
+//      each row the 8 slices of the tile (16 bytes), so that the four
+//      registers are B_hi = {r0, r1} and B_lo = {r2, r3} as the MMA takes
+//      them (no register moves).
 //   C: c0, c1 = (row g, slices 2t, 2t+1), c2, c3 = (row g+8, same slices).
 //
 // Baked parameters (#defines prepended by the host):
 //   NX, NY        slice size in pixels
 //   NPROJ, NPP    projections, and padded to whole stages (2 TC_AP)
 //   NB            detector bins
-//   BLO, NBPP     global bin of padded bin pair 0 (even) and the number of
-//                 padded pairs: every stage row lies inside
+//   BLO, NBP      global bin of padded bin 0 and the number of padded
+//                 bins: every stage row lies inside
 //   TC_BX, TC_BY  4x4 pixel blocks of a warp along x and y
 //   TC_NT         8-slice tiles of a warp (slices of a block: 8 TC_NT)
 //   TC_WX, TC_WY  warps of a block along x and y
 //   TC_AP         projection pairs per stage
 //   TC_ST         stages in the shared-memory ring (>= 2)
-//   TC_SP         bin pairs staged per projection
+//   TC_SB         bins staged per projection
 //   TC_FLUSH      1: per-pair chains added to f32 accumulators; 0: the MMA
 //                 accumulates over all projections; G >= 2: the MMA
 //                 accumulators are added to f32 sums every G pairs
 //   TC_NTO        1: slice tiles outermost (all blocks' weights first)
+//   TC_IL         slice tiles whose MMA chains are interleaved (divides TC_NT)
+//   TC_IND        (with TC_FLUSH 1) 1: the three products into three
+//                 accumulators from zero, summed in f32 (no chain); 2: the
+//                 two small products a chain from zero beside hi.hi from
+//                 zero; 3: the small products accumulate in their own MMA
+//                 accumulators over all projections (twice the
+//                 accumulators), hi.hi from zero then one FADD each
 //   TC_MINB       minimum resident blocks per multiprocessor
 //   TC_MASK       1: the weights' f16 hi part by masking (see tc_split_w)
 //   TC_SWZ        0, or the width in blocks of the strips the grid is walked
 //                 in (the blocks resident together cover a compact patch:
 //                 fewer bins of each projection in L2 at once)
 //
-// Entry layout (written by pack_tensor): ent[group][q][kp][slot] = uint2
-// (hi, lo), each an f16 pair of bins (BLO + 2 kp, BLO + 2 kp + 1) of slice
-// 8 TC_NT group + slot, scaled by the slice's power of two; zeros outside
-// the detector, for slices past the slab and projections past NPROJ.
+// Entry layout (written by pack_tensor): per group of 8 TC_NT slices,
+// projection q and padded bin k (global bin BLO + k) a row of TC_NT x
+// (8 hi f16, 8 lo f16) = 32 TC_NT bytes: the tile's 8 slices' values scaled
+// by their slice's power of two and split; zeros outside the detector, for
+// slices past the slab and projections past NPROJ. In shared memory the rows
+// are padded by 16 bytes (the 8 rows of an ldmatrix matrix then hit
+// distinct banks).
 
 #define TC_MAGIC 12582912.0f
 #define TC_MAGIC_BITS 0x4B400000
 #define TC_FULL 0xffffffffu
 #define TC_S (8 * TC_NT)
-#define TC_RW (TC_S + 4)
+#define TC_GROWB (32 * TC_NT)
+#define TC_SROWB (32 * TC_NT + 16)
 #define TC_NTH (32 * TC_WX * TC_WY)
 #define TC_PXX (4 * TC_BX * TC_WX)
 #define TC_PXY (4 * TC_BY * TC_WY)
 #define TC_ANG (2 * TC_AP)
-#define TC_ANGB (TC_SP * TC_RW * 8)
+#define TC_ANGB (TC_SB * TC_SROWB)
 #define TC_STAGEB (TC_ANG * TC_ANGB + TC_ANG * 16)
-#define TC_CR (TC_S / 2)
-#define TC_ROWS (TC_ANG * TC_SP)
+#define TC_CR (2 * TC_NT)
+#define TC_ROWS (TC_ANG * TC_SB)
 #define TC_RPI (TC_NTH / TC_CR)
 #define TC_COPIES ((TC_ROWS + TC_RPI - 1) / TC_RPI)
 #define TC_NSTG (NPP / TC_ANG)
@@ -85,6 +100,12 @@
 #endif
 #ifndef TC_NTO
 #define TC_NTO 0
+#endif
+#ifndef TC_IL
+#define TC_IL 1
+#endif
+#ifndef TC_IND
+#define TC_IND 0
 #endif
 #define TC_NB (TC_BX * TC_BY)
 
@@ -165,51 +186,59 @@ __device__ __forceinline__ void tc_split_w(float x0, float x1, unsigned int& hi,
 #endif
 }
 
+// f16 of x (round to nearest) and the f16 of the rest, as 16-bit words.
+__device__ __forceinline__ void tc_split1(float x, unsigned short& hi, unsigned short& lo) {
+    float f;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(hi) : "f"(x));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(hi));
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(lo) : "f"(x - f));
+}
+
 // Re-lays the filtered slab (rows r = slice * na + angle, NB values each) as
-// the entries above. Grid (ceil(NBPP / 32), NPP, slots / 32), block (32, 8):
-// a 32-pair x 32-slot tile through shared memory (reads along the bins,
-// writes along the slots, both coalesced). slots = groups * 8 TC_NT, a
-// multiple of 32 (the host rounds up).
+// the entries above. Grid (ceil(NBP / 32), NPP, slots / 32), block (32, 8):
+// a 32-bin x 32-slot tile through shared memory (reads along the bins,
+// writes along the slots). slots = groups * 8 TC_NT, a multiple of 32 (the
+// host rounds up).
 extern "C" __global__ void pack_tensor(const float* __restrict__ src, long long row_stride, int pair,
-                                       const unsigned int* __restrict__ smax, uint2* __restrict__ ent,
+                                       const unsigned int* __restrict__ smax, unsigned short* __restrict__ ent,
                                        int na, int nslices) {
-    __shared__ uint2 tile[32][33];
+    __shared__ unsigned int tile[32][33];
     const int q = blockIdx.y;
-    const int kp0 = blockIdx.x * 32;
+    const int k0 = blockIdx.x * 32;
     const int s0 = blockIdx.z * 32;
     {
-        const int kp = kp0 + threadIdx.x;
-        const int b = BLO + 2 * kp;
+        const int k = k0 + threadIdx.x;
+        const int b = BLO + k;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int sl = s0 + threadIdx.y + 8 * j;
-            float v0 = 0.0f, v1 = 0.0f;
-            if (sl < nslices && q < na && kp < NBPP) {
-                const float mul = tc_mult(__ldg(smax + sl));
-                const long long r = (long long)sl * na + q;
-                if (b >= 0 && b < NB) v0 = tc_source(src, row_stride, pair, r, b) * mul;
-                if (b + 1 >= 0 && b + 1 < NB) v1 = tc_source(src, row_stride, pair, r, b + 1) * mul;
-            }
-            unsigned int hi, lo;
-            tc_split(v0, v1, hi, lo);
-            tile[threadIdx.y + 8 * j][threadIdx.x] = make_uint2(hi, lo);
+            float v = 0.0f;
+            if (sl < nslices && q < na && k < NBP && b >= 0 && b < NB)
+                v = tc_source(src, row_stride, pair, (long long)sl * na + q, b) * tc_mult(__ldg(smax + sl));
+            unsigned short hi, lo;
+            tc_split1(v, hi, lo);
+            tile[threadIdx.y + 8 * j][threadIdx.x] = (unsigned int)hi | ((unsigned int)lo << 16);
         }
     }
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        const int kp = kp0 + threadIdx.y + 8 * j;
+        const int k = k0 + threadIdx.y + 8 * j;
         const int slot = s0 + threadIdx.x;
-        if (kp < NBPP) {
+        if (k < NBP) {
             const int grp = slot / TC_S, s = slot - grp * TC_S;
-            ent[(((long long)grp * NPP + q) * NBPP + kp) * TC_S + s] = tile[threadIdx.x][threadIdx.y + 8 * j];
+            const unsigned int v = tile[threadIdx.x][threadIdx.y + 8 * j];
+            unsigned short* __restrict__ row = ent + (((long long)grp * NPP + q) * NBP + k) * (TC_GROWB / 2);
+            row[(s >> 3) * 16 + (s & 7)] = (unsigned short)(v & 0xffffu);
+            row[(s >> 3) * 16 + 8 + (s & 7)] = (unsigned short)(v >> 16);
         }
     }
 }
 
 // The stage constants of projection q for the block whose pixel origin is
-// (xc, yc): its first staged bin kb (even, relative to BLO) and the float4
-// (origin coordinate - kb, cx, cy, the lowest corner offset of a 4x4 block).
+// (xc, yc): its first staged bin kb (relative to BLO: the lowest bin of the
+// block's pixels less 1) and the float4 (origin coordinate - kb, cx, cy, the
+// lowest corner offset of a 4x4 block).
 // Projections past NPROJ take NPROJ - 1's geometry (their values are zero).
 __device__ __forceinline__ void tc_angle(const double* __restrict__ dconst, int q, int xc, int yc, int& kb,
                                          float4& c) {
@@ -217,14 +246,14 @@ __device__ __forceinline__ void tc_angle(const double* __restrict__ dconst, int 
     const double c0 = __ldg(dconst + qq), cx = __ldg(dconst + NPROJ + qq), cy = __ldg(dconst + 2 * NPROJ + qq);
     const double u = c0 + (double)xc * cx + (double)yc * cy;
     const double umin = u + fmin(0.0, (TC_PXX - 1) * cx) + fmin(0.0, (TC_PXY - 1) * cy);
-    const double kbd = 2.0 * floor((umin - 1.0) * 0.5);
+    const double kbd = floor(umin) - 1.0;
     kb = (int)kbd - BLO;
     c = make_float4((float)(u - kbd), (float)cx, (float)cy, (float)(fmin(0.0, 3.0 * cx) + fmin(0.0, 3.0 * cy)));
 }
 
 // Issues the copies of stage j (projections TC_ANG j ...) into ring buffer
-// j % TC_ST: TC_SP bin-pair rows of each projection (rows of TC_S entries,
-// padded to TC_RW in shared memory), and warp 0 stores the constants.
+// j % TC_ST: TC_SB bin rows of each projection (TC_GROWB bytes, padded to
+// TC_SROWB in shared memory), and warp 0 stores the constants.
 __device__ __forceinline__ void tc_issue(const double* __restrict__ dconst, const char* __restrict__ gsrc,
                                          unsigned int sbase, unsigned char* sbuf, int j, int xc, int yc,
                                          int tid) {
@@ -243,12 +272,12 @@ __device__ __forceinline__ void tc_issue(const double* __restrict__ dconst, cons
     for (int i = 0; i < TC_COPIES; ++i) {
         const int rs = i * TC_RPI + tid / TC_CR;
         const int rc = rs < TC_ROWS ? rs : TC_ROWS - 1;
-        const int a = rc / TC_SP;
-        const int r = rc - a * TC_SP;
-        const int kp = (__shfl_sync(TC_FULL, kbj, a) >> 1) + r;
+        const int a = rc / TC_SB;
+        const int r = rc - a * TC_SB;
+        const int k = __shfl_sync(TC_FULL, kbj, a) + r;
         if (rs < TC_ROWS) {
-            const char* g = gsrc + (((long long)(j * TC_ANG + a) * NBPP + kp) * TC_S) * 8 + ck * 16;
-            const unsigned int d = sbase + boff + (unsigned int)(a * TC_ANGB + r * (TC_RW * 8) + ck * 16);
+            const char* g = gsrc + ((long long)(j * TC_ANG + a) * NBP + k) * TC_GROWB + ck * 16;
+            const unsigned int d = sbase + boff + (unsigned int)(a * TC_ANGB + r * TC_SROWB + ck * 16);
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(g) : "memory");
         }
     }
@@ -266,45 +295,124 @@ __device__ __forceinline__ void tc_mma(float (&d)[4], const unsigned int (&a)[4]
 __device__ __forceinline__ float tc_hat(float d) { return fmaxf(0.0f, 1.0f - fabsf(d)); }
 
 // The A fragments (weights, hi and lo) of block b of the warp for the pair
-// whose per-projection constants are given, and the lane's entry addresses
-// (byte offsets in the staging buffer) of the pair's two projections.
+// whose per-projection constants are given, and the lane's ldmatrix row
+// address (shared window) for the pair: its matrix's projection (lane / 8
+// odd: B) and row (lane % 8: bin b0 + lane % 8).
 __device__ __forceinline__ void tc_weights(int b, const float (&sw)[2], const float (&cxv)[2], const float (&cyv)[2],
                                            const float (&off)[2], const float (&e1)[2], const float (&e2)[2],
-                                           const unsigned int (&abase)[2], unsigned int (&ahi)[4],
-                                           unsigned int (&alo)[4], unsigned int (&addr)[2]) {
+                                           unsigned int abase, int mb, unsigned int (&ahi)[4],
+                                           unsigned int (&alo)[4], unsigned int& addr) {
     const int bx = b % TC_BX, by = b / TC_BX;
+    float rr[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const float sblk = fmaf((float)(4 * by), cyv[h], fmaf((float)(4 * bx), cxv[h], sw[h]));
-        // b0e = 2 floor((lowest coordinate) / 2): r's bits hold its pair
-        // index (+ MAGIC_BITS).
-        const float r = __fmaf_rd(sblk + off[h], 0.5f, TC_MAGIC);
-        const float b0 = fmaf(r, 2.0f, -2.0f * TC_MAGIC);
-        const float rel = sblk - b0;
+        // b0 = floor(lowest coordinate): r's bits hold it (+ MAGIC_BITS).
+        const float r = __fadd_rd(sblk + off[h], TC_MAGIC);
+        const float rel = sblk - (r - TC_MAGIC);
         const float d1 = rel + e1[h], d2 = rel + e2[h];
         tc_split_w(tc_hat(d1), tc_hat(d1 - 1.0f), ahi[2 * h], alo[2 * h]);
         tc_split_w(tc_hat(d2), tc_hat(d2 - 1.0f), ahi[2 * h + 1], alo[2 * h + 1]);
-        addr[h] = abase[h] + (unsigned int)__float_as_int(r) * (unsigned int)(TC_RW * 8);
+        rr[h] = r;
     }
+    addr = abase + (unsigned int)__float_as_int(mb ? rr[1] : rr[0]) * (unsigned int)TC_SROWB;
 }
 
-// One slice tile of one block for one pair: the two projections' (hi, lo)
-// B fragments and the three products into d (per TC_FLUSH).
-__device__ __forceinline__ void tc_tile(float (&d)[4], const unsigned int (&ahi)[4], const unsigned int (&alo)[4],
-                                        const unsigned int (&addr)[2], int n, const unsigned char* sbuf) {
-    const uint2 qa = *reinterpret_cast<const uint2*>(sbuf + addr[0] + n * 64);
-    const uint2 qb = *reinterpret_cast<const uint2*>(sbuf + addr[1] + n * 64);
-#if TC_FLUSH == 1
-    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    tc_mma(e, alo, qa.x, qb.x);
-    tc_mma(e, ahi, qa.y, qb.y);
-    tc_mma(e, ahi, qa.x, qb.x);
+// TC_IL slice tiles n0 ... of one block for one pair: the (hi, lo) B
+// fragments of both projections with one ldmatrix per tile, then the three
+// products interleaved across the tiles (all tiles' lo.hi, then all hi.lo,
+// then all hi.hi: TC_IL independent chains in flight instead of one), into
+// d per TC_FLUSH. With TC_IND (TC_FLUSH == 1) each product has its own
+// accumulator from zero (no chain at all: every MMA's accumulation is over
+// its own 16 exact products) and the three are summed in f32, the two small
+// ones first.
+__device__ __forceinline__ void tc_tiles(float (&d)[TC_NT][4], float (&sm)[TC_NT][4], const unsigned int (&ahi)[4],
+                                         const unsigned int (&alo)[4], unsigned int addr, int n0) {
+    unsigned int q[TC_IL][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) d[i] += e[i];
+    for (int i = 0; i < TC_IL; ++i)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(q[i][0]), "=r"(q[i][1]), "=r"(q[i][2]), "=r"(q[i][3])
+                     : "r"(addr + (n0 + i) * 32));
+#if TC_FLUSH == 1 && TC_IND == 3
+    // The small products accumulate in the MMA over all projections (their
+    // truncation is ~2^-11 of the sums'); hi.hi from zero, one FADD each.
+    float e[TC_IL][4];
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) e[i][r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i], ahi, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(sm[n0 + i], alo, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(sm[n0 + i], ahi, q[i][2], q[i][3]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][r];
+#elif TC_FLUSH == 1 && TC_IND == 2
+    // The small products as a chain of two from zero, hi.hi from zero
+    // beside it: two chains per tile, 8 FADDs.
+    float e[TC_IL][2][4];
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) e[i][k][r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][0], alo, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][1], ahi, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][0], ahi, q[i][2], q[i][3]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][1][r] + e[i][0][r];
+#elif TC_FLUSH == 1 && TC_IND
+    float e[TC_IL][3][4];
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int k = 0; k < 3; ++k)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) e[i][k][r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][0], alo, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][1], ahi, q[i][2], q[i][3]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][2], ahi, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][2][r] + (e[i][0][r] + e[i][1][r]);
+#elif TC_FLUSH == 1
+    float e[TC_IL][4];
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) e[i][r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i], alo, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i], ahi, q[i][2], q[i][3]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i], ahi, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][r];
 #else
-    tc_mma(d, alo, qa.x, qb.x);
-    tc_mma(d, ahi, qa.y, qb.y);
-    tc_mma(d, ahi, qa.x, qb.x);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(d[n0 + i], alo, q[i][0], q[i][1]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(d[n0 + i], ahi, q[i][2], q[i][3]);
+#pragma unroll
+    for (int i = 0; i < TC_IL; ++i) tc_mma(d[n0 + i], ahi, q[i][0], q[i][1]);
 #endif
 }
 
@@ -313,7 +421,7 @@ __device__ __forceinline__ void tc_tile(float (&d)[4], const unsigned int (&ahi)
 // coordinate of pixel (ix, iy) is c0 + ix cx + iy cy. smax: per-slot
 // largest magnitudes (tc_absmax), out: slices of NX x NY.
 extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
-    bp_tensor(const uint2* __restrict__ ent, const unsigned int* __restrict__ smax, float* __restrict__ out,
+    bp_tensor(const unsigned short* __restrict__ ent, const unsigned int* __restrict__ smax, float* __restrict__ out,
               int nslices, float scale, const double* __restrict__ dconst) {
     extern __shared__ __align__(16) unsigned char tc_sbuf[];
     const int tid = threadIdx.x;
@@ -334,10 +442,13 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
     const float dxf = (float)(g & 3), dyf = (float)(g >> 2);
     const float tt = (float)(2 * t);
     const char* __restrict__ gsrc =
-        reinterpret_cast<const char*>(ent) + (long long)blockIdx.z * NPP * NBPP * TC_S * 8;
+        reinterpret_cast<const char*>(ent) + (long long)blockIdx.z * NPP * NBP * TC_GROWB;
     const unsigned int sbase = (unsigned int)__cvta_generic_to_shared(tc_sbuf);
-    // The lane's entry offset in a staged row: bin pair t, slot g.
-    const unsigned int laneoff = (unsigned int)(t * (TC_RW * 8) + g * 8);
+    // The lane's ldmatrix row: matrix mm = lane / 8 (projection mm & 1 of
+    // the pair, hi for mm < 2, lo above), row lane % 8 of it.
+    const int mm = lane >> 3;
+    const int mb = mm & 1;
+    const unsigned int laneoff = (unsigned int)((lane & 7) * TC_SROWB + (mm >> 1) * 16);
 
     // acc: the MMA accumulators (TC_FLUSH != 1) or the f32 sums (1);
     // accf: the f32 sums the MMA accumulators are flushed into (TC_FLUSH >= 2).
@@ -348,6 +459,19 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
         for (int n = 0; n < TC_NT; ++n)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[b][n][i] = 0.0f;
+#if TC_IND == 3
+    // The small products' MMA accumulators (TC_IND 3).
+    float accs[TC_NB][TC_NT][4];
+#pragma unroll
+    for (int b = 0; b < TC_NB; ++b)
+#pragma unroll
+        for (int n = 0; n < TC_NT; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) accs[b][n][i] = 0.0f;
+#define TC_SMALL(b) accs[b]
+#else
+#define TC_SMALL(b) acc[b]
+#endif
 #if TC_FLUSH >= 2
     float accf[TC_NB][TC_NT][4];
 #pragma unroll
@@ -372,8 +496,8 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
             tc_issue(dconst, gsrc, sbase, tc_sbuf, j + TC_ST - 1, xc, yc, tid);
         else
             asm volatile("cp.async.commit_group;" ::: "memory");
-        // Byte offsets in tc_sbuf (32-bit arithmetic that wraps back).
-        const unsigned int sb = (unsigned int)((j % TC_ST) * TC_STAGEB);
+        // Shared-window addresses (32-bit arithmetic that wraps back).
+        const unsigned int sb = sbase + (unsigned int)((j % TC_ST) * TC_STAGEB);
         const float4* __restrict__ cst =
             reinterpret_cast<const float4*>(tc_sbuf + (j % TC_ST) * TC_STAGEB + TC_ANG * TC_ANGB);
 #pragma unroll 1
@@ -381,7 +505,6 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
             // Per projection of the pair: the warp origin's coordinate and
             // the lane's pixel offsets (less 2t: relative to its bin pair).
             float sw[2], cxv[2], cyv[2], off[2], e1[2], e2[2];
-            unsigned int abase[2];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const float4 c = cst[2 * pp + h];
@@ -391,26 +514,27 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
                 sw[h] = fmaf(yw, c.z, fmaf(xw, c.y, c.x));
                 e1[h] = fmaf(dxf, c.y, fmaf(dyf, c.z, -tt));
                 e2[h] = fmaf(2.0f, c.z, e1[h]);
-                abase[h] = sb + (unsigned int)((2 * pp + h) * TC_ANGB) + laneoff -
-                           (unsigned int)TC_MAGIC_BITS * (unsigned int)(TC_RW * 8);
             }
+            const unsigned int abase = sb + (unsigned int)((2 * pp + mb) * TC_ANGB) + laneoff -
+                                       (unsigned int)TC_MAGIC_BITS * (unsigned int)TC_SROWB;
 #if TC_NTO
             // All blocks' weights first, then the slice tiles outermost:
             // the blocks' MMA chains of one tile are independent.
-            unsigned int ahi[TC_NB][4], alo[TC_NB][4], addr[TC_NB][2];
+            unsigned int ahi[TC_NB][4], alo[TC_NB][4], addr[TC_NB];
 #pragma unroll
-            for (int b = 0; b < TC_NB; ++b) tc_weights(b, sw, cxv, cyv, off, e1, e2, abase, ahi[b], alo[b], addr[b]);
+            for (int b = 0; b < TC_NB; ++b)
+                tc_weights(b, sw, cxv, cyv, off, e1, e2, abase, mb, ahi[b], alo[b], addr[b]);
 #pragma unroll
-            for (int n = 0; n < TC_NT; ++n)
+            for (int n = 0; n < TC_NT; n += TC_IL)
 #pragma unroll
-                for (int b = 0; b < TC_NB; ++b) tc_tile(acc[b][n], ahi[b], alo[b], addr[b], n, tc_sbuf);
+                for (int b = 0; b < TC_NB; ++b) tc_tiles(acc[b], TC_SMALL(b), ahi[b], alo[b], addr[b], n);
 #else
 #pragma unroll
             for (int b = 0; b < TC_NB; ++b) {
-                unsigned int ahi[4], alo[4], addr[2];
-                tc_weights(b, sw, cxv, cyv, off, e1, e2, abase, ahi, alo, addr);
+                unsigned int ahi[4], alo[4], addr;
+                tc_weights(b, sw, cxv, cyv, off, e1, e2, abase, mb, ahi, alo, addr);
 #pragma unroll
-                for (int n = 0; n < TC_NT; ++n) tc_tile(acc[b][n], ahi, alo, addr, n, tc_sbuf);
+                for (int n = 0; n < TC_NT; n += TC_IL) tc_tiles(acc[b], TC_SMALL(b), ahi, alo, addr, n);
             }
 #endif
 #if TC_FLUSH >= 2
@@ -431,6 +555,14 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
         }
     }
     asm volatile("cp.async.wait_group 0;" ::: "memory");
+#if TC_IND == 3
+#pragma unroll
+    for (int b = 0; b < TC_NB; ++b)
+#pragma unroll
+        for (int n = 0; n < TC_NT; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[b][n][i] += accs[b][n][i];
+#endif
 #if TC_FLUSH >= 2
 #pragma unroll
     for (int b = 0; b < TC_NB; ++b)

@@ -357,6 +357,26 @@ fn every_kernel_compiles_with_nvrtc() {
         swizzle: 3,
         ..Default::default()
     });
+    // Interleaved chains and independent products (issue 15 part 3).
+    for (nt, flush, interleave, independent, nt_outer) in [
+        (8, 1, 2, 0, false),
+        (8, 1, 4, 1, false),
+        (8, 1, 1, 1, true),
+        (8, 1, 2, 2, false),
+        (4, 1, 1, 3, false),
+        (4, 1, 2, 3, true),
+        (4, 8, 4, 0, true),
+        (2, 0, 2, 0, false),
+    ] {
+        tensors.push(tomors_cuda::kernels::TensorParams {
+            nt,
+            flush,
+            interleave,
+            independent,
+            nt_outer,
+            ..Default::default()
+        });
+    }
     for p in tensors {
         let src = build_source(
             &tomors_cuda::kernels::tensor_defines(p, &sweep_geom, &sweep_grid),

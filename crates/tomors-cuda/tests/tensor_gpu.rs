@@ -69,6 +69,7 @@ fn geometries(seed: u64) -> Vec<(&'static str, ParallelGeometry, SliceGrid)> {
 fn variants() -> Vec<TensorParams> {
     let d = TensorParams::default();
     vec![
+        TensorParams::tuned(),
         d,
         TensorParams {
             nt: 4,
@@ -107,6 +108,31 @@ fn variants() -> Vec<TensorParams> {
             wy: 3,
             ap: 3,
             stages: 4,
+            ..d
+        },
+        // Interleaved chains (two tiles; four tiles with independent
+        // products), the split products (k2, k3), four tiles of the flushed
+        // accumulation (tiles outermost).
+        TensorParams { interleave: 2, ..d },
+        TensorParams {
+            interleave: 4,
+            independent: 1,
+            ..d
+        },
+        TensorParams {
+            independent: 2,
+            ..d
+        },
+        TensorParams {
+            nt: 4,
+            independent: 3,
+            ..d
+        },
+        TensorParams {
+            nt: 4,
+            flush: 8,
+            nt_outer: true,
+            interleave: 4,
             ..d
         },
     ]

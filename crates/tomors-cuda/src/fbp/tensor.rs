@@ -54,6 +54,18 @@ pub struct TensorParams {
     /// Slice tiles outermost: every block's weights first, then per tile
     /// the blocks' independent MMA chains (more registers live).
     pub nt_outer: bool,
+    /// Slice tiles whose MMA chains are issued interleaved (all tiles'
+    /// first products, then the second, then the third): that many
+    /// independent chains in flight per warp (divides `nt`).
+    pub interleave: u8,
+    /// With `flush` 1, how a tile's three products reach the f32 sums: 0 =
+    /// one chain of three MMAs from zero; 1 = three accumulators from zero,
+    /// summed in f32 (no chain); 2 = the two small products (lo·hi, hi·lo) a
+    /// chain from zero beside hi·hi from zero; 3 = the small products
+    /// accumulate in their own MMA accumulators over all projections (their
+    /// truncation is ≈ 2⁻¹¹ of the sums'; twice the accumulators), hi·hi
+    /// from zero.
+    pub independent: u8,
 }
 
 impl Default for TensorParams {
@@ -71,14 +83,23 @@ impl Default for TensorParams {
             swizzle: 0,
             mask: false,
             nt_outer: false,
+            interleave: 1,
+            independent: 0,
         }
     }
 }
 
 impl TensorParams {
-    /// The shape `--kernel tensor` uses.
+    /// The shape `--kernel tensor` uses: the default with 3 warp rows (384
+    /// threads, 12 warps per multiprocessor at up to 168 registers, so ptxas
+    /// keeps several tiles' MMA chains in flight; 4540 against 4420 GU/s for
+    /// the default's 16 warps at 128 registers on an H200,
+    /// `docs/perf-notes.md`).
     pub fn tuned() -> Self {
-        Self::default()
+        Self {
+            wy: 3,
+            ..Self::default()
+        }
     }
 
     /// Checks the values the kernel supports.
@@ -92,11 +113,27 @@ impl TensorParams {
         let acc = self.bx as usize
             * self.by as usize
             * self.nt as usize
-            * if self.flush >= 2 { 8 } else { 4 };
+            * if self.flush >= 2 || self.independent == 3 {
+                8
+            } else {
+                4
+            };
         if self.bx == 0 || self.by == 0 || acc > 128 {
             return Err(CudaError::Parameter(format!(
                 "tensor warp of {}x{} blocks × {} slice tiles ({acc} accumulators; use 1 to 128)",
                 self.bx, self.by, self.nt
+            )));
+        }
+        if !matches!(self.interleave, 1 | 2 | 4 | 8) || self.interleave > self.nt {
+            return Err(CudaError::Parameter(format!(
+                "tensor interleaved tiles {} (use 1, 2, 4 or 8, at most the {} slice tiles)",
+                self.interleave, self.nt
+            )));
+        }
+        if self.independent > 3 || (self.independent > 0 && self.flush != 1) {
+            return Err(CudaError::Parameter(format!(
+                "tensor products k{} with f{} (use k0 to k3, k1 to k3 with f1 only)",
+                self.independent, self.flush
             )));
         }
         let warps = self.wx as usize * self.wy as usize;
@@ -166,6 +203,12 @@ impl TensorParams {
         if self.nt_outer {
             z.push_str(",o1");
         }
+        if self.interleave > 1 {
+            z.push_str(&format!(",i{}", self.interleave));
+        }
+        if self.independent > 0 {
+            z.push_str(&format!(",k{}", self.independent));
+        }
         format!(
             "x{},y{},n{},u{},v{},a{},p{},f{},b{}{z}",
             self.bx,
@@ -204,9 +247,11 @@ impl TensorParams {
                 "z" => p.swizzle = num,
                 "m" => p.mask = num != 0,
                 "o" => p.nt_outer = num != 0,
+                "i" => p.interleave = num,
+                "k" => p.independent = num,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o)"
+                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k)"
                     )))
                 }
             }
@@ -259,24 +304,23 @@ pub fn padded_angles(p: TensorParams, n: usize) -> usize {
     n.div_ceil(p.stage_angles()).max(1) * p.stage_angles()
 }
 
-/// Bin pairs a block stages per projection: its largest span over the
-/// projections plus the margins (the even floor below, a block's 8 bins
-/// above, f32 rounding).
-pub fn stage_pairs(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
+/// Bins a block stages per projection: its largest span over the
+/// projections plus the margins (one bin below its lowest, a block's 8 bins
+/// from its lowest coordinate, f32 rounding).
+pub fn stage_bins(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
     let c = projection_coefficients_f64(geom, grid);
     let n = geom.n_angles();
     let (bx, by) = p.block_pixels();
     let span = (0..n)
         .map(|i| (bx as f64 - 1.0) * c[n + i].abs() + (by as f64 - 1.0) * c[2 * n + i].abs())
         .fold(0.0f64, f64::max);
-    ((span + 3.0) / 2.0).ceil() as usize + 5
+    span.ceil() as usize + 11
 }
 
-/// The padded bin-pair range of the entry layout: (`blo`, `nbpp`), the
-/// global (even) bin of pair 0 and the number of pairs, so that every
-/// staged row of every block of the grid rounded up to whole blocks lies
-/// inside.
-pub fn padded_pairs(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> (i64, usize) {
+/// The padded bin range of the entry layout: (`blo`, `nbp`), the global bin
+/// of padded row 0 and the number of rows, so that every staged row of
+/// every block of the grid rounded up to whole blocks lies inside.
+pub fn padded_bins(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> (i64, usize) {
     let c = projection_coefficients_f64(geom, grid);
     let n = geom.n_angles();
     if n == 0 {
@@ -294,15 +338,20 @@ pub fn padded_pairs(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) 
             hi = hi.max(u);
         }
     }
-    let blo = 2 * ((lo - 4.0) / 2.0).floor() as i64;
-    let nbpp = ((hi - blo as f64) / 2.0).ceil() as usize + stage_pairs(p, geom, grid) + 2;
-    (blo, nbpp)
+    let blo = lo.floor() as i64 - 3;
+    let nbp = (hi.floor() as i64 - blo) as usize + stage_bins(p, geom, grid) + 2;
+    (blo, nbp)
 }
 
-/// Bytes of one staged projection in shared memory (rows of 8 × `nt` + 4
-/// entries of 8 bytes).
+/// Bytes of one bin row of the entry layout (per slice tile 8 hi and 8 lo
+/// f16 values); shared memory pads it by 16.
+pub fn row_bytes(p: TensorParams) -> usize {
+    32 * p.nt as usize
+}
+
+/// Bytes of one staged projection in shared memory.
 pub fn stage_angle_bytes(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
-    stage_pairs(p, geom, grid) * (p.slices_per_block() + 4) * 8
+    stage_bins(p, geom, grid) * (row_bytes(p) + 16)
 }
 
 /// Dynamic shared memory of a block: the staging ring with its constants.
@@ -329,8 +378,8 @@ pub fn entry_bytes(
     grid: &SliceGrid,
     slices: usize,
 ) -> usize {
-    let (_, nbpp) = padded_pairs(p, geom, grid);
-    maxima_bytes(p, slices) + slots(p, slices) * padded_angles(p, geom.n_angles()) * nbpp * 8
+    let (_, nbp) = padded_bins(p, geom, grid);
+    maxima_bytes(p, slices) + slots(p, slices) * padded_angles(p, geom.n_angles()) * nbp * 4
 }
 
 /// `#define`s of a tensor-core module.
@@ -339,7 +388,7 @@ pub fn tensor_defines(
     geom: &ParallelGeometry,
     grid: &SliceGrid,
 ) -> Vec<(String, String)> {
-    let (blo, nbpp) = padded_pairs(p, geom, grid);
+    let (blo, nbp) = padded_bins(p, geom, grid);
     vec![
         ("NX".into(), grid.nx.to_string()),
         ("NY".into(), grid.ny.to_string()),
@@ -347,7 +396,7 @@ pub fn tensor_defines(
         ("NPP".into(), padded_angles(p, geom.n_angles()).to_string()),
         ("NB".into(), geom.n_bins().to_string()),
         ("BLO".into(), blo.to_string()),
-        ("NBPP".into(), nbpp.to_string()),
+        ("NBP".into(), nbp.to_string()),
         ("TC_BX".into(), p.bx.to_string()),
         ("TC_BY".into(), p.by.to_string()),
         ("TC_NT".into(), p.nt.to_string()),
@@ -355,12 +404,14 @@ pub fn tensor_defines(
         ("TC_WY".into(), p.wy.to_string()),
         ("TC_AP".into(), p.ap.to_string()),
         ("TC_ST".into(), p.stages.to_string()),
-        ("TC_SP".into(), stage_pairs(p, geom, grid).to_string()),
+        ("TC_SB".into(), stage_bins(p, geom, grid).to_string()),
         ("TC_FLUSH".into(), p.flush.to_string()),
         ("TC_MINB".into(), p.min_blocks.to_string()),
         ("TC_SWZ".into(), p.swizzle.to_string()),
         ("TC_MASK".into(), u8::from(p.mask).to_string()),
         ("TC_NTO".into(), u8::from(p.nt_outer).to_string()),
+        ("TC_IL".into(), p.interleave.to_string()),
+        ("TC_IND".into(), p.independent.to_string()),
     ]
 }
 
@@ -384,20 +435,31 @@ mod tests {
             swizzle: 8,
             mask: true,
             nt_outer: true,
+            interleave: 2,
+            independent: 0,
         };
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
+        let k = TensorParams {
+            interleave: 4,
+            independent: 1,
+            ..TensorParams::default()
+        };
+        assert_eq!(TensorParams::parse(&k.spec()).unwrap(), k);
+        let k3 = TensorParams::parse("n4,k3").unwrap();
+        assert_eq!((k3.nt, k3.independent), (4, 3));
+        assert_eq!(TensorParams::parse(&k3.spec()).unwrap(), k3);
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
             "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
-            "f65",
+            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3",
         ] {
             assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
         }
     }
 
-    /// The stage of every block covers the 8 bins from the even floor of
-    /// every 4×4 block's lowest coordinate, and the padding every stage
-    /// (the kernel's arithmetic, in f64).
+    /// The stage of every block covers the 8 bins from the floor of every
+    /// 4×4 block's lowest coordinate, those every pixel's weights need, and
+    /// the padding every stage (the kernel's arithmetic, in f64).
     #[test]
     fn stages_and_padding_cover_every_block() {
         let geom = ParallelGeometry::new(uniform_angles(37, 2.0 * std::f32::consts::PI), 50)
@@ -410,6 +472,7 @@ mod tests {
         check_geometry(&geom, &grid).unwrap();
         for p in [
             TensorParams::default(),
+            TensorParams::tuned(),
             TensorParams {
                 bx: 1,
                 by: 2,
@@ -419,8 +482,8 @@ mod tests {
                 ..TensorParams::default()
             },
         ] {
-            let (blo, nbpp) = padded_pairs(p, &geom, &grid);
-            let sp = stage_pairs(p, &geom, &grid) as i64;
+            let (blo, nbp) = padded_bins(p, &geom, &grid);
+            let sb = stage_bins(p, &geom, &grid) as i64;
             let c = projection_coefficients_f64(&geom, &grid);
             let n = geom.n_angles();
             let (px, py) = p.block_pixels();
@@ -432,18 +495,15 @@ mod tests {
                         let umin = u
                             + (0f64).min((px as f64 - 1.0) * cx)
                             + (0f64).min((py as f64 - 1.0) * cy);
-                        let kbd = 2.0 * ((umin - 1.0) / 2.0).floor();
-                        let kp = (kbd as i64 - blo) / 2;
-                        assert!(
-                            kp >= 0 && kp + sp <= nbpp as i64,
-                            "stage outside the padding"
-                        );
+                        let kbd = umin.floor() - 1.0;
+                        let k = kbd as i64 - blo;
+                        assert!(k >= 0 && k + sb <= nbp as i64, "stage outside the padding");
                         for by in (0..py).step_by(4) {
                             for bx in (0..px).step_by(4) {
                                 let s = u - kbd + bx as f64 * cx + by as f64 * cy;
                                 let f = s + (0f64).min(3.0 * cx) + (0f64).min(3.0 * cy);
-                                let b0 = 2.0 * (f / 2.0).floor();
-                                assert!(b0 >= 0.0 && (b0 / 2.0) as i64 + 4 <= sp, "block outside");
+                                let b0 = f.floor();
+                                assert!(b0 >= 0.0 && b0 as i64 + 8 <= sb, "block outside");
                                 for dy in 0..4 {
                                     for dx in 0..4 {
                                         let sp_ = s + dx as f64 * cx + dy as f64 * cy;

@@ -123,15 +123,7 @@ fn sweep_candidates() -> Vec<crate::fbp::kernels::SweepParams> {
 fn tensor_candidates() -> Vec<crate::fbp::kernels::TensorParams> {
     use crate::fbp::kernels::TensorParams;
     let d = TensorParams::default();
-    vec![
-        TensorParams::tuned(),
-        TensorParams { by: 2, nt: 4, ..d },
-        TensorParams {
-            nt: 4,
-            flush: 8,
-            ..d
-        },
-    ]
+    vec![TensorParams::tuned(), d, TensorParams { wx: 2, ..d }]
 }
 
 /// The candidate configurations.

@@ -68,8 +68,8 @@ pub(crate) fn module_defines(
         p.validate()?;
         cfg.check(interp)?;
         crate::fbp::tensor::check_geometry(geom, grid)?;
-        let (_, nbpp) = crate::fbp::tensor::padded_pairs(p, geom, grid);
-        return Ok((tensor_defines(p, geom, grid), true, nbpp));
+        let (_, nbp) = crate::fbp::tensor::padded_bins(p, geom, grid);
+        return Ok((tensor_defines(p, geom, grid), true, nbp));
     }
     let mut defines = bp_defines_mapped(cfg, grid, geom.n_angles(), min_blocks, standard_map);
     match cfg.kernel {
@@ -141,7 +141,7 @@ impl Engine {
             count_paths,
             blo: match cfg.kernel {
                 KernelKind::Sweep(p) => padded_bins(p, geom, grid).0,
-                KernelKind::Tensor(p) => crate::fbp::tensor::padded_pairs(p, geom, grid).0,
+                KernelKind::Tensor(p) => crate::fbp::tensor::padded_bins(p, geom, grid).0,
                 _ => 0,
             },
             shared: match cfg.kernel {

@@ -20,11 +20,11 @@ impl Engine {
         let key = self.tensor_key.ok_or_else(|| {
             CudaError::Parameter("tensor: entries packed before the module was prepared".into())
         })?;
-        let nbpp = key.cache_width;
+        let nbp = key.cache_width;
         let npp = padded_angles(p, na);
         let nslots = slots(p, slices);
         let mb = maxima_bytes(p, slices);
-        let bytes = mb + nslots * npp * nbpp * 8;
+        let bytes = mb + nslots * npp * nbp * 4;
         let buf = ensure(&mut self.tensor_buf, &self.ctx, bytes, "tensor entries")?;
         let m = &self.bp[&key];
         let (zero, absmax) = m
@@ -58,7 +58,7 @@ impl Engine {
             launch(
                 pack,
                 "pack_tensor",
-                (nbpp.div_ceil(32) as u32, npp as u32, (nslots / 32) as u32),
+                (nbp.div_ceil(32) as u32, npp as u32, (nslots / 32) as u32),
                 (32, 8, 1),
                 0,
                 &self.comp,
