@@ -207,6 +207,8 @@ impl LinearOperator for JosephStackOp<'_> {
     fn name(&self) -> &str {
         if self.proj.is_line_model() {
             "cuda line"
+        } else if self.proj.voxel.is_some() {
+            "cuda voxel"
         } else {
             "cuda joseph"
         }
@@ -249,7 +251,7 @@ impl LinearOperator for JosephStackOp<'_> {
     }
 
     fn is_matched(&self) -> bool {
-        true
+        self.proj.voxel.is_none()
     }
 
     fn row_sums(&self, angles: &[usize]) -> CoreResult<DeviceVec> {
@@ -266,6 +268,7 @@ impl LinearOperator for JosephStackOp<'_> {
 
     fn ray_batches(&self) -> Option<&dyn RayBatches<DeviceVec, DeviceVec>> {
         // Joseph's rays only (the batches' kernels are Joseph's).
-        (!self.proj.is_line_model()).then_some(self as &dyn RayBatches<DeviceVec, DeviceVec>)
+        (!self.proj.is_line_model() && self.proj.voxel.is_none())
+            .then_some(self as &dyn RayBatches<DeviceVec, DeviceVec>)
     }
 }

@@ -1,0 +1,423 @@
+//! The voxel-driven back projection of the parallel-beam voxel pair
+//! ([`CudaJoseph::set_voxel_back`]): Joseph's forward projection with
+//! FBP's exact back projection kernels (`--kernel sweep` or `--kernel
+//! tensor`, compiled from their public parameters and launched on the
+//! projector's stream), scaled as tomors-core's
+//! [`VoxelDrivenProjector`](tomors_core::iterative::VoxelDrivenProjector):
+//! `pixel² / bin_width · Σ_θ p_θ(u)`, linear interpolation at each pixel
+//! centre, zero outside the detector. Unmatched (`B ≈ Aᵀ`), as ASTRA's
+//! `SIRT3D_CUDA`.
+//!
+//! Per back projection: the interleaved sinograms are de-interleaved into
+//! flat rows (`[slice][angle][bin]`, what the FBP kernels' packing reads),
+//! packed into the kernel's entries, back projected into a flat volume and
+//! interleaved into the projector's layout. The layout and packing kernels
+//! are timed as element-wise work, the back projection kernel as the back
+//! projection.
+//!
+//! FBP entry points used (`crate::fbp`): `sweep::{SweepParams::tuned,
+//! sweep_defines, shared_bytes, row_slots, entry_bytes, padded_bins_staged,
+//! SWEEP_CU}`, `tensor::{TensorParams::tuned, tensor_defines, shared_bytes,
+//! slots, maxima_bytes, entry_bytes, padded_angles, padded_bins,
+//! check_geometry, check_device, TENSOR_CU}`,
+//! `kernels::projection_coefficients_f64`, and the kernels `pack_sweep`,
+//! `bp_sweep`, `tc_zero`, `tc_absmax`, `pack_tensor`, `bp_tensor` with the
+//! signatures FBP's engine launches them with.
+
+use std::sync::Mutex;
+
+use crate::fbp::kernels::projection_coefficients_f64;
+use crate::fbp::sweep::{self as fsweep, SweepParams};
+use crate::fbp::tensor::{self as ftensor, TensorParams};
+use crate::runtime::{launch, DeviceBuffer};
+
+use super::*;
+
+/// The FBP kernel of the voxel pair's back projection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VoxelKernel {
+    /// FBP's line-sweep kernel (`--kernel sweep`, exact f32 linear
+    /// interpolation, any bin width).
+    #[default]
+    Sweep,
+    /// FBP's tensor-core kernel (`--kernel tensor`, f32-class results from
+    /// split f16 products; pixels at most ≈ 1.17 bins wide; compute
+    /// capability 8.0 on).
+    Tensor,
+}
+
+impl VoxelKernel {
+    /// The kernel's name (`sweep`, `tensor`).
+    pub fn name(self) -> &'static str {
+        match self {
+            VoxelKernel::Sweep => "sweep",
+            VoxelKernel::Tensor => "tensor",
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Params {
+    Sweep(SweepParams),
+    Tensor(TensorParams),
+}
+
+/// Scratch buffers of one stack size (grown on demand, never shrunk).
+struct Scratch {
+    slices: usize,
+    sino: DeviceBuffer,
+    ent: DeviceBuffer,
+    vol: DeviceBuffer,
+}
+
+/// The compiled FBP kernel and its state for one geometry and grid.
+pub(super) struct VoxelBack {
+    kernel: VoxelKernel,
+    params: Params,
+    _module: Module,
+    bp: Function,
+    pack: Function,
+    /// `tensor` only: `tc_zero` and `tc_absmax`.
+    maxima: Option<(Function, Function)>,
+    /// `[c0 | cx | cy]` in f64 (FBP's per-projection coordinates).
+    dconst: DeviceBuffer,
+    shared: usize,
+    /// Padded bin rows of the entry layout.
+    nbp: usize,
+    scale: f32,
+    geometry: ParallelGeometry,
+    grid: SliceGrid,
+    scratch: Mutex<Option<Scratch>>,
+}
+
+impl VoxelBack {
+    /// Compiles `kernel`'s module for `geometry` and `grid` on `ctx`.
+    ///
+    /// Errors: a geometry or device the kernel does not support,
+    /// compilation and driver errors.
+    pub(super) fn new(
+        ctx: &Arc<Context>,
+        kernel: VoxelKernel,
+        geometry: &ParallelGeometry,
+        grid: &SliceGrid,
+    ) -> Result<Self> {
+        ctx.bind()?;
+        let (params, name, src, defines, shared, nbp) = match kernel {
+            VoxelKernel::Sweep => {
+                let p = SweepParams::tuned();
+                p.validate()?;
+                let (_, nbp) = fsweep::padded_bins_staged(p, geometry, grid);
+                (
+                    Params::Sweep(p),
+                    "backproject_sweep",
+                    fsweep::SWEEP_CU,
+                    fsweep::sweep_defines(p, geometry, grid),
+                    fsweep::shared_bytes(p, geometry, grid),
+                    nbp,
+                )
+            }
+            VoxelKernel::Tensor => {
+                let p = TensorParams::tuned();
+                p.validate()?;
+                ftensor::check_device(ctx.cc)?;
+                ftensor::check_geometry(geometry, grid)?;
+                let (_, nbp) = ftensor::padded_bins(p, geometry, grid);
+                (
+                    Params::Tensor(p),
+                    "backproject_tensor",
+                    ftensor::TENSOR_CU,
+                    ftensor::tensor_defines(p, geometry, grid),
+                    ftensor::shared_bytes(p, geometry, grid),
+                    nbp,
+                )
+            }
+        };
+        let (cubin, _) = cubin_cached(name, src, &defines, &ctx.name, ctx.cc, ctx.driver)?;
+        let module = Module::load(ctx, &cubin)?;
+        let (bp, pack, maxima) = match kernel {
+            VoxelKernel::Sweep => (
+                module.function("bp_sweep")?,
+                module.function("pack_sweep")?,
+                None,
+            ),
+            VoxelKernel::Tensor => (
+                module.function("bp_tensor")?,
+                module.function("pack_tensor")?,
+                Some((module.function("tc_zero")?, module.function("tc_absmax")?)),
+            ),
+        };
+        if shared > 48 * 1024 {
+            bp.set_max_dynamic_shared(shared).map_err(|e| {
+                CudaError::Parameter(format!(
+                    "voxel back projection ({}): {shared} B of shared memory per block for \
+                     this geometry ({e})",
+                    kernel.name()
+                ))
+            })?;
+        }
+        let coef = projection_coefficients_f64(geometry, grid);
+        let dconst = DeviceBuffer::new(ctx, coef.len() * 8, "voxel projection constants")?;
+        dconst.upload(&coef)?;
+        let h = grid.pixel_size as f64;
+        Ok(Self {
+            kernel,
+            params,
+            _module: module,
+            bp,
+            pack,
+            maxima,
+            dconst,
+            shared,
+            nbp,
+            scale: (h * h / geometry.bin_width() as f64) as f32,
+            geometry: geometry.clone(),
+            grid: *grid,
+            scratch: Mutex::new(None),
+        })
+    }
+
+    /// The kernel.
+    pub(super) fn kernel(&self) -> VoxelKernel {
+        self.kernel
+    }
+
+    /// Bytes of the entry layout for `slices` slices.
+    fn entry_bytes(&self, slices: usize) -> usize {
+        match self.params {
+            Params::Sweep(p) => fsweep::entry_bytes(p, &self.geometry, &self.grid, slices),
+            Params::Tensor(p) => ftensor::entry_bytes(p, &self.geometry, &self.grid, slices),
+        }
+    }
+
+    /// Device bytes per slice of the scratch buffers and the rounding of a
+    /// stack (for the slab size).
+    pub(super) fn bytes(&self) -> (usize, usize) {
+        let (na, nb) = (self.geometry.n_angles(), self.geometry.n_bins());
+        let per = 4 * (na * nb + self.grid.nx * self.grid.ny) + self.entry_bytes(128) / 128;
+        (per, self.entry_bytes(128))
+    }
+
+    /// Launches `f` with `shared` bytes of dynamic shared memory on `p`'s
+    /// stream, timed as `kind`.
+    #[allow(clippy::too_many_arguments)]
+    fn go(
+        p: &CudaJoseph,
+        kind: KernelKind,
+        f: &Function,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared: usize,
+        args: &[Arg],
+    ) -> Result<()> {
+        let q = &p.queue;
+        q.timed(kind, || {
+            q.context().bind()?;
+            // SAFETY: every caller passes parameters matching the FBP
+            // kernel's signature (as FBP's engine launches it), with device
+            // pointers into the scratch buffers sized for the launch.
+            unsafe { launch(f, name, grid, block, shared as u32, q.stream(), args) }
+        })
+    }
+
+    /// Queues `out = B·sino` for `slices` interleaved sinograms at `sino`
+    /// (all projections) into the interleaved volume at `out`.
+    pub(super) fn back(&self, p: &CudaJoseph, sino: u64, out: u64, slices: usize) -> Result<()> {
+        let (na, nb, nx, ny) = (p.na, p.nb, p.nx, p.ny);
+        let quads = slices.div_ceil(p.pad) * p.pad / 4;
+        let mut guard = self
+            .scratch
+            .lock()
+            .map_err(|_| CudaError::Parameter("voxel scratch lock poisoned".into()))?;
+        if guard.as_ref().is_none_or(|s| s.slices < slices) {
+            // Frees the old buffers first (cuMemFree waits for the device).
+            *guard = None;
+            let ctx = p.queue.context();
+            *guard = Some(Scratch {
+                slices,
+                sino: DeviceBuffer::new(ctx, slices * na * nb * 4, "voxel flat sinograms")?,
+                ent: DeviceBuffer::new(ctx, self.entry_bytes(slices), "voxel entries")?,
+                vol: DeviceBuffer::new(ctx, slices * nx * ny * 4, "voxel flat volume")?,
+            });
+        }
+        let s = guard.as_ref().expect("allocated");
+        let (flat, ent, vol) = (s.sino.ptr(), s.ent.ptr(), s.vol.ptr());
+        p.deinterleave(sino, flat, slices, na * nb, quads)?;
+        let (na_i, ns_i, scale) = (na as i32, slices as i32, self.scale);
+        let (rs, pair) = (nb as i64, 0i32);
+        let d = self.dconst.ptr();
+        let ew = KernelKind::Elementwise;
+        match self.params {
+            Params::Sweep(sp) => {
+                let row = fsweep::row_slots(sp, slices);
+                Self::go(
+                    p,
+                    ew,
+                    &self.pack,
+                    "pack_sweep",
+                    (self.nbp.div_ceil(8) as u32, na as u32, (row / 32) as u32),
+                    (32, 8, 1),
+                    0,
+                    &[
+                        flat.into(),
+                        rs.into(),
+                        pair.into(),
+                        ent.into(),
+                        (row as i32).into(),
+                        na_i.into(),
+                        ns_i.into(),
+                    ],
+                )?;
+                let (bx, by) = sp.block_pixels();
+                Self::go(
+                    p,
+                    KernelKind::Back,
+                    &self.bp,
+                    "bp_sweep",
+                    (
+                        nx.div_ceil(bx) as u32,
+                        ny.div_ceil(by) as u32,
+                        (row / 32) as u32,
+                    ),
+                    (32 * sp.wx as u32 * sp.wy as u32, 1, 1),
+                    self.shared,
+                    &[ent.into(), vol.into(), ns_i.into(), scale.into(), d.into()],
+                )?;
+            }
+            Params::Tensor(tp) => {
+                let (zero, absmax) = self.maxima.as_ref().expect("tensor maxima kernels");
+                let npp = ftensor::padded_angles(tp, na);
+                let nslots = ftensor::slots(tp, slices);
+                let entries = ent + ftensor::maxima_bytes(tp, slices) as u64;
+                Self::go(
+                    p,
+                    ew,
+                    zero,
+                    "tc_zero",
+                    (nslots.div_ceil(256) as u32, 1, 1),
+                    (256, 1, 1),
+                    0,
+                    &[ent.into(), (nslots as i32).into()],
+                )?;
+                Self::go(
+                    p,
+                    ew,
+                    absmax,
+                    "tc_absmax",
+                    (slices as u32, na.div_ceil(8) as u32, 1),
+                    (256, 1, 1),
+                    0,
+                    &[flat.into(), rs.into(), pair.into(), ent.into(), na_i.into()],
+                )?;
+                Self::go(
+                    p,
+                    ew,
+                    &self.pack,
+                    "pack_tensor",
+                    (
+                        self.nbp.div_ceil(32) as u32,
+                        npp as u32,
+                        (nslots / 32) as u32,
+                    ),
+                    (32, 8, 1),
+                    0,
+                    &[
+                        flat.into(),
+                        rs.into(),
+                        pair.into(),
+                        ent.into(),
+                        entries.into(),
+                        na_i.into(),
+                        ns_i.into(),
+                    ],
+                )?;
+                let (bx, by) = tp.block_pixels();
+                Self::go(
+                    p,
+                    KernelKind::Back,
+                    &self.bp,
+                    "bp_tensor",
+                    (
+                        nx.div_ceil(bx) as u32,
+                        ny.div_ceil(by) as u32,
+                        slices.div_ceil(tp.slices_per_block()) as u32,
+                    ),
+                    (tp.threads() as u32, 1, 1),
+                    self.shared,
+                    &[
+                        entries.into(),
+                        ent.into(),
+                        vol.into(),
+                        ns_i.into(),
+                        scale.into(),
+                        d.into(),
+                    ],
+                )?;
+            }
+        }
+        p.interleave_raw(vol, out, slices, nx * ny, quads)
+    }
+}
+
+impl CudaJoseph {
+    /// Selects the voxel-driven back projection (`Some(kernel)`: the
+    /// unmatched voxel pair, as tomors-core's
+    /// [`VoxelDrivenProjector`](tomors_core::iterative::VoxelDrivenProjector))
+    /// or Joseph's exact transpose (`None`, the default). The voxel pair
+    /// back projects all projections at once: block views (SART, BLOCK-IT)
+    /// and ray batches (ART) are refused.
+    ///
+    /// Errors: the line-length model or the line-sweep back projection
+    /// selected, a geometry or device the kernel does not support,
+    /// compilation and driver errors.
+    pub fn set_voxel_back(&mut self, kernel: Option<VoxelKernel>) -> Result<()> {
+        let Some(kernel) = kernel else {
+            self.voxel = None;
+            return Ok(());
+        };
+        if self.is_line_model() || self.sweep_back() {
+            return Err(CudaError::Parameter(
+                "the voxel-driven back projection pairs with Joseph's forward projection \
+                 (not with the line-length model or the line-sweep back projection)"
+                    .into(),
+            ));
+        }
+        if self.voxel.as_ref().map(|v| v.kernel()) != Some(kernel) {
+            let ctx = self.queue.context().clone();
+            self.voxel = Some(VoxelBack::new(&ctx, kernel, &self.geometry, &self.grid)?);
+        }
+        Ok(())
+    }
+
+    /// The voxel pair's back projection kernel, when selected.
+    pub fn voxel_back(&self) -> Option<VoxelKernel> {
+        self.voxel.as_ref().map(|v| v.kernel())
+    }
+
+    /// Device bytes per slice of the voxel back projection's scratch, and
+    /// its rounding (0, 0 without it).
+    pub(super) fn voxel_bytes(&self) -> (usize, usize) {
+        self.voxel.as_ref().map_or((0, 0), |v| v.bytes())
+    }
+
+    /// Queues the voxel-driven back projection of `slices` sinograms at
+    /// `sino` (the projections of `tables`, which must be all of them).
+    pub(super) fn voxel_back_raw(
+        &self,
+        vb: &VoxelBack,
+        (sino, out): (u64, u64),
+        slices: usize,
+        tables: &BlockTables,
+    ) -> Result<()> {
+        if !std::ptr::eq(tables, self.blocks.full().as_ref()) {
+            return Err(CoreError::Unsupported {
+                backend: "cuda".into(),
+                operation: "blocks of projections (SART, BLOCK-IT, ART) with the voxel-driven \
+                            back projection on the parallel GPU (use SIRT, or --projector joseph)"
+                    .into(),
+            }
+            .into());
+        }
+        vb.back(self, sino, out, slices)
+    }
+}
