@@ -37,11 +37,10 @@ pub struct GpuSirtOptions {
     /// ([`JosephTuning::back_quad`]; `None`: the default).
     pub back_quad: Option<bool>,
     /// The line-sweep forward projection
-    /// ([`CudaJoseph::set_sweep_forward`]; also with
-    /// `TOMORS_JP_FORWARD=sweep`), Joseph's model only.
+    /// ([`CudaJoseph::set_sweep_forward`]), Joseph's model only.
     pub sweep_forward: bool,
     /// The line-sweep back projection ([`CudaJoseph::set_sweep_back`];
-    /// also with `TOMORS_JP_BACK=sweep`; hats of at most one bin).
+    /// hats of at most one bin).
     pub sweep_back: bool,
     /// The voxel pair ([`CudaJoseph::set_voxel_back`]): Joseph's forward
     /// projection with FBP's voxel-driven back projection (`Some(kernel)`;
@@ -394,10 +393,10 @@ pub(super) fn sirt_on(
                     if gpu.line {
                         j.set_line_model(true)?;
                     } else {
-                        if gpu.sweep_forward || super::sweep::sweep_env() {
+                        if gpu.sweep_forward {
                             j.set_sweep_forward(true)?;
                         }
-                        if gpu.sweep_back || super::sweep::sweep_back_env() {
+                        if gpu.sweep_back {
                             j.set_sweep_back(true)?;
                         }
                         j.set_voxel_back(gpu.voxel)?;
