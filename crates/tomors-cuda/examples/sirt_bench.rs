@@ -17,7 +17,9 @@
 //! Both pairs: the matched Joseph pair and the voxel pair (Joseph forward,
 //! FBP's voxel-driven back projection with the sweep or tensor kernel, as
 //! ASTRA's `SIRT3D_CUDA` pairs its projectors); `TOMORS_BENCH_PAIRS`
-//! selects (default `joseph,sweep,tensor`).
+//! selects the SIRT runs (default `joseph;sweep;tensor`),
+//! `TOMORS_BENCH_VOXEL` the voxel kernels timed alone (default
+//! `sweep;tensor`; shapes as `tensor@x2,y1,...`).
 //!
 //! Environment: `TOMORS_BENCH_SKIP_KERNELS=1` / `TOMORS_BENCH_SKIP_SIRT=1`
 //! skip a part; `TOMORS_SIRT_SLAB`, `TOMORS_SIRT_SG`, `TOMORS_SIRT_BSG`,
@@ -109,7 +111,18 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         // The default Joseph pair, then the voxel pair's back projections
         // (Joseph's forward is the same kernel): the whole back projection
         // (de-interleave, pack, FBP kernel, interleave) on resident data.
-        for voxel in [None, Some(VoxelKernel::Sweep), Some(VoxelKernel::Tensor)] {
+        // `TOMORS_BENCH_VOXEL`: the voxel kernels timed here (`;`-separated
+        // `sweep`, `tensor`, `sweep@SPEC`, `tensor@SPEC`; default
+        // `sweep;tensor`).
+        let mut variants = vec![None];
+        for k in std::env::var("TOMORS_BENCH_VOXEL")
+            .unwrap_or_else(|_| "sweep;tensor".into())
+            .split(';')
+            .filter(|k| !k.trim().is_empty())
+        {
+            variants.push(Some(VoxelKernel::parse(k)?));
+        }
+        for voxel in variants {
             let mut op = CudaJoseph::tuned(&be, &geom, &grid, &JosephTuning::default())?;
             op.set_voxel_back(voxel)?;
             // Device vectors belong to the projector (queue) that made them:

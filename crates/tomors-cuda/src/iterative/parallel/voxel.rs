@@ -37,21 +37,57 @@ use super::*;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum VoxelKernel {
     /// FBP's line-sweep kernel (`--kernel sweep`, exact f32 linear
-    /// interpolation, any bin width).
+    /// interpolation, any bin width) in its tuned shape
+    /// ([`SweepParams::tuned`]).
     #[default]
     Sweep,
     /// FBP's tensor-core kernel (`--kernel tensor`, f32-class results from
     /// split f16 products; pixels at most ≈ 1.17 bins wide; compute
-    /// capability 8.0 on).
+    /// capability 8.0 on) in its tuned shape ([`TensorParams::tuned`]).
     Tensor,
+    /// The line-sweep kernel in another shape (for benchmarks).
+    SweepShape(SweepParams),
+    /// The tensor-core kernel in another shape (for benchmarks).
+    TensorShape(TensorParams),
 }
 
 impl VoxelKernel {
-    /// The kernel's name (`sweep`, `tensor`).
-    pub fn name(self) -> &'static str {
+    /// The kernel's name and shape, e.g. `sweep@x4,y8,s2,u4,v2,a1,b2,p4,z16`.
+    pub fn name(self) -> String {
+        match self.params() {
+            Params::Sweep(p) => format!("sweep@{}", p.spec()),
+            Params::Tensor(p) => format!("tensor@{}", p.spec()),
+        }
+    }
+
+    /// Parses `sweep`, `tensor`, `sweep@SPEC` or `tensor@SPEC` (the specs of
+    /// [`SweepParams::parse`] and [`TensorParams::parse`]).
+    ///
+    /// Errors: another name, a bad spec.
+    pub fn parse(s: &str) -> Result<Self> {
+        let (name, spec) = match s.split_once('@') {
+            Some((n, sp)) => (n.trim(), Some(sp)),
+            None => (s.trim(), None),
+        };
+        Ok(match (name, spec) {
+            ("sweep", None) => VoxelKernel::Sweep,
+            ("tensor", None) => VoxelKernel::Tensor,
+            ("sweep", Some(sp)) => VoxelKernel::SweepShape(SweepParams::parse(sp)?),
+            ("tensor", Some(sp)) => VoxelKernel::TensorShape(TensorParams::parse(sp)?),
+            _ => {
+                return Err(CudaError::Parameter(format!(
+                    "voxel back projection kernel '{s}' (use sweep or tensor, optionally @SPEC)"
+                )))
+            }
+        })
+    }
+
+    fn params(self) -> Params {
         match self {
-            VoxelKernel::Sweep => "sweep",
-            VoxelKernel::Tensor => "tensor",
+            VoxelKernel::Sweep => Params::Sweep(SweepParams::tuned()),
+            VoxelKernel::Tensor => Params::Tensor(TensorParams::tuned()),
+            VoxelKernel::SweepShape(p) => Params::Sweep(p),
+            VoxelKernel::TensorShape(p) => Params::Tensor(p),
         }
     }
 }
@@ -102,9 +138,8 @@ impl VoxelBack {
         grid: &SliceGrid,
     ) -> Result<Self> {
         ctx.bind()?;
-        let (params, name, src, defines, shared, nbp) = match kernel {
-            VoxelKernel::Sweep => {
-                let p = SweepParams::tuned();
+        let (params, name, src, defines, shared, nbp) = match kernel.params() {
+            Params::Sweep(p) => {
                 p.validate()?;
                 let (_, nbp) = fsweep::padded_bins_staged(p, geometry, grid);
                 (
@@ -116,8 +151,7 @@ impl VoxelBack {
                     nbp,
                 )
             }
-            VoxelKernel::Tensor => {
-                let p = TensorParams::tuned();
+            Params::Tensor(p) => {
                 p.validate()?;
                 ftensor::check_device(ctx.cc)?;
                 ftensor::check_geometry(geometry, grid)?;
@@ -134,13 +168,13 @@ impl VoxelBack {
         };
         let (cubin, _) = cubin_cached(name, src, &defines, &ctx.name, ctx.cc, ctx.driver)?;
         let module = Module::load(ctx, &cubin)?;
-        let (bp, pack, maxima) = match kernel {
-            VoxelKernel::Sweep => (
+        let (bp, pack, maxima) = match params {
+            Params::Sweep(_) => (
                 module.function("bp_sweep")?,
                 module.function("pack_sweep")?,
                 None,
             ),
-            VoxelKernel::Tensor => (
+            Params::Tensor(_) => (
                 module.function("bp_tensor")?,
                 module.function("pack_tensor")?,
                 Some((module.function("tc_zero")?, module.function("tc_absmax")?)),
