@@ -139,10 +139,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 );
             }
             let bp = time(&op, &mut || op.back_dev(&s, &mut out_v))?;
+            if matches!(voxel, Some(VoxelKernel::Sweep)) && !op.set_voxel_fused_pack(false) {
+                let unfused = time(&op, &mut || op.back_dev(&s, &mut out_v))?;
+                println!(
+                    "bench back projection (voxel-driven, FBP sweep kernel, de-interleave + FBP's \
+                     pack_sweep instead of jp_pack_sweep2): {unfused:.4} s, {:.1} GU/s",
+                    gu / unfused
+                );
+                op.set_voxel_fused_pack(true);
+            }
             let kind = match voxel {
                 None => "jp_back_quad, exact transpose".to_string(),
                 Some(k) => format!(
-                    "voxel-driven, FBP {} kernel with de-interleave, pack and interleave",
+                    "voxel-driven, FBP {} kernel with its packing and the interleave",
                     k.name()
                 ),
             };

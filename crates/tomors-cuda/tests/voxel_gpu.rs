@@ -51,7 +51,8 @@ fn cpu_pair(p: &VoxelDrivenProjector, x: &Array3<f32>, y: &Array3<f32>) -> [Arra
 /// scaled by pixel²/bin width) to relative L2 ≤ 1e-5 (the bound of FBP's
 /// exact kernels against the f64 reference) on fresh random zero-mean data,
 /// 11 slices (a padded last group), every output element written (NaN
-/// poison); the tensor kernel refuses the geometry whose 4×4 blocks span
+/// poison), the sweep's packing straight from the interleaved sinograms
+/// bit-equal to FBP's own packing; the tensor kernel refuses the geometry whose 4×4 blocks span
 /// more bins than it covers, with an error naming it.
 #[test]
 fn voxel_pair_matches_the_cpu() {
@@ -83,6 +84,20 @@ fn voxel_pair_matches_the_cpu() {
             let mut got_b = Array3::<f32>::from_elem((ns, grid.ny, grid.nx), f32::NAN);
             gpu.back(y.view(), got_b.view_mut()).unwrap();
             assert!(got_b.iter().all(|v| v.is_finite()), "{name}: unwritten");
+            if kernel == VoxelKernel::Sweep {
+                // The packing from the interleaved sinograms (the default)
+                // writes FBP's entries bit for bit.
+                assert!(!gpu.set_voxel_fused_pack(false));
+                let mut plain = Array3::<f32>::from_elem((ns, grid.ny, grid.nx), f32::NAN);
+                gpu.back(y.view(), plain.view_mut()).unwrap();
+                assert!(gpu.set_voxel_fused_pack(true));
+                let same = plain
+                    .iter()
+                    .zip(&got_b)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                eprintln!("{name}: fused packing bit-equal to FBP's: {same}");
+                assert!(same, "{name}: the fused packing differs from FBP's");
+            }
             let ef = rel_l2(&flat(&got_f), &flat(&want_f));
             let eb = rel_l2(&flat(&got_b), &flat(&want_b));
             eprintln!("{name}, {kernel:?}: forward rel L2 {ef:.2e}, back {eb:.2e}");

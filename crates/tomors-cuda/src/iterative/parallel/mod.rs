@@ -127,6 +127,8 @@ struct Fns {
     interleave: Function,
     deinterleave: Function,
     transpose: Function,
+    /// The voxel pair's packing from the interleaved sinograms.
+    pack_sweep2: Function,
 }
 
 /// Joseph's projector on one GPU for a parallel-beam geometry and slice
@@ -303,6 +305,7 @@ impl CudaJoseph {
             interleave: module.function("jp_interleave")?,
             deinterleave: module.function("jp_deinterleave")?,
             transpose: module.function("jp_transpose")?,
+            pack_sweep2: module.function("jp_pack_sweep2")?,
         };
         let queue = Queue::new(ctx)?;
         let keys: Vec<f64> = geometry

@@ -124,6 +124,10 @@ pub(super) struct VoxelBack {
     geometry: ParallelGeometry,
     grid: SliceGrid,
     scratch: Mutex<Option<Scratch>>,
+    /// The sweep's entries packed straight from the interleaved sinograms
+    /// (`jp_pack_sweep2`, 2 slices per lane) instead of de-interleaved
+    /// first and packed by FBP's `pack_sweep`.
+    fused: bool,
 }
 
 impl VoxelBack {
@@ -207,6 +211,7 @@ impl VoxelBack {
             geometry: geometry.clone(),
             grid: *grid,
             scratch: Mutex::new(None),
+            fused: matches!(params, Params::Sweep(p) if p.spl == 2),
         })
     }
 
@@ -254,6 +259,38 @@ impl VoxelBack {
         })
     }
 
+    /// Queues `bp_sweep` of the entries at `ent` into the flat volume `vol`.
+    fn bp_sweep(
+        &self,
+        p: &CudaJoseph,
+        sp: SweepParams,
+        (ent, vol): (u64, u64),
+        slices: usize,
+    ) -> Result<()> {
+        let row = fsweep::row_slots(sp, slices);
+        let (bx, by) = sp.block_pixels();
+        Self::go(
+            p,
+            KernelKind::Back,
+            &self.bp,
+            "bp_sweep",
+            (
+                p.nx.div_ceil(bx) as u32,
+                p.ny.div_ceil(by) as u32,
+                (row / 32) as u32,
+            ),
+            (32 * sp.wx as u32 * sp.wy as u32, 1, 1),
+            self.shared,
+            &[
+                ent.into(),
+                vol.into(),
+                (slices as i32).into(),
+                self.scale.into(),
+                self.dconst.ptr().into(),
+            ],
+        )
+    }
+
     /// Queues `out = B·sino` for `slices` interleaved sinograms at `sino`
     /// (all projections) into the interleaved volume at `out`.
     pub(super) fn back(&self, p: &CudaJoseph, sino: u64, out: u64, slices: usize) -> Result<()> {
@@ -276,12 +313,35 @@ impl VoxelBack {
         }
         let s = guard.as_ref().expect("allocated");
         let (flat, ent, vol) = (s.sino.ptr(), s.ent.ptr(), s.vol.ptr());
-        p.deinterleave(sino, flat, slices, na * nb, quads)?;
+        if !self.fused {
+            p.deinterleave(sino, flat, slices, na * nb, quads)?;
+        }
         let (na_i, ns_i, scale) = (na as i32, slices as i32, self.scale);
         let (rs, pair) = (nb as i64, 0i32);
         let d = self.dconst.ptr();
         let ew = KernelKind::Elementwise;
         match self.params {
+            Params::Sweep(sp) if self.fused => {
+                let row = fsweep::row_slots(sp, slices);
+                let blo = fsweep::padded_bins_staged(sp, &self.geometry, &self.grid).0;
+                p.launch(
+                    ew,
+                    &p.f.pack_sweep2,
+                    "jp_pack_sweep2",
+                    (self.nbp.div_ceil(8) as u32, na as u32, (row / 32) as u32),
+                    (32, 8, 1),
+                    &[
+                        sino.into(),
+                        ent.into(),
+                        na_i.into(),
+                        (nb as i32).into(),
+                        (self.nbp as i32).into(),
+                        (blo as i32).into(),
+                        ns_i.into(),
+                    ],
+                )?;
+                self.bp_sweep(p, sp, (ent, vol), slices)?;
+            }
             Params::Sweep(sp) => {
                 let row = fsweep::row_slots(sp, slices);
                 Self::go(
@@ -302,21 +362,7 @@ impl VoxelBack {
                         ns_i.into(),
                     ],
                 )?;
-                let (bx, by) = sp.block_pixels();
-                Self::go(
-                    p,
-                    KernelKind::Back,
-                    &self.bp,
-                    "bp_sweep",
-                    (
-                        nx.div_ceil(bx) as u32,
-                        ny.div_ceil(by) as u32,
-                        (row / 32) as u32,
-                    ),
-                    (32 * sp.wx as u32 * sp.wy as u32, 1, 1),
-                    self.shared,
-                    &[ent.into(), vol.into(), ns_i.into(), scale.into(), d.into()],
-                )?;
+                self.bp_sweep(p, sp, (ent, vol), slices)?;
             }
             Params::Tensor(tp) => {
                 let (zero, absmax) = self.maxima.as_ref().expect("tensor maxima kernels");
@@ -421,6 +467,21 @@ impl CudaJoseph {
             self.voxel = Some(VoxelBack::new(&ctx, kernel, &self.geometry, &self.grid)?);
         }
         Ok(())
+    }
+
+    /// Packs the line-sweep kernel's entries straight from the interleaved
+    /// sinograms (`true`, the default where the kernel has 2 slices per
+    /// lane) or de-interleaves them first for FBP's own packing (`false`;
+    /// for tests and benchmarks: the same entries). Returns whether the
+    /// fused packing is used.
+    pub fn set_voxel_fused_pack(&mut self, on: bool) -> bool {
+        match self.voxel.as_mut() {
+            Some(v) => {
+                v.fused = on && matches!(v.params, Params::Sweep(p) if p.spl == 2);
+                v.fused
+            }
+            None => false,
+        }
     }
 
     /// The voxel pair's back projection kernel, when selected.
