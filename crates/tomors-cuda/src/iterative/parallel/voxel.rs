@@ -10,8 +10,10 @@
 //!
 //! Per back projection: the interleaved sinograms are de-interleaved into
 //! flat rows (`[slice][angle][bin]`, what the FBP kernels' packing reads),
-//! packed into the kernel's entries, back projected into a flat volume and
-//! interleaved into the projector's layout. The layout and packing kernels
+//! packed into the kernel's entries (the line sweep's straight from the
+//! interleaved sinograms, `jp_pack_sweep2`), back projected into a flat
+//! volume (in the flat rows' buffer) and interleaved into the projector's
+//! layout. The layout and packing kernels
 //! are timed as element-wise work, the back projection kernel as the back
 //! projection.
 //!
@@ -98,12 +100,14 @@ enum Params {
     Tensor(TensorParams),
 }
 
-/// Scratch buffers of one stack size (grown on demand, never shrunk).
+/// Scratch buffers of one stack size (grown on demand, never shrunk): the
+/// flat rows (the de-interleaved sinograms the packing reads, then, once
+/// packed, the flat volume the FBP kernel writes: one buffer, in stream
+/// order) and the entries.
 struct Scratch {
     slices: usize,
-    sino: DeviceBuffer,
+    flat: DeviceBuffer,
     ent: DeviceBuffer,
-    vol: DeviceBuffer,
 }
 
 /// The compiled FBP kernel and its state for one geometry and grid.
@@ -232,7 +236,7 @@ impl VoxelBack {
     /// stack (for the slab size).
     pub(super) fn bytes(&self) -> (usize, usize) {
         let (na, nb) = (self.geometry.n_angles(), self.geometry.n_bins());
-        let per = 4 * (na * nb + self.grid.nx * self.grid.ny) + self.entry_bytes(128) / 128;
+        let per = 4 * (na * nb).max(self.grid.nx * self.grid.ny) + self.entry_bytes(128) / 128;
         (per, self.entry_bytes(128))
     }
 
@@ -306,13 +310,18 @@ impl VoxelBack {
             let ctx = p.queue.context();
             *guard = Some(Scratch {
                 slices,
-                sino: DeviceBuffer::new(ctx, slices * na * nb * 4, "voxel flat sinograms")?,
+                flat: DeviceBuffer::new(
+                    ctx,
+                    slices * (na * nb).max(nx * ny) * 4,
+                    "voxel flat rows",
+                )?,
                 ent: DeviceBuffer::new(ctx, self.entry_bytes(slices), "voxel entries")?,
-                vol: DeviceBuffer::new(ctx, slices * nx * ny * 4, "voxel flat volume")?,
             });
         }
         let s = guard.as_ref().expect("allocated");
-        let (flat, ent, vol) = (s.sino.ptr(), s.ent.ptr(), s.vol.ptr());
+        // The flat volume takes the flat sinograms' place once they are packed.
+        let (flat, ent) = (s.flat.ptr(), s.ent.ptr());
+        let vol = flat;
         if !self.fused {
             p.deinterleave(sino, flat, slices, na * nb, quads)?;
         }
