@@ -51,7 +51,8 @@ fn cpu_pair(p: &VoxelDrivenProjector, x: &Array3<f32>, y: &Array3<f32>) -> [Arra
 /// scaled by pixel²/bin width) to relative L2 ≤ 1e-5 (the bound of FBP's
 /// exact kernels against the f64 reference) on fresh random zero-mean data,
 /// 11 slices (a padded last group), every output element written (NaN
-/// poison), the sweep's packing straight from the interleaved sinograms
+/// poison), `Auto` taking the tensor kernel where it covers the geometry,
+/// the sweep's packing straight from the interleaved sinograms
 /// bit-equal to FBP's own packing; the tensor kernel refuses the geometry whose 4×4 blocks span
 /// more bins than it covers, with an error naming it.
 #[test]
@@ -68,7 +69,7 @@ fn voxel_pair_matches_the_cpu() {
         let x = rand3((ns, grid.ny, grid.nx), seed);
         let y = rand3((ns, na, nb), seed ^ 3);
         let [want_f, want_b] = cpu_pair(&cpu, &x, &y);
-        for kernel in [VoxelKernel::Sweep, VoxelKernel::Tensor] {
+        for kernel in [VoxelKernel::Sweep, VoxelKernel::Tensor, VoxelKernel::Auto] {
             let mut gpu = CudaJoseph::new(&be, &geom, &grid, 8).unwrap();
             let set = gpu.set_voxel_back(Some(kernel));
             if kernel == VoxelKernel::Tensor && !tensor_ok {
@@ -79,6 +80,15 @@ fn voxel_pair_matches_the_cpu() {
             }
             set.unwrap();
             assert_eq!(gpu.voxel_back(), Some(kernel));
+            if kernel == VoxelKernel::Auto {
+                // The tensor kernel where it covers the geometry, else the sweep.
+                let want = if tensor_ok {
+                    VoxelKernel::Tensor
+                } else {
+                    VoxelKernel::Sweep
+                };
+                assert_eq!(gpu.voxel_back_resolved(), Some(want), "{name}");
+            }
             let mut got_f = Array3::<f32>::from_elem((ns, na, nb), f32::NAN);
             gpu.forward(x.view(), got_f.view_mut()).unwrap();
             let mut got_b = Array3::<f32>::from_elem((ns, grid.ny, grid.nx), f32::NAN);

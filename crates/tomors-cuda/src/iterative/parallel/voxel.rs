@@ -38,10 +38,14 @@ use super::*;
 /// The FBP kernel of the voxel pair's back projection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum VoxelKernel {
+    /// The tensor-core kernel where the geometry and the device allow it
+    /// (faster: 14.9 against 17.4 ms at 512³ from 512 angles on an H200,
+    /// `docs/perf-notes.md`, helper psirt2), else the line-sweep kernel.
+    #[default]
+    Auto,
     /// FBP's line-sweep kernel (`--kernel sweep`, exact f32 linear
     /// interpolation, any bin width) in its tuned shape
     /// ([`SweepParams::tuned`]).
-    #[default]
     Sweep,
     /// FBP's tensor-core kernel (`--kernel tensor`, f32-class results from
     /// split f16 products; pixels at most ≈ 1.17 bins wide; compute
@@ -54,15 +58,19 @@ pub enum VoxelKernel {
 }
 
 impl VoxelKernel {
-    /// The kernel's name and shape, e.g. `sweep@x4,y8,s2,u4,v2,a1,b2,p4,z16`.
+    /// The kernel's name and shape, e.g. `sweep@x4,y8,s2,u4,v2,a1,b2,p4,z16`
+    /// (`auto` for [`VoxelKernel::Auto`]).
     pub fn name(self) -> String {
+        if self == VoxelKernel::Auto {
+            return "auto".into();
+        }
         match self.params() {
             Params::Sweep(p) => format!("sweep@{}", p.spec()),
             Params::Tensor(p) => format!("tensor@{}", p.spec()),
         }
     }
 
-    /// Parses `sweep`, `tensor`, `sweep@SPEC` or `tensor@SPEC` (the specs of
+    /// Parses `auto`, `sweep`, `tensor`, `sweep@SPEC` or `tensor@SPEC` (the specs of
     /// [`SweepParams::parse`] and [`TensorParams::parse`]).
     ///
     /// Errors: another name, a bad spec.
@@ -72,21 +80,42 @@ impl VoxelKernel {
             None => (s.trim(), None),
         };
         Ok(match (name, spec) {
+            ("auto", None) => VoxelKernel::Auto,
             ("sweep", None) => VoxelKernel::Sweep,
             ("tensor", None) => VoxelKernel::Tensor,
             ("sweep", Some(sp)) => VoxelKernel::SweepShape(SweepParams::parse(sp)?),
             ("tensor", Some(sp)) => VoxelKernel::TensorShape(TensorParams::parse(sp)?),
             _ => {
                 return Err(CudaError::Parameter(format!(
-                    "voxel back projection kernel '{s}' (use sweep or tensor, optionally @SPEC)"
+                    "voxel back projection kernel '{s}' (use auto, sweep or tensor, optionally \
+                     @SPEC)"
                 )))
             }
         })
     }
 
+    /// The kernel's parameters (the line sweep's for [`VoxelKernel::Auto`];
+    /// see [`VoxelKernel::resolve`]).
+    /// The kernel [`VoxelKernel::Auto`] takes on a device of compute
+    /// capability `cc` for `geometry` and `grid`: the tensor-core kernel
+    /// where it runs, else the line sweep.
+    pub fn resolve(self, cc: (i32, i32), geometry: &ParallelGeometry, grid: &SliceGrid) -> Self {
+        if self != VoxelKernel::Auto {
+            return self;
+        }
+        let tensor = ftensor::check_device(cc).is_ok()
+            && ftensor::check_geometry(geometry, grid).is_ok()
+            && TensorParams::tuned().validate().is_ok();
+        if tensor {
+            VoxelKernel::Tensor
+        } else {
+            VoxelKernel::Sweep
+        }
+    }
+
     fn params(self) -> Params {
         match self {
-            VoxelKernel::Sweep => Params::Sweep(SweepParams::tuned()),
+            VoxelKernel::Auto | VoxelKernel::Sweep => Params::Sweep(SweepParams::tuned()),
             VoxelKernel::Tensor => Params::Tensor(TensorParams::tuned()),
             VoxelKernel::SweepShape(p) => Params::Sweep(p),
             VoxelKernel::TensorShape(p) => Params::Tensor(p),
@@ -112,7 +141,10 @@ struct Scratch {
 
 /// The compiled FBP kernel and its state for one geometry and grid.
 pub(super) struct VoxelBack {
+    /// The kernel asked for.
     kernel: VoxelKernel,
+    /// The kernel it runs ([`VoxelKernel::resolve`]).
+    resolved: VoxelKernel,
     params: Params,
     _module: Module,
     bp: Function,
@@ -146,6 +178,7 @@ impl VoxelBack {
         grid: &SliceGrid,
     ) -> Result<Self> {
         ctx.bind()?;
+        let (requested, kernel) = (kernel, kernel.resolve(ctx.cc, geometry, grid));
         let (params, name, src, defines, shared, nbp) = match kernel.params() {
             Params::Sweep(p) => {
                 p.validate()?;
@@ -202,7 +235,8 @@ impl VoxelBack {
         dconst.upload(&coef)?;
         let h = grid.pixel_size as f64;
         Ok(Self {
-            kernel,
+            kernel: requested,
+            resolved: kernel,
             params,
             _module: module,
             bp,
@@ -493,9 +527,15 @@ impl CudaJoseph {
         }
     }
 
-    /// The voxel pair's back projection kernel, when selected.
+    /// The voxel pair's back projection kernel as selected, when selected.
     pub fn voxel_back(&self) -> Option<VoxelKernel> {
         self.voxel.as_ref().map(|v| v.kernel())
+    }
+
+    /// The kernel the voxel pair's back projection runs
+    /// ([`VoxelKernel::Auto`] resolved), when selected.
+    pub fn voxel_back_resolved(&self) -> Option<VoxelKernel> {
+        self.voxel.as_ref().map(|v| v.resolved)
     }
 
     /// Device bytes per slice of the voxel back projection's scratch, and
