@@ -32,6 +32,11 @@
 //!   iterative method of tomors-core's
 //!   [`solve`](tomors_core::iterative::solve) that needs no single rays
 //!   (SIRT, SART, BLOCK-IT) runs on it, resident on the device.
+//! - The voxel pair ([`CudaJoseph::set_voxel_back`], [`VoxelKernel`]):
+//!   Joseph's forward projection with FBP's exact voxel-driven back
+//!   projection kernels (`voxel.rs`), as tomors-core's
+//!   [`VoxelDrivenProjector`](tomors_core::iterative::VoxelDrivenProjector)
+//!   and ASTRA's `SIRT3D_CUDA`: unmatched, SIRT only.
 //! - [`sirt_cuda`] / [`sirt_cuda_multi`]: upload once,
 //!   [`solve`](tomors_core::iterative::solve) on the device, download
 //!   once; stacks larger than the device memory are cut into slabs of

@@ -13,9 +13,11 @@ use super::*;
 /// projectors: domain [`DeviceVec`] `[slice][y][x]`, range [`DeviceVec`]
 /// `[slice][angle][bin]` (block `ℓ`: the rows of the projections `ℓ`),
 /// both interleaved stacks of the projector; weights are single planes
-/// ([`Layout::Plane`]) broadcast over the slices. Matched (`B = Aᵀ`);
-/// ART and the block-parallel method run through its ray batches
-/// (`art.rs`).
+/// ([`Layout::Plane`]) broadcast over the slices. Matched (`B = Aᵀ`),
+/// except with the voxel-driven back projection
+/// ([`CudaJoseph::set_voxel_back`]: all projections at once, no block
+/// views, no ray batches); ART and the block-parallel method run through
+/// its ray batches (`art.rs`).
 pub struct JosephStackOp<'p> {
     pub(super) proj: &'p CudaJoseph,
     pub(super) slices: usize,
