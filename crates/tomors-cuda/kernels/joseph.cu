@@ -611,3 +611,27 @@ extern "C" __global__ void jp_pack_sweep2(const float* __restrict__ sino, float*
     float* dst = ent + ((((size_t)(slot >> 5) * na + p) * nbp + k) * 32 + (slot & 31)) * 4;
     *reinterpret_cast<float4*>(dst) = make_float4(a[0], a[1], d[0], d[1]);
 }
+
+// Column sums B 1 of the voxel pair's back projection (tomors-core's
+// VoxelDrivenProjector on a detector row of ones): scale * sum over the na
+// projections of the linear interpolation of ones at u_p(ix, iy) = c0[p] +
+// ix cx[p] + iy cy[p] (bin k centred at k, zero outside the detector),
+// accumulated in f64. One thread per pixel: grid (ceil(nx / 128), ny),
+// block 128.
+extern "C" __global__ void jp_voxel_ones(float* __restrict__ out, const double* __restrict__ dconst,
+                                         int na, int nb, int nx, int ny, double scale) {
+    const int ix = blockIdx.x * blockDim.x + threadIdx.x;
+    const int iy = blockIdx.y;
+    if (ix >= nx || iy >= ny) return;
+    double acc = 0.0;
+    for (int p = 0; p < na; ++p) {
+        const double u = __ldg(dconst + p) + (double)ix * __ldg(dconst + na + p) +
+                         (double)iy * __ldg(dconst + 2 * na + p);
+        const double fl = floor(u);
+        const double f = u - fl;
+        const double i = fl;
+        if (i >= 0.0 && i < (double)nb) acc += 1.0 - f;
+        if (i + 1.0 >= 0.0 && i + 1.0 < (double)nb) acc += f;
+    }
+    out[(size_t)iy * nx + ix] = (float)(acc * scale);
+}

@@ -50,7 +50,8 @@ fn cpu_pair(p: &VoxelDrivenProjector, x: &Array3<f32>, y: &Array3<f32>) -> [Arra
 /// forward (Joseph's kernels) and back (FBP's sweep and tensor kernels,
 /// scaled by pixel²/bin width) to relative L2 ≤ 1e-5 (the bound of FBP's
 /// exact kernels against the f64 reference) on fresh random zero-mean data,
-/// 11 slices (a padded last group), every output element written (NaN
+/// 11 slices (a padded last group), the column sums `B·1` (f64 sums,
+/// ≤ 1e-6), every output element written (NaN
 /// poison), `Auto` taking the tensor kernel where it covers the geometry,
 /// the sweep's packing straight from the interleaved sinograms
 /// bit-equal to FBP's own packing; the tensor kernel refuses the geometry whose 4×4 blocks span
@@ -110,7 +111,17 @@ fn voxel_pair_matches_the_cpu() {
             }
             let ef = rel_l2(&flat(&got_f), &flat(&want_f));
             let eb = rel_l2(&flat(&got_b), &flat(&want_b));
-            eprintln!("{name}, {kernel:?}: forward rel L2 {ef:.2e}, back {eb:.2e}");
+            // The column sums B·1 (jp_voxel_ones, f64 sums) against the f64 CPU.
+            let cs = gpu.column_sums().unwrap();
+            let want_cs = Projector::<f64>::column_sums(&cpu, &all_angles(na)).unwrap();
+            let ec = rel_l2(
+                cs.as_slice().unwrap(),
+                &want_cs.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+            );
+            eprintln!(
+                "{name}, {kernel:?}: forward rel L2 {ef:.2e}, back {eb:.2e}, column sums {ec:.2e}"
+            );
+            assert!(ec <= 1e-6, "{name} {kernel:?}: column sums rel L2 {ec:.3e}");
             assert!(ef <= 1e-5, "{name} {kernel:?}: forward rel L2 {ef:.3e}");
             assert!(eb <= 1e-5, "{name} {kernel:?}: back rel L2 {eb:.3e}");
         }

@@ -134,6 +134,8 @@ struct Fns {
     transpose: Function,
     /// The voxel pair's packing from the interleaved sinograms.
     pack_sweep2: Function,
+    /// The voxel pair's column sums.
+    voxel_ones: Function,
 }
 
 /// Joseph's projector on one GPU for a parallel-beam geometry and slice
@@ -311,6 +313,7 @@ impl CudaJoseph {
             deinterleave: module.function("jp_deinterleave")?,
             transpose: module.function("jp_transpose")?,
             pack_sweep2: module.function("jp_pack_sweep2")?,
+            voxel_ones: module.function("jp_voxel_ones")?,
         };
         let queue = Queue::new(ctx)?;
         let keys: Vec<f64> = geometry

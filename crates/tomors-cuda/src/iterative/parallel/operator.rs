@@ -81,6 +81,9 @@ impl CudaJoseph {
     /// `[y][x]` on the device.
     pub(super) fn column_weights(&self, angles: &[usize]) -> Result<DeviceVec> {
         let tables = self.tables(angles)?;
+        if let Some(v) = self.voxel_column_sums(&tables)? {
+            return Ok(v);
+        }
         let ones = self.ones(tables.len, self.nb)?;
         let v = self.alloc(1, self.ny, self.nx, "column sums")?;
         self.back_raw(ones.buffer().ptr(), v.buffer().ptr(), 1, &tables)?;

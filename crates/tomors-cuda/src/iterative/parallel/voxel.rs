@@ -297,6 +297,40 @@ impl VoxelBack {
         })
     }
 
+    /// The column sums `B·1` (a plane `[y][x]`): the interpolated detector
+    /// rows of ones summed over the projections in f64 and scaled
+    /// (`jp_voxel_ones`; one pass instead of a back projection of a whole
+    /// slice group).
+    pub(super) fn column_sums(&self, p: &CudaJoseph) -> Result<DeviceVec> {
+        let v = DeviceVec::uninit(
+            &p.queue,
+            Layout::Plane {
+                rows: p.ny,
+                cols: p.nx,
+            },
+            "voxel column sums",
+        )?;
+        let h = self.grid.pixel_size as f64;
+        let scale = h * h / self.geometry.bin_width() as f64;
+        p.launch(
+            KernelKind::Elementwise,
+            &p.f.voxel_ones,
+            "jp_voxel_ones",
+            (p.nx.div_ceil(128) as u32, p.ny as u32, 1),
+            (128, 1, 1),
+            &[
+                v.buffer().ptr().into(),
+                self.dconst.ptr().into(),
+                (p.na as i32).into(),
+                (p.nb as i32).into(),
+                (p.nx as i32).into(),
+                (p.ny as i32).into(),
+                scale.into(),
+            ],
+        )?;
+        Ok(v)
+    }
+
     /// Queues `bp_sweep` of the entries at `ent` into the flat volume `vol`.
     fn bp_sweep(
         &self,
@@ -544,6 +578,21 @@ impl CudaJoseph {
         self.voxel.as_ref().map_or((0, 0), |v| v.bytes())
     }
 
+    /// The voxel pair's column sums `B·1` of all projections `angles` (a
+    /// plane), or `None` without the voxel pair.
+    ///
+    /// Errors: a block of projections (the voxel pair has none), driver
+    /// and launch errors.
+    pub(super) fn voxel_column_sums(&self, tables: &BlockTables) -> Result<Option<DeviceVec>> {
+        let Some(vb) = &self.voxel else {
+            return Ok(None);
+        };
+        if !std::ptr::eq(tables, self.blocks.full().as_ref()) {
+            return Err(voxel_blocks_refused());
+        }
+        vb.column_sums(self).map(Some)
+    }
+
     /// Queues the voxel-driven back projection of `slices` sinograms at
     /// `sino` (the projections of `tables`, which must be all of them).
     pub(super) fn voxel_back_raw(
@@ -554,14 +603,19 @@ impl CudaJoseph {
         tables: &BlockTables,
     ) -> Result<()> {
         if !std::ptr::eq(tables, self.blocks.full().as_ref()) {
-            return Err(CoreError::Unsupported {
-                backend: "cuda".into(),
-                operation: "blocks of projections (SART, BLOCK-IT, ART) with the voxel-driven \
-                            back projection on the parallel GPU (use SIRT, or --projector joseph)"
-                    .into(),
-            }
-            .into());
+            return Err(voxel_blocks_refused());
         }
         vb.back(self, sino, out, slices)
     }
+}
+
+/// The error for a block of projections with the voxel pair.
+fn voxel_blocks_refused() -> CudaError {
+    CoreError::Unsupported {
+        backend: "cuda".into(),
+        operation: "blocks of projections (SART, BLOCK-IT, ART) with the voxel-driven back \
+                    projection on the parallel GPU (use SIRT, or --projector joseph)"
+            .into(),
+    }
+    .into()
 }
