@@ -108,6 +108,17 @@
 #define TC_IND 0
 #endif
 #define TC_NB (TC_BX * TC_BY)
+#ifndef TC_BULK
+#define TC_BULK 0
+#endif
+// Bytes between bin rows of the entries in device memory: with TC_BULK the
+// rows carry shared memory's 16-byte padding, so that a projection's staged
+// rows are one contiguous run copied by one bulk copy.
+#if TC_BULK
+#define TC_GPITCH TC_SROWB
+#else
+#define TC_GPITCH TC_GROWB
+#endif
 
 // The multiplier that brings a slice's largest magnitude (as float bits)
 // into [2^13, 2^14): a power of two (1 for zero, Inf or NaN maxima).
@@ -228,7 +239,7 @@ extern "C" __global__ void pack_tensor(const float* __restrict__ src, long long 
         if (k < NBP) {
             const int grp = slot / TC_S, s = slot - grp * TC_S;
             const unsigned int v = tile[threadIdx.x][threadIdx.y + 8 * j];
-            unsigned short* __restrict__ row = ent + (((long long)grp * NPP + q) * NBP + k) * (TC_GROWB / 2);
+            unsigned short* __restrict__ row = ent + (((long long)grp * NPP + q) * NBP + k) * (TC_GPITCH / 2);
             row[(s >> 3) * 16 + (s & 7)] = (unsigned short)(v & 0xffffu);
             row[(s >> 3) * 16 + 8 + (s & 7)] = (unsigned short)(v >> 16);
         }
@@ -283,6 +294,45 @@ __device__ __forceinline__ void tc_issue(const double* __restrict__ dconst, cons
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
+
+#if TC_BULK
+// TC_BULK: stage j with the copy engine. Thread a < TC_ANG (warp 0)
+// computes projection TC_ANG j + a's constants for this block, stores them,
+// announces its bytes on the stage's mbarrier (arrival count TC_ANG) and
+// issues one bulk copy of the projection's TC_SB padded rows (contiguous in
+// device memory, see TC_GPITCH): no per-thread copies, no shuffles, and the
+// f64 constants once per block and projection instead of once per warp.
+__device__ __forceinline__ void tc_issue_bulk(const double* __restrict__ dconst, const char* __restrict__ gsrc,
+                                              unsigned int sbase, unsigned char* sbuf, unsigned int bars, int j,
+                                              int xc, int yc, int tid) {
+    if (tid < TC_ANG) {
+        int kbj;
+        float4 cj;
+        tc_angle(dconst, j * TC_ANG + tid, xc, yc, kbj, cj);
+        const unsigned int boff = (unsigned int)((j % TC_ST) * TC_STAGEB);
+        *reinterpret_cast<float4*>(sbuf + boff + TC_ANG * TC_ANGB + tid * 16) = cj;
+        const unsigned int bar = bars + (unsigned int)((j % TC_ST) * 8);
+        const char* g = gsrc + ((long long)(j * TC_ANG + tid) * NBP + kbj) * TC_GPITCH;
+        const unsigned int d = sbase + boff + (unsigned int)(tid * TC_ANGB);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"((unsigned int)TC_ANGB)
+                     : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
+                     "l"(g), "r"((unsigned int)TC_ANGB), "r"(bar)
+                     : "memory");
+    }
+}
+
+// Waits until the mbarrier at bar completes the phase of the given parity.
+__device__ __forceinline__ void tc_wait(unsigned int bar, unsigned int parity) {
+    unsigned int ok = 0;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(ok)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!ok);
+}
+#endif
 
 __device__ __forceinline__ void tc_mma(float (&d)[4], const unsigned int (&a)[4], unsigned int b0,
                                        unsigned int b1) {
@@ -482,20 +532,44 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
             for (int i = 0; i < 4; ++i) accf[b][n][i] = 0.0f;
 #endif
 
+#if TC_BULK
+    // One mbarrier per ring stage (TC_ANG arrivals + the copies' bytes).
+    __shared__ __align__(8) unsigned long long tc_bar[TC_ST];
+    const unsigned int bars = (unsigned int)__cvta_generic_to_shared(tc_bar);
+    if (tid == 0) {
+#pragma unroll
+        for (int i = 0; i < TC_ST; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bars + 8 * i), "r"(TC_ANG) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    for (int j = 0; j < TC_ST - 1; ++j)
+        if (j < TC_NSTG) tc_issue_bulk(dconst, gsrc, sbase, tc_sbuf, bars, j, xc, yc, tid);
+#else
     for (int j = 0; j < TC_ST - 1; ++j) {
         if (j < TC_NSTG)
             tc_issue(dconst, gsrc, sbase, tc_sbuf, j, xc, yc, tid);
         else
             asm volatile("cp.async.commit_group;" ::: "memory");
     }
+#endif
 
     for (int j = 0; j < TC_NSTG; ++j) {
+#if TC_BULK
+        // Stage j's bytes have landed; the barrier then also says every
+        // warp is done with stage j - 1's buffer (refilled next) and makes
+        // the constants stored with stage j visible.
+        tc_wait(bars + (unsigned int)((j % TC_ST) * 8), (unsigned int)((j / TC_ST) & 1));
+        __syncthreads();
+        if (j + TC_ST - 1 < TC_NSTG) tc_issue_bulk(dconst, gsrc, sbase, tc_sbuf, bars, j + TC_ST - 1, xc, yc, tid);
+#else
         asm volatile("cp.async.wait_group %0;" ::"n"(TC_ST - 2) : "memory");
         __syncthreads();
         if (j + TC_ST - 1 < TC_NSTG)
             tc_issue(dconst, gsrc, sbase, tc_sbuf, j + TC_ST - 1, xc, yc, tid);
         else
             asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
         // Shared-window addresses (32-bit arithmetic that wraps back).
         const unsigned int sb = sbase + (unsigned int)((j % TC_ST) * TC_STAGEB);
         const float4* __restrict__ cst =
@@ -554,7 +628,9 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
 #endif
         }
     }
+#if !TC_BULK
     asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
 #if TC_IND == 3
 #pragma unroll
     for (int b = 0; b < TC_NB; ++b)

@@ -135,6 +135,30 @@ fn variants() -> Vec<TensorParams> {
             interleave: 4,
             ..d
         },
+        // Bulk staging (one copy-engine copy per projection and stage on an
+        // mbarrier): the shipped shape, 4 pairs in 2 stages, and a small
+        // block with 3 pairs in 4 stages.
+        TensorParams {
+            bulk: true,
+            ..TensorParams::tuned()
+        },
+        TensorParams {
+            bulk: true,
+            ap: 4,
+            stages: 2,
+            ..TensorParams::tuned()
+        },
+        TensorParams {
+            bx: 1,
+            by: 1,
+            nt: 1,
+            wx: 1,
+            wy: 3,
+            ap: 3,
+            stages: 4,
+            bulk: true,
+            ..d
+        },
     ]
 }
 

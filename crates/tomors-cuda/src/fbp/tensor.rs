@@ -66,6 +66,12 @@ pub struct TensorParams {
     /// truncation is ≈ 2⁻¹¹ of the sums'; twice the accumulators), hi·hi
     /// from zero.
     pub independent: u8,
+    /// Stage with the copy engine: per stage and projection one bulk copy
+    /// (`cp.async.bulk` completing on an mbarrier, compute capability 9.0
+    /// on) of rows padded in device memory as in shared memory, issued by one
+    /// thread that also computes the projection's constants, instead of
+    /// 16-byte `cp.async` copies by every thread.
+    pub bulk: bool,
 }
 
 impl Default for TensorParams {
@@ -85,6 +91,7 @@ impl Default for TensorParams {
             nt_outer: false,
             interleave: 1,
             independent: 0,
+            bulk: false,
         }
     }
 }
@@ -209,6 +216,9 @@ impl TensorParams {
         if self.independent > 0 {
             z.push_str(&format!(",k{}", self.independent));
         }
+        if self.bulk {
+            z.push_str(",c1");
+        }
         format!(
             "x{},y{},n{},u{},v{},a{},p{},f{},b{}{z}",
             self.bx,
@@ -249,9 +259,10 @@ impl TensorParams {
                 "o" => p.nt_outer = num != 0,
                 "i" => p.interleave = num,
                 "k" => p.independent = num,
+                "c" => p.bulk = num != 0,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k)"
+                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k, c)"
                     )))
                 }
             }
@@ -293,6 +304,19 @@ pub fn check_device(cc: (i32, i32)) -> Result<()> {
         return Err(CudaError::Parameter(format!(
             "tensor: the kernel needs compute capability 8.0 or newer (this device has {}.{}); \
              use another kernel",
+            cc.0, cc.1
+        )));
+    }
+    Ok(())
+}
+
+/// Checks that bulk staging (`c1`: `cp.async.bulk` on an mbarrier) has the
+/// copy engine it needs (compute capability 9.0 on).
+pub fn check_bulk(p: TensorParams, cc: (i32, i32)) -> Result<()> {
+    if p.bulk && cc.0 < 9 {
+        return Err(CudaError::Parameter(format!(
+            "tensor: bulk staging (c1) needs compute capability 9.0 or newer (this device has \
+             {}.{}); use c0",
             cc.0, cc.1
         )));
     }
@@ -349,6 +373,18 @@ pub fn row_bytes(p: TensorParams) -> usize {
     32 * p.nt as usize
 }
 
+/// Bytes between bin rows of the entries in device memory: the row, padded
+/// by 16 as in shared memory when stages are bulk copies.
+pub fn row_pitch(p: TensorParams) -> usize {
+    row_bytes(p) + if p.bulk { 16 } else { 0 }
+}
+
+/// Bytes of the entries (without the maxima) of `nslots` slots, `npp`
+/// padded projections and `nbp` padded bins.
+pub fn entries_bytes(p: TensorParams, nslots: usize, npp: usize, nbp: usize) -> usize {
+    nslots.div_ceil(p.slices_per_block()) * npp * nbp * row_pitch(p)
+}
+
 /// Bytes of one staged projection in shared memory.
 pub fn stage_angle_bytes(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
     stage_bins(p, geom, grid) * (row_bytes(p) + 16)
@@ -379,7 +415,13 @@ pub fn entry_bytes(
     slices: usize,
 ) -> usize {
     let (_, nbp) = padded_bins(p, geom, grid);
-    maxima_bytes(p, slices) + slots(p, slices) * padded_angles(p, geom.n_angles()) * nbp * 4
+    maxima_bytes(p, slices)
+        + entries_bytes(
+            p,
+            slots(p, slices),
+            padded_angles(p, geom.n_angles()),
+            nbp,
+        )
 }
 
 /// `#define`s of a tensor-core module.
@@ -412,6 +454,7 @@ pub fn tensor_defines(
         ("TC_NTO".into(), u8::from(p.nt_outer).to_string()),
         ("TC_IL".into(), p.interleave.to_string()),
         ("TC_IND".into(), p.independent.to_string()),
+        ("TC_BULK".into(), u8::from(p.bulk).to_string()),
     ]
 }
 
@@ -437,6 +480,7 @@ mod tests {
             nt_outer: true,
             interleave: 2,
             independent: 0,
+            bulk: true,
         };
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
         let k = TensorParams {

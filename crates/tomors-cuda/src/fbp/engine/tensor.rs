@@ -2,7 +2,7 @@
 //! ([`crate::fbp::tensor`]).
 
 use super::*;
-use crate::fbp::tensor::{maxima_bytes, padded_angles, slots};
+use crate::fbp::tensor::{entries_bytes, maxima_bytes, padded_angles, slots};
 
 impl Engine {
     /// Re-lays `slices` filtered slices (rows at `src`, see
@@ -24,7 +24,7 @@ impl Engine {
         let npp = padded_angles(p, na);
         let nslots = slots(p, slices);
         let mb = maxima_bytes(p, slices);
-        let bytes = mb + nslots * npp * nbp * 4;
+        let bytes = mb + entries_bytes(p, nslots, npp, nbp);
         let buf = ensure(&mut self.tensor_buf, &self.ctx, bytes, "tensor entries")?;
         let m = &self.bp[&key];
         let (zero, absmax) = m
