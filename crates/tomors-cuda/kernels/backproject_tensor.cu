@@ -62,6 +62,11 @@
 //                 accumulators), hi.hi from zero then one FADD each
 //   TC_MINB       minimum resident blocks per multiprocessor
 //   TC_MASK       1: the weights' f16 hi part by masking (see tc_split_w)
+//   TC_WGT        1: lean weights (tc_split_relu: masked split with
+//                 clamping conversions instead of clamped hats and a
+//                 conversion back; the block offsets from the pair's
+//                 origin, no multiplications by zero)
+//   TC_BULK       1: stages by the copy engine (tc_issue_bulk)
 //   TC_SWZ        0, or the width in blocks of the strips the grid is walked
 //                 in (the blocks resident together cover a compact patch:
 //                 fewer bins of each projection in L2 at once)
@@ -97,6 +102,9 @@
 #endif
 #ifndef TC_MASK
 #define TC_MASK 0
+#endif
+#ifndef TC_WGT
+#define TC_WGT 0
 #endif
 #ifndef TC_NTO
 #define TC_NTO 0
@@ -195,6 +203,20 @@ __device__ __forceinline__ void tc_split_w(float x0, float x1, unsigned int& hi,
 #else
     tc_split(x0, x1, hi, lo);
 #endif
+}
+
+// TC_WGT: the split of two unclamped hat values w = 1 - |d| (negative
+// outside the hat): h = w with its 13 low mantissa bits cleared (toward
+// zero, so h and w - h have w's sign; exact in f16 for |w| >= 2^-14, below
+// an error under 2^-24 absolute), w - h exact in f32, and both converted
+// with cvt.rn.relu, which maps the negative values (outside the hat) to
+// zero: the clamp max(0, w) costs nothing and no value is converted back
+// from f16 (~21 bits, as TC_MASK).
+__device__ __forceinline__ void tc_split_relu(float x0, float x1, unsigned int& hi, unsigned int& lo) {
+    const float h0 = __int_as_float(__float_as_int(x0) & 0xffffe000);
+    const float h1 = __int_as_float(__float_as_int(x1) & 0xffffe000);
+    asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(h1), "f"(h0));
+    asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(x1 - h1), "f"(x0 - h0));
 }
 
 // f16 of x (round to nearest) and the f16 of the rest, as 16-bit words.
@@ -354,6 +376,28 @@ __device__ __forceinline__ void tc_weights(int b, const float (&sw)[2], const fl
                                            unsigned int (&alo)[4], unsigned int& addr) {
     const int bx = b % TC_BX, by = b / TC_BX;
     float rr[2];
+#if TC_WGT
+    // off[h] holds the pair's sw + offset: the block's coordinate and its
+    // lowest corner's from the origin's, adding only non-zero offsets.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float sblk = sw[h], so = off[h];
+        if (bx) {
+            sblk = fmaf((float)(4 * bx), cxv[h], sblk);
+            so = fmaf((float)(4 * bx), cxv[h], so);
+        }
+        if (by) {
+            sblk = fmaf((float)(4 * by), cyv[h], sblk);
+            so = fmaf((float)(4 * by), cyv[h], so);
+        }
+        const float r = __fadd_rd(so, TC_MAGIC);
+        const float rel = sblk - (r - TC_MAGIC);
+        const float d1 = rel + e1[h], d2 = rel + e2[h];
+        tc_split_relu(1.0f - fabsf(d1), 1.0f - fabsf(d1 - 1.0f), ahi[2 * h], alo[2 * h]);
+        tc_split_relu(1.0f - fabsf(d2), 1.0f - fabsf(d2 - 1.0f), ahi[2 * h + 1], alo[2 * h + 1]);
+        rr[h] = r;
+    }
+#else
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const float sblk = fmaf((float)(4 * by), cyv[h], fmaf((float)(4 * bx), cxv[h], sw[h]));
@@ -365,6 +409,7 @@ __device__ __forceinline__ void tc_weights(int b, const float (&sw)[2], const fl
         tc_split_w(tc_hat(d2), tc_hat(d2 - 1.0f), ahi[2 * h + 1], alo[2 * h + 1]);
         rr[h] = r;
     }
+#endif
     addr = abase + (unsigned int)__float_as_int(mb ? rr[1] : rr[0]) * (unsigned int)TC_SROWB;
 }
 
@@ -584,8 +629,12 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
                 const float4 c = cst[2 * pp + h];
                 cxv[h] = c.y;
                 cyv[h] = c.z;
-                off[h] = c.w;
                 sw[h] = fmaf(yw, c.z, fmaf(xw, c.y, c.x));
+#if TC_WGT
+                off[h] = sw[h] + c.w;
+#else
+                off[h] = c.w;
+#endif
                 e1[h] = fmaf(dxf, c.y, fmaf(dyf, c.z, -tt));
                 e2[h] = fmaf(2.0f, c.z, e1[h]);
             }

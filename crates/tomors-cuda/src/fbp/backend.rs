@@ -26,6 +26,10 @@ pub struct CudaOptions {
     pub fft: FftVariant,
     /// Slices per pipeline slab (0 = automatic, about 2 GB of device memory).
     pub slab: usize,
+    /// Filter each slab on the compute stream instead of on its own stream
+    /// overlapped with the previous slab's back projection (for comparisons;
+    /// the default, `false`, overlaps).
+    pub serial_filter: bool,
     /// Texture storage.
     pub storage: crate::fbp::engine::TexStorage,
     /// The gather of the fourier method (`Backend::fourier`): tiled (the
@@ -61,6 +65,7 @@ impl CudaBackend {
         let mut engine = Engine::new(ordinal)?;
         engine.fft_variant = options.fft;
         engine.slab_override = options.slab;
+        engine.serial_filter = options.serial_filter;
         engine.tex_storage = options.storage;
         let name = format!("cuda:{} {}", ordinal, engine.ctx.name);
         let tuned = load_tuning(&engine.ctx.name, engine.ctx.driver);
@@ -238,8 +243,9 @@ impl CudaBackend {
         };
         jobs.par_iter()
             .map(|&(cfg, interp)| {
-                if let crate::fbp::kernels::KernelKind::Tensor(_) = cfg.kernel {
+                if let crate::fbp::kernels::KernelKind::Tensor(p) = cfg.kernel {
                     crate::fbp::tensor::check_device(cc)?;
+                    crate::fbp::tensor::check_bulk(p, cc)?;
                 }
                 let (defines, _, _) =
                     crate::fbp::engine::module_defines(cfg, grid, geom, interp, min_blocks, map)?;

@@ -9,6 +9,7 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
 use crate::fbp::kernels::projection_coefficients_f64;
+use crate::fbp::padding::{block_span, coordinate_range};
 
 /// Source of the tensor-core kernels (`tc_zero`, `tc_absmax`,
 /// `pack_tensor`, `bp_tensor`).
@@ -72,6 +73,13 @@ pub struct TensorParams {
     /// thread that also computes the projection's constants, instead of
     /// 16-byte `cp.async` copies by every thread.
     pub bulk: bool,
+    /// How the weights are made: 0 = clamped hats split by rounding to f16
+    /// and converting back (or by masking with `mask`); 1 = lean: the
+    /// unclamped hats split by masking and converted with clamping
+    /// conversions (`cvt.rn.relu`: the clamp and the conversion back cost
+    /// nothing; ≈ 21 bits as `mask`), the blocks' offsets added to the pair's
+    /// origin without multiplications by zero.
+    pub weights: u8,
 }
 
 impl Default for TensorParams {
@@ -92,6 +100,7 @@ impl Default for TensorParams {
             interleave: 1,
             independent: 0,
             bulk: false,
+            weights: 0,
         }
     }
 }
@@ -162,6 +171,12 @@ impl TensorParams {
                 self.stages
             )));
         }
+        if self.weights > 1 {
+            return Err(CudaError::Parameter(format!(
+                "tensor weights w{} (use w0 or w1)",
+                self.weights
+            )));
+        }
         if self.flush > 64 {
             return Err(CudaError::Parameter(format!(
                 "tensor flush {} (use 0, 1, or 2 to 64 pairs)",
@@ -219,6 +234,9 @@ impl TensorParams {
         if self.bulk {
             z.push_str(",c1");
         }
+        if self.weights > 0 {
+            z.push_str(&format!(",w{}", self.weights));
+        }
         format!(
             "x{},y{},n{},u{},v{},a{},p{},f{},b{}{z}",
             self.bx,
@@ -260,9 +278,10 @@ impl TensorParams {
                 "i" => p.interleave = num,
                 "k" => p.independent = num,
                 "c" => p.bulk = num != 0,
+                "w" => p.weights = num,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k, c)"
+                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k, c, w)"
                     )))
                 }
             }
@@ -332,36 +351,16 @@ pub fn padded_angles(p: TensorParams, n: usize) -> usize {
 /// projections plus the margins (one bin below its lowest, a block's 8 bins
 /// from its lowest coordinate, f32 rounding).
 pub fn stage_bins(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
-    let c = projection_coefficients_f64(geom, grid);
-    let n = geom.n_angles();
-    let (bx, by) = p.block_pixels();
-    let span = (0..n)
-        .map(|i| (bx as f64 - 1.0) * c[n + i].abs() + (by as f64 - 1.0) * c[2 * n + i].abs())
-        .fold(0.0f64, f64::max);
-    span.ceil() as usize + 11
+    block_span(geom, grid, p.block_pixels()).ceil() as usize + 11
 }
 
 /// The padded bin range of the entry layout: (`blo`, `nbp`), the global bin
 /// of padded row 0 and the number of rows, so that every staged row of
 /// every block of the grid rounded up to whole blocks lies inside.
 pub fn padded_bins(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> (i64, usize) {
-    let c = projection_coefficients_f64(geom, grid);
-    let n = geom.n_angles();
-    if n == 0 {
+    let Some((lo, hi)) = coordinate_range(geom, grid, p.block_pixels()) else {
         return (0, 1);
-    }
-    let (bx, by) = p.block_pixels();
-    let xe = (grid.nx.div_ceil(bx) * bx) as f64 - 1.0;
-    let ye = (grid.ny.div_ceil(by) * by) as f64 - 1.0;
-    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
-    for i in 0..n {
-        let (c0, cx, cy) = (c[i], c[n + i], c[2 * n + i]);
-        for (x, y) in [(0.0, 0.0), (xe, 0.0), (0.0, ye), (xe, ye)] {
-            let u = c0 + x * cx + y * cy;
-            lo = lo.min(u);
-            hi = hi.max(u);
-        }
-    }
+    };
     let blo = lo.floor() as i64 - 3;
     let nbp = (hi.floor() as i64 - blo) as usize + stage_bins(p, geom, grid) + 2;
     (blo, nbp)
@@ -455,6 +454,7 @@ pub fn tensor_defines(
         ("TC_IL".into(), p.interleave.to_string()),
         ("TC_IND".into(), p.independent.to_string()),
         ("TC_BULK".into(), u8::from(p.bulk).to_string()),
+        ("TC_WGT".into(), p.weights.to_string()),
     ]
 }
 
@@ -481,6 +481,7 @@ mod tests {
             interleave: 2,
             independent: 0,
             bulk: true,
+            weights: 1,
         };
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
         let k = TensorParams {
@@ -495,7 +496,7 @@ mod tests {
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
             "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
-            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3",
+            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3", "w2",
         ] {
             assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
         }

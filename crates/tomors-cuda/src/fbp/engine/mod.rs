@@ -116,6 +116,9 @@ pub(crate) struct Engine {
     pub count_paths: bool,
     /// Slices per slab (0 = automatic).
     pub slab_override: usize,
+    /// Filter on the compute stream, not overlapped with the back
+    /// projection ([`crate::CudaOptions::serial_filter`]).
+    pub serial_filter: bool,
     /// Thread order of the `standard` kernel (see [`crate::fbp::kernels::DEFAULT_STANDARD_MAP`]).
     pub standard_map: u32,
     /// Per-device state of the layers above (the cone-beam kernels, loaded
@@ -189,6 +192,7 @@ impl Engine {
             min_blocks: 4,
             count_paths: false,
             slab_override: 0,
+            serial_filter: false,
             standard_map: crate::fbp::kernels::DEFAULT_STANDARD_MAP,
             ext: Default::default(),
             stack_tex: None,

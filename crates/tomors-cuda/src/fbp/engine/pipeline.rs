@@ -66,19 +66,13 @@ impl Engine {
         NBUF * (raw + out) + a + b + tex
     }
 
-    /// Slices per slab: `TOMORS_CUDA_SLAB` if set, else about 2 GB of device memory, a
-    /// multiple of the slices per texel.
+    /// Slices per slab: the backend's slab option if set, else about 2 GB of
+    /// device memory, a multiple of the slices per texel.
     pub fn slab_size(&self, job: &BpJob<'_>, filtered: bool, total: usize) -> usize {
         // Slabs are whole blocks' worth of slices: 8 for the wide kernel.
         let spt = job.cfg.slices_per_block();
         if self.slab_override > 0 {
             return self.slab_override.min(total.max(1));
-        }
-        if let Some(s) = std::env::var("TOMORS_CUDA_SLAB")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-        {
-            return s.max(1).min(total.max(1));
         }
         if let KernelKind::Sweep(_) = job.cfg.kernel {
             // One block's worth of slices: every lane of a warp has its slices.
@@ -186,11 +180,9 @@ impl Engine {
             Ok([Event::new(ctx)?, Event::new(ctx)?, Event::new(ctx)?])
         };
         // Filtering on its own stream, overlapped with the previous slab's
-        // back projection (`TOMORS_CUDA_FILTER_OVERLAP=0` keeps it on the
+        // back projection (the `serial_filter` option keeps it on the
         // compute stream, for comparisons).
-        let overlap = self.gpu_fft
-            && filter.is_some()
-            && std::env::var("TOMORS_CUDA_FILTER_OVERLAP").map_or(true, |v| v != "0");
+        let overlap = self.gpu_fft && filter.is_some() && !self.serial_filter;
         let packed = Event::new(&self.ctx)?;
         let (up0, up1, c0, c1, cb, c2, d0, d1) = (
             ev(&self.ctx)?,
