@@ -67,6 +67,9 @@
 //                 conversion back; the block offsets from the pair's
 //                 origin, no multiplications by zero)
 //   TC_BULK       1: stages by the copy engine (tc_issue_bulk)
+//   TC_PG         (with TC_FLUSH 1) pairs whose products form one chain
+//                 from zero before the FADDs into the f32 sums (divides
+//                 TC_AP): the FADDs per pair divided by TC_PG
 //   TC_SWZ        0, or the width in blocks of the strips the grid is walked
 //                 in (the blocks resident together cover a compact patch:
 //                 fewer bins of each projection in L2 at once)
@@ -105,6 +108,9 @@
 #endif
 #ifndef TC_WGT
 #define TC_WGT 0
+#endif
+#ifndef TC_PG
+#define TC_PG 1
 #endif
 #ifndef TC_NTO
 #define TC_NTO 0
@@ -511,6 +517,56 @@ __device__ __forceinline__ void tc_tiles(float (&d)[TC_NT][4], float (&sm)[TC_NT
 #endif
 }
 
+#if TC_PG > 1
+// Slice tile n of one block for TC_PG pairs (TC_FLUSH 1): one ldmatrix per
+// pair, then one chain from zero over the pairs' three products each
+// (every product exact; the chain truncates at most 3 TC_PG times, as f1's
+// 3), then one FADD per accumulator into the f32 sums: TC_PG times fewer
+// FADDs than f1.
+__device__ __forceinline__ void tc_tiles_grouped(float (&d)[TC_NT][4], const unsigned int (&ahi)[TC_PG][4],
+                                                 const unsigned int (&alo)[TC_PG][4],
+                                                 const unsigned int (&addr)[TC_PG], int n) {
+    unsigned int q[TC_PG][4];
+#pragma unroll
+    for (int g = 0; g < TC_PG; ++g)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(q[g][0]), "=r"(q[g][1]), "=r"(q[g][2]), "=r"(q[g][3])
+                     : "r"(addr[g] + n * 32));
+    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int g = 0; g < TC_PG; ++g) {
+        tc_mma(e, alo[g], q[g][0], q[g][1]);
+        tc_mma(e, ahi[g], q[g][2], q[g][3]);
+        tc_mma(e, ahi[g], q[g][0], q[g][1]);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) d[n][r] += e[r];
+}
+#endif
+
+// The per-projection values of pair pp of a stage (constants cst) for the
+// lane: the warp origin's coordinate sw, cx, cy, the offset off (with
+// TC_WGT: sw + the lowest corner's offset) and the lane's pixel offsets e1,
+// e2 (less 2t: relative to its bin pair).
+__device__ __forceinline__ void tc_pair(const float4* __restrict__ cst, int pp, float xw, float yw, float dxf,
+                                        float dyf, float tt, float (&sw)[2], float (&cxv)[2], float (&cyv)[2],
+                                        float (&off)[2], float (&e1)[2], float (&e2)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const float4 c = cst[2 * pp + h];
+        cxv[h] = c.y;
+        cyv[h] = c.z;
+        sw[h] = fmaf(yw, c.z, fmaf(xw, c.y, c.x));
+#if TC_WGT
+        off[h] = sw[h] + c.w;
+#else
+        off[h] = c.w;
+#endif
+        e1[h] = fmaf(dxf, c.y, fmaf(dyf, c.z, -tt));
+        e2[h] = fmaf(2.0f, c.z, e1[h]);
+    }
+}
+
 // Grid (ceil(NX / TC_PXX), ceil(NY / TC_PXY), groups), block TC_NTH, dynamic
 // shared memory TC_ST * TC_STAGEB. dconst = [c0 | cx | cy] in f64: the bin
 // coordinate of pixel (ix, iy) is c0 + ix cx + iy cy. smax: per-slot
@@ -619,25 +675,32 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
         const unsigned int sb = sbase + (unsigned int)((j % TC_ST) * TC_STAGEB);
         const float4* __restrict__ cst =
             reinterpret_cast<const float4*>(tc_sbuf + (j % TC_ST) * TC_STAGEB + TC_ANG * TC_ANGB);
+#if TC_PG > 1
+#pragma unroll 1
+        for (int pp = 0; pp < TC_AP; pp += TC_PG) {
+            float sw[TC_PG][2], cxv[TC_PG][2], cyv[TC_PG][2], off[TC_PG][2], e1[TC_PG][2], e2[TC_PG][2];
+            unsigned int abase[TC_PG];
+#pragma unroll
+            for (int g = 0; g < TC_PG; ++g) {
+                tc_pair(cst, pp + g, xw, yw, dxf, dyf, tt, sw[g], cxv[g], cyv[g], off[g], e1[g], e2[g]);
+                abase[g] = sb + (unsigned int)((2 * (pp + g) + mb) * TC_ANGB) + laneoff -
+                           (unsigned int)TC_MAGIC_BITS * (unsigned int)TC_SROWB;
+            }
+#pragma unroll
+            for (int b = 0; b < TC_NB; ++b) {
+                unsigned int ahi[TC_PG][4], alo[TC_PG][4], addr[TC_PG];
+#pragma unroll
+                for (int g = 0; g < TC_PG; ++g)
+                    tc_weights(b, sw[g], cxv[g], cyv[g], off[g], e1[g], e2[g], abase[g], mb, ahi[g], alo[g], addr[g]);
+#pragma unroll
+                for (int n = 0; n < TC_NT; ++n) tc_tiles_grouped(acc[b], ahi, alo, addr, n);
+            }
+        }
+#else
 #pragma unroll 1
         for (int pp = 0; pp < TC_AP; ++pp) {
-            // Per projection of the pair: the warp origin's coordinate and
-            // the lane's pixel offsets (less 2t: relative to its bin pair).
             float sw[2], cxv[2], cyv[2], off[2], e1[2], e2[2];
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const float4 c = cst[2 * pp + h];
-                cxv[h] = c.y;
-                cyv[h] = c.z;
-                sw[h] = fmaf(yw, c.z, fmaf(xw, c.y, c.x));
-#if TC_WGT
-                off[h] = sw[h] + c.w;
-#else
-                off[h] = c.w;
-#endif
-                e1[h] = fmaf(dxf, c.y, fmaf(dyf, c.z, -tt));
-                e2[h] = fmaf(2.0f, c.z, e1[h]);
-            }
+            tc_pair(cst, pp, xw, yw, dxf, dyf, tt, sw, cxv, cyv, off, e1, e2);
             const unsigned int abase = sb + (unsigned int)((2 * pp + mb) * TC_ANGB) + laneoff -
                                        (unsigned int)TC_MAGIC_BITS * (unsigned int)TC_SROWB;
 #if TC_NTO
@@ -676,6 +739,7 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
             }
 #endif
         }
+#endif
     }
 #if !TC_BULK
     asm volatile("cp.async.wait_group 0;" ::: "memory");

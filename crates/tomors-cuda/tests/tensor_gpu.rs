@@ -131,6 +131,21 @@ fn variants() -> Vec<TensorParams> {
             weights: 1,
             ..d
         },
+        // Two pairs per chain (bulk staging, lean weights; 8 warps), and
+        // four pairs per chain (4 pairs in 2 stages).
+        TensorParams {
+            pair_group: 2,
+            bulk: true,
+            weights: 1,
+            wx: 2,
+            ..TensorParams::tuned()
+        },
+        TensorParams {
+            pair_group: 4,
+            ap: 4,
+            stages: 2,
+            ..d
+        },
     ]
 }
 

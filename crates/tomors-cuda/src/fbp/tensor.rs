@@ -80,6 +80,11 @@ pub struct TensorParams {
     /// nothing; ≈ 21 bits as `mask`), the blocks' offsets added to the pair's
     /// origin without multiplications by zero.
     pub weights: u8,
+    /// With `flush` 1: projection pairs whose products form one MMA chain
+    /// from zero before it is added to the f32 sums (1, 2 or 4, dividing
+    /// `ap`): the FADDs per pair divided by this; the chain truncates at
+    /// most 3 × this many times instead of 3.
+    pub pair_group: u8,
 }
 
 impl Default for TensorParams {
@@ -101,6 +106,7 @@ impl Default for TensorParams {
             independent: 0,
             bulk: false,
             weights: 0,
+            pair_group: 1,
         }
     }
 }
@@ -171,6 +177,20 @@ impl TensorParams {
                 self.stages
             )));
         }
+        if !matches!(self.pair_group, 1 | 2 | 4)
+            || (self.pair_group > 1
+                && (self.ap % self.pair_group != 0
+                    || self.flush != 1
+                    || self.independent != 0
+                    || self.interleave != 1
+                    || self.nt_outer))
+        {
+            return Err(CudaError::Parameter(format!(
+                "tensor pair group g{} (use 1, 2 or 4 dividing the {} pairs per stage; above 1 \
+                 only with f1 and without k, i or o)",
+                self.pair_group, self.ap
+            )));
+        }
         if self.weights > 1 {
             return Err(CudaError::Parameter(format!(
                 "tensor weights w{} (use w0 or w1)",
@@ -237,6 +257,9 @@ impl TensorParams {
         if self.weights > 0 {
             z.push_str(&format!(",w{}", self.weights));
         }
+        if self.pair_group > 1 {
+            z.push_str(&format!(",g{}", self.pair_group));
+        }
         format!(
             "x{},y{},n{},u{},v{},a{},p{},f{},b{}{z}",
             self.bx,
@@ -279,9 +302,10 @@ impl TensorParams {
                 "k" => p.independent = num,
                 "c" => p.bulk = num != 0,
                 "w" => p.weights = num,
+                "g" => p.pair_group = num,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k, c, w)"
+                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k, c, w, g)"
                     )))
                 }
             }
@@ -455,6 +479,7 @@ pub fn tensor_defines(
         ("TC_IND".into(), p.independent.to_string()),
         ("TC_BULK".into(), u8::from(p.bulk).to_string()),
         ("TC_WGT".into(), p.weights.to_string()),
+        ("TC_PG".into(), p.pair_group.to_string()),
     ]
 }
 
@@ -482,6 +507,7 @@ mod tests {
             independent: 0,
             bulk: true,
             weights: 1,
+            pair_group: 1,
         };
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
         let k = TensorParams {
@@ -490,13 +516,17 @@ mod tests {
             ..TensorParams::default()
         };
         assert_eq!(TensorParams::parse(&k.spec()).unwrap(), k);
+        let g = TensorParams::parse("a4,g4,c1,w1").unwrap();
+        assert_eq!((g.ap, g.pair_group, g.bulk, g.weights), (4, 4, true, 1));
+        assert_eq!(TensorParams::parse(&g.spec()).unwrap(), g);
         let k3 = TensorParams::parse("n4,k3").unwrap();
         assert_eq!((k3.nt, k3.independent), (4, 3));
         assert_eq!(TensorParams::parse(&k3.spec()).unwrap(), k3);
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
             "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
-            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3", "w2",
+            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3", "w2", "g3", "a3,g2", "f0,g2",
+            "i2,g2", "k1,g2", "o1,g2",
         ] {
             assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
         }
