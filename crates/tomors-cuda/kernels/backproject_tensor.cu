@@ -66,7 +66,8 @@
 //                 clamping conversions instead of clamped hats and a
 //                 conversion back; the block offsets from the pair's
 //                 origin, no multiplications by zero)
-//   TC_BULK       1: stages by the copy engine (tc_issue_bulk)
+//   TC_BULK       1: stages by the copy engine (tc_issue_bulk); 2: and the
+//                 f64 coefficients prefetched an iteration ahead (tc_prefetch)
 //   TC_PG         (with TC_FLUSH 1) pairs whose products form one chain
 //                 from zero before the FADDs into the f32 sums (divides
 //                 TC_AP): the FADDs per pair divided by TC_PG
@@ -279,15 +280,19 @@ extern "C" __global__ void pack_tensor(const float* __restrict__ src, long long 
 // block's pixels less 1) and the float4 (origin coordinate - kb, cx, cy, the
 // lowest corner offset of a 4x4 block).
 // Projections past NPROJ take NPROJ - 1's geometry (their values are zero).
-__device__ __forceinline__ void tc_angle(const double* __restrict__ dconst, int q, int xc, int yc, int& kb,
-                                         float4& c) {
-    const int qq = q < NPROJ ? q : NPROJ - 1;
-    const double c0 = __ldg(dconst + qq), cx = __ldg(dconst + NPROJ + qq), cy = __ldg(dconst + 2 * NPROJ + qq);
+__device__ __forceinline__ void tc_angle_v(double c0, double cx, double cy, int xc, int yc, int& kb,
+                                           float4& c) {
     const double u = c0 + (double)xc * cx + (double)yc * cy;
     const double umin = u + fmin(0.0, (TC_PXX - 1) * cx) + fmin(0.0, (TC_PXY - 1) * cy);
     const double kbd = floor(umin) - 1.0;
     kb = (int)kbd - BLO;
     c = make_float4((float)(u - kbd), (float)cx, (float)cy, (float)(fmin(0.0, 3.0 * cx) + fmin(0.0, 3.0 * cy)));
+}
+
+__device__ __forceinline__ void tc_angle(const double* __restrict__ dconst, int q, int xc, int yc, int& kb,
+                                         float4& c) {
+    const int qq = q < NPROJ ? q : NPROJ - 1;
+    tc_angle_v(__ldg(dconst + qq), __ldg(dconst + NPROJ + qq), __ldg(dconst + 2 * NPROJ + qq), xc, yc, kb, c);
 }
 
 // Issues the copies of stage j (projections TC_ANG j ...) into ring buffer
@@ -330,13 +335,22 @@ __device__ __forceinline__ void tc_issue(const double* __restrict__ dconst, cons
 // issues one bulk copy of the projection's TC_SB padded rows (contiguous in
 // device memory, see TC_GPITCH): no per-thread copies, no shuffles, and the
 // f64 constants once per block and projection instead of once per warp.
+// With pre (TC_BULK 2, in the main loop) the f64 coefficients come from
+// the prefetch slot j & 1 in shared memory (tc_prefetch, an iteration
+// earlier) instead of device memory: warp 0 does not wait for them.
 __device__ __forceinline__ void tc_issue_bulk(const double* __restrict__ dconst, const char* __restrict__ gsrc,
                                               unsigned int sbase, unsigned char* sbuf, unsigned int bars, int j,
-                                              int xc, int yc, int tid) {
+                                              int xc, int yc, int tid, const double* cpre, bool pre) {
     if (tid < TC_ANG) {
         int kbj;
         float4 cj;
-        tc_angle(dconst, j * TC_ANG + tid, xc, yc, kbj, cj);
+        if (pre) {
+            asm volatile("cp.async.wait_all;" ::: "memory");
+            const double* cp = cpre + (j & 1) * 3 * TC_ANG;
+            tc_angle_v(cp[tid], cp[TC_ANG + tid], cp[2 * TC_ANG + tid], xc, yc, kbj, cj);
+        } else {
+            tc_angle(dconst, j * TC_ANG + tid, xc, yc, kbj, cj);
+        }
         const unsigned int boff = (unsigned int)((j % TC_ST) * TC_STAGEB);
         *reinterpret_cast<float4*>(sbuf + boff + TC_ANG * TC_ANGB + tid * 16) = cj;
         const unsigned int bar = bars + (unsigned int)((j % TC_ST) * 8);
@@ -347,6 +361,24 @@ __device__ __forceinline__ void tc_issue_bulk(const double* __restrict__ dconst,
         asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
                      "l"(g), "r"((unsigned int)TC_ANGB), "r"(bar)
                      : "memory");
+    }
+}
+
+// TC_BULK 2: thread a < TC_ANG copies projection TC_ANG j + a's f64
+// coefficients (c0, cx, cy) into prefetch slot j & 1 (shared address cpre_s)
+// with cp.async, consumed by tc_issue_bulk of stage j an iteration later.
+__device__ __forceinline__ void tc_prefetch(const double* __restrict__ dconst, unsigned int cpre_s, int j, int tid) {
+    if (tid < TC_ANG) {
+        const int q = j * TC_ANG + tid;
+        const int qq = q < NPROJ ? q : NPROJ - 1;
+        const unsigned int d = cpre_s + (unsigned int)(((j & 1) * 3 * TC_ANG + tid) * 8);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(dconst + qq) : "memory");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d + TC_ANG * 8), "l"(dconst + NPROJ + qq)
+                     : "memory");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d + 2 * TC_ANG * 8),
+                     "l"(dconst + 2 * NPROJ + qq)
+                     : "memory");
+        asm volatile("cp.async.commit_group;" ::: "memory");
     }
 }
 
@@ -637,6 +669,9 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
     // One mbarrier per ring stage (TC_ANG arrivals + the copies' bytes).
     __shared__ __align__(8) unsigned long long tc_bar[TC_ST];
     const unsigned int bars = (unsigned int)__cvta_generic_to_shared(tc_bar);
+    // Prefetch slots of the f64 coefficients (TC_BULK 2).
+    __shared__ __align__(16) double tc_cpre[2 * 3 * TC_ANG];
+    const unsigned int cpre_s = (unsigned int)__cvta_generic_to_shared(tc_cpre);
     if (tid == 0) {
 #pragma unroll
         for (int i = 0; i < TC_ST; ++i)
@@ -645,7 +680,10 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
     }
     __syncthreads();
     for (int j = 0; j < TC_ST - 1; ++j)
-        if (j < TC_NSTG) tc_issue_bulk(dconst, gsrc, sbase, tc_sbuf, bars, j, xc, yc, tid);
+        if (j < TC_NSTG) tc_issue_bulk(dconst, gsrc, sbase, tc_sbuf, bars, j, xc, yc, tid, tc_cpre, false);
+#if TC_BULK == 2
+    if (TC_ST - 1 < TC_NSTG) tc_prefetch(dconst, cpre_s, TC_ST - 1, tid);
+#endif
 #else
     for (int j = 0; j < TC_ST - 1; ++j) {
         if (j < TC_NSTG)
@@ -662,7 +700,12 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
         // the constants stored with stage j visible.
         tc_wait(bars + (unsigned int)((j % TC_ST) * 8), (unsigned int)((j / TC_ST) & 1));
         __syncthreads();
-        if (j + TC_ST - 1 < TC_NSTG) tc_issue_bulk(dconst, gsrc, sbase, tc_sbuf, bars, j + TC_ST - 1, xc, yc, tid);
+        if (j + TC_ST - 1 < TC_NSTG) {
+            tc_issue_bulk(dconst, gsrc, sbase, tc_sbuf, bars, j + TC_ST - 1, xc, yc, tid, tc_cpre, TC_BULK == 2);
+#if TC_BULK == 2
+            if (j + TC_ST < TC_NSTG) tc_prefetch(dconst, cpre_s, j + TC_ST, tid);
+#endif
+        }
 #else
         asm volatile("cp.async.wait_group %0;" ::"n"(TC_ST - 2) : "memory");
         __syncthreads();

@@ -91,14 +91,14 @@ fn variants() -> Vec<TensorParams> {
             ..d
         },
         // Bulk staging (one copy-engine copy per projection and stage on an
-        // mbarrier): the shipped shape, 4 pairs in 2 stages, and a small
-        // block with 3 pairs in 4 stages.
+        // mbarrier; c2 with the coefficients prefetched): the shipped shape,
+        // 4 pairs in 2 stages, and a small block with 3 pairs in 4 stages.
         TensorParams {
-            bulk: true,
+            bulk: 1,
             ..TensorParams::tuned()
         },
         TensorParams {
-            bulk: true,
+            bulk: 2,
             ap: 4,
             stages: 2,
             ..TensorParams::tuned()
@@ -111,7 +111,7 @@ fn variants() -> Vec<TensorParams> {
             wy: 3,
             ap: 3,
             stages: 4,
-            bulk: true,
+            bulk: 2,
             ..d
         },
         // Lean weights (masked split, clamping conversions): alone, with
@@ -122,7 +122,7 @@ fn variants() -> Vec<TensorParams> {
         },
         TensorParams {
             weights: 1,
-            bulk: true,
+            bulk: 2,
             ..d
         },
         TensorParams {
@@ -135,7 +135,7 @@ fn variants() -> Vec<TensorParams> {
         // four pairs per chain (4 pairs in 2 stages).
         TensorParams {
             pair_group: 2,
-            bulk: true,
+            bulk: 2,
             weights: 1,
             wx: 2,
             ..TensorParams::tuned()

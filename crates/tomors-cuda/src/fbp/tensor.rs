@@ -67,12 +67,14 @@ pub struct TensorParams {
     /// truncation is ≈ 2⁻¹¹ of the sums'; twice the accumulators), hi·hi
     /// from zero.
     pub independent: u8,
-    /// Stage with the copy engine: per stage and projection one bulk copy
-    /// (`cp.async.bulk` completing on an mbarrier, compute capability 9.0
-    /// on) of rows padded in device memory as in shared memory, issued by one
-    /// thread that also computes the projection's constants, instead of
-    /// 16-byte `cp.async` copies by every thread.
-    pub bulk: bool,
+    /// Stage with the copy engine (1, 2; 0 = 16-byte `cp.async` copies by
+    /// every thread): per stage and projection one bulk copy (`cp.async.bulk`
+    /// completing on an mbarrier, compute capability 9.0 on) of rows padded
+    /// in device memory as in shared memory, issued by one thread that also
+    /// computes the projection's constants; with 2 that thread prefetches
+    /// the f64 coefficients an iteration ahead (`cp.async` into shared
+    /// memory), so that it does not wait for device memory.
+    pub bulk: u8,
     /// How the weights are made: 0 = clamped hats split by rounding to f16
     /// and converting back (or by masking with `mask`); 1 = lean: the
     /// unclamped hats split by masking and converted with clamping
@@ -104,7 +106,7 @@ impl Default for TensorParams {
             nt_outer: false,
             interleave: 1,
             independent: 0,
-            bulk: false,
+            bulk: 0,
             weights: 0,
             pair_group: 1,
         }
@@ -191,6 +193,12 @@ impl TensorParams {
                 self.pair_group, self.ap
             )));
         }
+        if self.bulk > 2 {
+            return Err(CudaError::Parameter(format!(
+                "tensor staging c{} (use c0, c1 or c2)",
+                self.bulk
+            )));
+        }
         if self.weights > 1 {
             return Err(CudaError::Parameter(format!(
                 "tensor weights w{} (use w0 or w1)",
@@ -251,8 +259,8 @@ impl TensorParams {
         if self.independent > 0 {
             z.push_str(&format!(",k{}", self.independent));
         }
-        if self.bulk {
-            z.push_str(",c1");
+        if self.bulk > 0 {
+            z.push_str(&format!(",c{}", self.bulk));
         }
         if self.weights > 0 {
             z.push_str(&format!(",w{}", self.weights));
@@ -300,7 +308,7 @@ impl TensorParams {
                 "o" => p.nt_outer = num != 0,
                 "i" => p.interleave = num,
                 "k" => p.independent = num,
-                "c" => p.bulk = num != 0,
+                "c" => p.bulk = num,
                 "w" => p.weights = num,
                 "g" => p.pair_group = num,
                 _ => {
@@ -356,9 +364,9 @@ pub fn check_device(cc: (i32, i32)) -> Result<()> {
 /// Checks that bulk staging (`c1`: `cp.async.bulk` on an mbarrier) has the
 /// copy engine it needs (compute capability 9.0 on).
 pub fn check_bulk(p: TensorParams, cc: (i32, i32)) -> Result<()> {
-    if p.bulk && cc.0 < 9 {
+    if p.bulk > 0 && cc.0 < 9 {
         return Err(CudaError::Parameter(format!(
-            "tensor: bulk staging (c1) needs compute capability 9.0 or newer (this device has \
+            "tensor: bulk staging (c1, c2) needs compute capability 9.0 or newer (this device has \
              {}.{}); use c0",
             cc.0, cc.1
         )));
@@ -399,7 +407,7 @@ pub fn row_bytes(p: TensorParams) -> usize {
 /// Bytes between bin rows of the entries in device memory: the row, padded
 /// by 16 as in shared memory when stages are bulk copies.
 pub fn row_pitch(p: TensorParams) -> usize {
-    row_bytes(p) + if p.bulk { 16 } else { 0 }
+    row_bytes(p) + if p.bulk > 0 { 16 } else { 0 }
 }
 
 /// Bytes of the entries (without the maxima) of `nslots` slots, `npp`
@@ -477,7 +485,7 @@ pub fn tensor_defines(
         ("TC_NTO".into(), u8::from(p.nt_outer).to_string()),
         ("TC_IL".into(), p.interleave.to_string()),
         ("TC_IND".into(), p.independent.to_string()),
-        ("TC_BULK".into(), u8::from(p.bulk).to_string()),
+        ("TC_BULK".into(), p.bulk.to_string()),
         ("TC_WGT".into(), p.weights.to_string()),
         ("TC_PG".into(), p.pair_group.to_string()),
     ]
@@ -505,7 +513,7 @@ mod tests {
             nt_outer: true,
             interleave: 2,
             independent: 0,
-            bulk: true,
+            bulk: 2,
             weights: 1,
             pair_group: 1,
         };
@@ -517,7 +525,7 @@ mod tests {
         };
         assert_eq!(TensorParams::parse(&k.spec()).unwrap(), k);
         let g = TensorParams::parse("a4,g4,c1,w1").unwrap();
-        assert_eq!((g.ap, g.pair_group, g.bulk, g.weights), (4, 4, true, 1));
+        assert_eq!((g.ap, g.pair_group, g.bulk, g.weights), (4, 4, 1, 1));
         assert_eq!(TensorParams::parse(&g.spec()).unwrap(), g);
         let k3 = TensorParams::parse("n4,k3").unwrap();
         assert_eq!((k3.nt, k3.independent), (4, 3));
@@ -525,7 +533,7 @@ mod tests {
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
             "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
-            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3", "w2", "g3", "a3,g2", "f0,g2",
+            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3", "w2", "c3", "g3", "a3,g2", "f0,g2",
             "i2,g2", "k1,g2", "o1,g2",
         ] {
             assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
