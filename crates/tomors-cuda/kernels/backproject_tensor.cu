@@ -320,7 +320,7 @@ __device__ __forceinline__ void tc_issue(const double* __restrict__ dconst, cons
         const int r = rc - a * TC_SB;
         const int k = __shfl_sync(TC_FULL, kbj, a) + r;
         if (rs < TC_ROWS) {
-            const char* g = gsrc + ((long long)(j * TC_ANG + a) * NBP + k) * TC_GROWB + ck * 16;
+            const char* g = gsrc + ((long long)(j * TC_ANG + a) * NBP + k) * TC_GPITCH + ck * 16;
             const unsigned int d = sbase + boff + (unsigned int)(a * TC_ANGB + r * TC_SROWB + ck * 16);
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(g) : "memory");
         }
@@ -625,7 +625,7 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
     const float dxf = (float)(g & 3), dyf = (float)(g >> 2);
     const float tt = (float)(2 * t);
     const char* __restrict__ gsrc =
-        reinterpret_cast<const char*>(ent) + (long long)blockIdx.z * NPP * NBP * TC_GROWB;
+        reinterpret_cast<const char*>(ent) + (long long)blockIdx.z * NPP * NBP * TC_GPITCH;
     const unsigned int sbase = (unsigned int)__cvta_generic_to_shared(tc_sbuf);
     // The lane's ldmatrix row: matrix mm = lane / 8 (projection mm & 1 of
     // the pair, hi for mm < 2, lo above), row lane % 8 of it.

@@ -19,7 +19,7 @@ use ndarray::Array3;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::{Backend, FilterSpec, Interpolation, ParallelGeometry, SliceGrid};
 use tomors_cuda::kernels::TensorParams;
-use tomors_cuda::{BpConfig, KernelChoice, KernelKind, SliceMode};
+use tomors_cuda::{BpConfig, CudaBackend, CudaOptions, KernelChoice, KernelKind, SliceMode};
 
 fn variants() -> Vec<TensorParams> {
     let d = TensorParams::default();
@@ -146,6 +146,12 @@ fn variants() -> Vec<TensorParams> {
             stages: 2,
             ..d
         },
+        // The previous shipped shape (v3) and the shipped shape with c1.
+        TensorParams { wy: 3, ..d },
+        TensorParams {
+            bulk: 1,
+            ..TensorParams::tuned()
+        },
     ]
 }
 
@@ -193,6 +199,46 @@ fn tensor_fbp_agrees_with_the_exact_alu_kernel() {
         return;
     };
     exact::check_fbp_against_exact_alu(&mut be, &configs(), common::test_seed());
+}
+
+/// Slabs of several slice groups (a slab option above a block's 64 slices,
+/// so blocks along z read the entries of groups 1, 2 …: the group stride of
+/// the entry layout, padded rows with bulk staging) against the f64
+/// reference: the shipped shape, its `c1` twin and the previous shape.
+#[test]
+fn tensor_slabs_of_several_groups() {
+    if gpu_or_skip("tensor_slabs_of_several_groups").is_none() {
+        return;
+    }
+    let mut be = CudaBackend::with_options(
+        0,
+        CudaOptions {
+            slab: 256,
+            ..CudaOptions::default()
+        },
+    )
+    .unwrap();
+    let seed = common::test_seed();
+    let geoms = exact::geometries(seed, 0.9, 1.0)
+        .into_iter()
+        .take(2)
+        .collect();
+    let t = TensorParams::tuned();
+    let cfgs: Vec<BpConfig> = [
+        t,
+        TensorParams { bulk: 1, ..t },
+        TensorParams {
+            wy: 3,
+            ..TensorParams::default()
+        },
+    ]
+    .into_iter()
+    .map(|p| BpConfig {
+        kernel: KernelKind::Tensor(p),
+        mode: SliceMode::F32,
+    })
+    .collect();
+    exact::check_against_reference(&mut be, geoms, &cfgs, seed, true, sinograms);
 }
 
 #[test]

@@ -169,7 +169,31 @@ impl CudaBackend {
     /// `docs/perf-notes.md`) where it can run (compute capability 8.0 on,
     /// pixels up to ≈ 1.17 bins), and that a tuned tensor choice it cannot
     /// run falls back to the default.
+    ///
+    /// A tensor-core shape with bulk staging runs with per-thread staging
+    /// below compute capability 9.0 ([`TensorParams::for_device`](crate::fbp::tensor::TensorParams::for_device);
+    /// the same arithmetic).
     pub fn kernel_for_job(
+        &self,
+        slices: usize,
+        interp: Interpolation,
+        geom: &ParallelGeometry,
+        grid: &SliceGrid,
+    ) -> crate::fbp::kernels::BpConfig {
+        use crate::fbp::kernels::{BpConfig, KernelKind};
+        let cfg = self.job_config(slices, interp, geom, grid);
+        let cc = self.engine.lock().map(|e| e.ctx.cc).unwrap_or_default();
+        match cfg.kernel {
+            KernelKind::Tensor(p) => BpConfig {
+                kernel: KernelKind::Tensor(p.for_device(cc)),
+                ..cfg
+            },
+            _ => cfg,
+        }
+    }
+
+    /// [`CudaBackend::kernel_for_job`] before the device adaptation.
+    fn job_config(
         &self,
         slices: usize,
         interp: Interpolation,

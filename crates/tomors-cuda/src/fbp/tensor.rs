@@ -114,15 +114,34 @@ impl Default for TensorParams {
 }
 
 impl TensorParams {
-    /// The shape `--kernel tensor` uses: the default with 3 warp rows (384
-    /// threads, 12 warps per multiprocessor at up to 168 registers, so ptxas
-    /// keeps several tiles' MMA chains in flight; 4540 against 4420 GU/s for
-    /// the default's 16 warps at 128 registers on an H200,
-    /// `docs/perf-notes.md`).
+    /// The shape `--kernel tensor` uses (`x2,y1,n8,u2,v4,a4,p2,f1,b1,c2,w1,g4`):
+    /// 8 warps of 2 blocks × 64 slices (≈ 232 registers), 4 projection pairs
+    /// per stage in 2 stages copied by the copy engine with the coefficients
+    /// prefetched (`c2`), lean weights (`w1`) and one MMA chain per 4 pairs
+    /// (`g4`): 6970 GU/s with `c1` against 4576 for the previous shape
+    /// (`v3`) on an H200 in the same call, `docs/perf-notes.md`. Below
+    /// compute capability 9.0 it runs without the copy engine
+    /// ([`TensorParams::for_device`]).
     pub fn tuned() -> Self {
         Self {
-            wy: 3,
+            wx: 2,
+            ap: 4,
+            stages: 2,
+            bulk: 2,
+            weights: 1,
+            pair_group: 4,
             ..Self::default()
+        }
+    }
+
+    /// This shape as a device of compute capability `cc` runs it: bulk
+    /// staging (the copy engine) needs 9.0, so below it the stages are
+    /// copied by every thread (`c0`; the same arithmetic and results).
+    pub fn for_device(self, cc: (i32, i32)) -> Self {
+        if cc.0 < 9 {
+            Self { bulk: 0, ..self }
+        } else {
+            self
         }
     }
 
