@@ -98,14 +98,22 @@ fn run() -> tomors_cuda::Result<()> {
     }
     if !cases.is_empty() {
         let serial = args.iter().any(|a| a == "--serial-filter");
-        levers::e2e(device, &cases, n, slices, warm, serial, &mut |i, secs, st| {
-            println!(
+        levers::e2e(
+            device,
+            &cases,
+            n,
+            slices,
+            warm,
+            serial,
+            &mut |i, secs, st| {
+                println!(
                 "e2e FBP {slices} slices of {n}^2 from {n} angles, host to host, {}: {secs:.3} s \
                  ({:.1} GU/s overall; {st})",
                 specs[i],
                 (n * n * slices) as f64 * n as f64 / secs / 1e9
             );
-        })?;
+            },
+        )?;
     }
     Ok(())
 }

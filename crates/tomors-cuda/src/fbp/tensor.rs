@@ -12,8 +12,12 @@ use crate::fbp::kernels::projection_coefficients_f64;
 use crate::fbp::padding::{block_span, coordinate_range};
 
 /// Source of the tensor-core kernels (`tc_zero`, `tc_absmax`,
-/// `pack_tensor`, `bp_tensor`).
-pub const TENSOR_CU: &str = include_str!("../../kernels/backproject_tensor.cu");
+/// `pack_tensor`, `bp_tensor`): the layout, f16 splits and packing part,
+/// then the back projection.
+pub const TENSOR_CU: &str = concat!(
+    include_str!("../../kernels/backproject_tensor_pack.cu"),
+    include_str!("../../kernels/backproject_tensor.cu")
+);
 
 /// Largest bin span of a 4×4 pixel block (3 (|cx| + |cy|) in bins) the
 /// kernel's 8 bins per block and projection cover, with a margin for the
@@ -466,12 +470,7 @@ pub fn entry_bytes(
 ) -> usize {
     let (_, nbp) = padded_bins(p, geom, grid);
     maxima_bytes(p, slices)
-        + entries_bytes(
-            p,
-            slots(p, slices),
-            padded_angles(p, geom.n_angles()),
-            nbp,
-        )
+        + entries_bytes(p, slots(p, slices), padded_angles(p, geom.n_angles()), nbp)
 }
 
 /// `#define`s of a tensor-core module.
@@ -552,8 +551,8 @@ mod tests {
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
             "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
-            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3", "w2", "c3", "g3", "a3,g2", "f0,g2",
-            "i2,g2", "k1,g2", "o1,g2",
+            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3", "w2", "c3", "g3", "a3,g2",
+            "f0,g2", "i2,g2", "k1,g2", "o1,g2",
         ] {
             assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
         }

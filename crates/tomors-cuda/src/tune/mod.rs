@@ -128,11 +128,7 @@ fn tensor_candidates() -> Vec<crate::fbp::kernels::TensorParams> {
         t,
         TensorParams { bulk: 1, ..t },
         TensorParams { wy: 3, ..d },
-        TensorParams {
-            wx: 4,
-            wy: 3,
-            ..t
-        },
+        TensorParams { wx: 4, wy: 3, ..t },
     ]
 }
 
