@@ -134,8 +134,12 @@ pub(crate) struct Engine {
     sweep_buf: Option<DeviceBuffer>,
     sweep_key: Option<BpKey>,
     /// The tensor-core entries (per-slot maxima, then the entries) of the
-    /// last slab and the module that packed them.
-    tensor_buf: Option<DeviceBuffer>,
+    /// last two slabs (alternately, so that the pipeline packs a slab on the
+    /// filtering stream while the previous one is back projected) and the
+    /// module that packed them.
+    tensor_buf: [Option<DeviceBuffer>; 2],
+    /// The buffer of `tensor_buf` the next packing writes.
+    tensor_next: usize,
     tensor_key: Option<BpKey>,
 }
 
@@ -199,7 +203,8 @@ impl Engine {
             packed: (0, 0, 0),
             sweep_buf: None,
             sweep_key: None,
-            tensor_buf: None,
+            tensor_buf: [None, None],
+            tensor_next: 0,
             tensor_key: None,
         })
     }
@@ -219,6 +224,6 @@ impl Engine {
         self.pin_out = Default::default();
         self.stack_tex = None;
         self.sweep_buf = None;
-        self.tensor_buf = None;
+        self.tensor_buf = [None, None];
     }
 }
