@@ -204,7 +204,7 @@ impl TensorParams {
         }
         if !matches!(self.pair_group, 1 | 2 | 4)
             || (self.pair_group > 1
-                && (self.ap % self.pair_group != 0
+                && (!self.ap.is_multiple_of(self.pair_group)
                     || self.flush != 1
                     || self.independent != 0
                     || self.interleave != 1
