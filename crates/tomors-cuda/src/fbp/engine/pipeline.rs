@@ -63,7 +63,13 @@ impl Engine {
             (0, 0)
         };
         let tex = self.tex_layout(SliceMode::F32, 1, na, n).bytes;
-        NBUF * (raw + out) + a + b + tex
+        // The tensor kernel's entries (about a texel layout's size) alternate
+        // between two buffers, so the next slab packs while one is read.
+        let entries = match job.cfg.kernel {
+            KernelKind::Tensor(_) => 2,
+            _ => 1,
+        };
+        NBUF * (raw + out) + a + b + entries * tex
     }
 
     /// Slices per slab: the backend's slab option if set, else about 2 GB of
