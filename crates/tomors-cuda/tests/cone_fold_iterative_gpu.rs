@@ -12,7 +12,7 @@ mod common;
 
 use std::f64::consts::PI;
 
-use common::cone::{cpu_back, cpu_forward, smooth_projections, two_balls};
+use common::cone::{cpu_back, cpu_forward, mirror_cases as cases, smooth_projections, two_balls};
 use common::{fixed_options, flat, gpu_or_skip, no_progress, rand3, rel_l2, run_gap};
 use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume};
@@ -22,72 +22,6 @@ use tomors_core::iterative::{
     IterativeOptions, Weighting,
 };
 use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaConeJoseph};
-
-/// Mirror-symmetric geometries (centred detectors): even rows and slices
-/// with a wide cone (z-dominant outer rays), odd rows and slices, odd rows
-/// with even slices; and one off-centre detector (not symmetric).
-fn cases() -> Vec<(String, ConeGeometry, ConeVolume, bool)> {
-    let wide = ConeGeometry::new(
-        uniform_angles(8, 2.0 * PI as f32),
-        14.0,
-        6.0,
-        24,
-        16,
-        1.5,
-        3.0,
-    )
-    .unwrap();
-    let odd = ConeGeometry::new(
-        uniform_angles(23, 2.0 * PI as f32),
-        70.0,
-        35.0,
-        19,
-        21,
-        1.2,
-        1.1,
-    )
-    .unwrap();
-    let mixed =
-        ConeGeometry::new(uniform_angles(17, PI as f32), 60.0, 45.0, 15, 22, 1.0, 1.3).unwrap();
-    let off = ConeGeometry::new(
-        uniform_angles(11, 2.0 * PI as f32),
-        60.0,
-        35.0,
-        21,
-        20,
-        1.3,
-        1.7,
-    )
-    .unwrap()
-    .with_principal_point(10.0, 9.0)
-    .unwrap();
-    vec![
-        (
-            "wide cone, even rows and slices".into(),
-            wide,
-            ConeVolume::new(12, 12, 14, 1.0).unwrap(),
-            true,
-        ),
-        (
-            "odd rows and slices".into(),
-            odd.clone(),
-            odd.fitting_volume(18, 16, 13).unwrap(),
-            true,
-        ),
-        (
-            "odd rows, even slices".into(),
-            mixed.clone(),
-            mixed.fitting_volume(16, 17, 10).unwrap(),
-            true,
-        ),
-        (
-            "off-centre detector".into(),
-            off,
-            ConeVolume::new(15, 13, 11, 0.9).unwrap(),
-            false,
-        ),
-    ]
-}
 
 /// A ball and a smaller off-centre ball, not symmetric in z (so a
 /// mirrored row that read the wrong half would show).

@@ -60,6 +60,74 @@ pub fn cases() -> Vec<(String, ConeGeometry, ConeVolume)> {
     ]
 }
 
+/// Mirror-symmetric geometries (centred detectors) for the folded kernels:
+/// even rows and slices with a wide cone (z-dominant outer rays; a square
+/// volume over a full turn of 8 angles: the quarter-turn weights), odd rows
+/// and slices, odd rows with even slices; and one off-centre detector (not
+/// symmetric). The flag says whether the geometry is mirror-symmetric.
+pub fn mirror_cases() -> Vec<(String, ConeGeometry, ConeVolume, bool)> {
+    let wide = ConeGeometry::new(
+        uniform_angles(8, 2.0 * PI as f32),
+        14.0,
+        6.0,
+        24,
+        16,
+        1.5,
+        3.0,
+    )
+    .unwrap();
+    let odd = ConeGeometry::new(
+        uniform_angles(23, 2.0 * PI as f32),
+        70.0,
+        35.0,
+        19,
+        21,
+        1.2,
+        1.1,
+    )
+    .unwrap();
+    let mixed =
+        ConeGeometry::new(uniform_angles(17, PI as f32), 60.0, 45.0, 15, 22, 1.0, 1.3).unwrap();
+    let off = ConeGeometry::new(
+        uniform_angles(11, 2.0 * PI as f32),
+        60.0,
+        35.0,
+        21,
+        20,
+        1.3,
+        1.7,
+    )
+    .unwrap()
+    .with_principal_point(10.0, 9.0)
+    .unwrap();
+    vec![
+        (
+            "wide cone, even rows and slices".into(),
+            wide,
+            ConeVolume::new(12, 12, 14, 1.0).unwrap(),
+            true,
+        ),
+        (
+            "odd rows and slices".into(),
+            odd.clone(),
+            odd.fitting_volume(18, 16, 13).unwrap(),
+            true,
+        ),
+        (
+            "odd rows, even slices".into(),
+            mixed.clone(),
+            mixed.fitting_volume(16, 17, 10).unwrap(),
+            true,
+        ),
+        (
+            "off-centre detector".into(),
+            off,
+            ConeVolume::new(15, 13, 11, 0.9).unwrap(),
+            false,
+        ),
+    ]
+}
+
 /// Forward projection of the volume (or slab) `x` with a CPU projector in
 /// `T`.
 pub fn cpu_forward<T: Real>(
