@@ -13,7 +13,7 @@ use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions, ScanMode};
 use tomors_core::iterative::{
     Algorithm, Constraint, IterativeOptions, ProjectorKind, RayOrder, SolveReport, Weighting,
 };
-use tomors_core::{FilterKind, FilterSpec, Padding, ParallelGeometry};
+use tomors_core::{FilterKind, FilterSpec, Padding, ParallelGeometry, SliceGrid};
 use tomors_cuda::DeviceOrder;
 
 use crate::boundary::{check_size, value, Error, Result};
@@ -53,6 +53,36 @@ pub fn parallel_geometry(
         g = g.with_centers(cs)?;
     }
     Ok(g)
+}
+
+/// The parallel-beam scan of projections (or sinograms, with
+/// `sinogram_order`) of `shape`: the geometry of `theta`
+/// ([`parallel_geometry`]), the default slice grid of the detector's width
+/// and the number of slices (detector rows), the volume's size checked.
+pub fn parallel_scan(
+    shape: (usize, usize, usize),
+    sinogram_order: bool,
+    theta: Vec<f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+) -> Result<(ParallelGeometry, SliceGrid, usize)> {
+    let (n_angles, n_rows, n_bins) = scan_dims(shape, sinogram_order);
+    let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+    let grid = SliceGrid::for_geometry(&geometry);
+    check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+    Ok((geometry, grid, n_rows))
+}
+
+/// A ramp-type filter from the names of its kind and padding and its
+/// cutoff (a fraction of Nyquist), checked.
+pub fn filter_spec(filter: &str, cutoff: f32, padding: &str) -> Result<FilterSpec> {
+    let spec = FilterSpec {
+        kind: parse_name::<FilterKind>(filter)?,
+        cutoff,
+        padding: parse_name::<Padding>(padding)?,
+    };
+    spec.validate()?;
+    Ok(spec)
 }
 
 /// A circular cone-beam geometry (see `tomors.fdk` for the parameters).
@@ -320,12 +350,7 @@ pub struct FdkSpec {
 impl FdkSpec {
     /// The core's FDK options, the filter checked.
     pub fn options(&self) -> Result<FdkOptions> {
-        let filter = FilterSpec {
-            kind: parse_name::<FilterKind>(&self.filter)?,
-            cutoff: self.cutoff,
-            padding: parse_name::<Padding>(&self.padding)?,
-        };
-        filter.validate()?;
+        let filter = filter_spec(&self.filter, self.cutoff, &self.padding)?;
         let scan = match self.short_scan {
             None => ScanMode::Auto,
             Some(true) => ScanMode::Short,

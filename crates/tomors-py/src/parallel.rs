@@ -15,9 +15,9 @@ use tomors_core::fbp::{check_finite, projections_to_sinograms, projections_to_si
 use tomors_core::iterative::{
     all_angles, projector, reconstruct, IterativeResult, ProjectorKind, SolveReport,
 };
-use tomors_core::{Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
+use tomors_core::{Backend, CoreError, Interpolation, SliceGrid};
 
-use crate::args::{report_info, Beam, IterativeMethod};
+use crate::args::{filter_spec, parallel_scan, report_info, Beam, IterativeMethod};
 // Where they were before `args` (modules written against the old paths,
 // e.g. a branch merged after this one, keep compiling).
 pub use crate::args::{parallel_geometry, parse_name};
@@ -110,20 +110,13 @@ pub fn fbp<'py>(
     let progress = Progress::new(progress);
     let (out, device) = compute(py, || {
         let mut phases = Phases::new("fbp");
-        let filter = FilterSpec {
-            kind: parse_name::<FilterKind>(filter)?,
-            cutoff,
-            padding: parse_name::<Padding>(padding)?,
-        };
-        filter.validate()?;
+        let filter = filter_spec(filter, cutoff, padding)?;
         let interpolation = parse_name::<Interpolation>(interp)?;
         let choice = Choice::parse(backend)?;
-        let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
         check_finite(tomo.view(), "the projections")?;
         phases.lap("check_finite");
-        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
-        let grid = SliceGrid::for_geometry(&geometry);
-        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+        let (geometry, grid, n_rows) =
+            parallel_scan(tomo.dim(), sinogram_order, theta, center, centers)?;
         let (backend, gpus) = fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
         phases.lap("backend");
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
@@ -286,11 +279,9 @@ pub fn recon_iterative<'py>(
     let progress = Progress::new(progress);
     let (result, device) = compute(py, || {
         let (options, kind, choice, capable) = iterative.parse(Beam::Parallel, Some(backend))?;
-        let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
         check_finite(tomo.view(), "the projections")?;
-        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
-        let grid = SliceGrid::for_geometry(&geometry);
-        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+        let (geometry, grid, n_rows) =
+            parallel_scan(tomo.dim(), sinogram_order, theta, center, centers)?;
         let sino = sinograms(&tomo, sinogram_order, 0..n_rows)?;
         if choice.on_gpu(capable) {
             let gpus = open_gpus(devices.as_deref(), tomors_cuda::KernelChoice::Auto)?;
