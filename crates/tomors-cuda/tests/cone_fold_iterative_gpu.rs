@@ -12,7 +12,10 @@ mod common;
 
 use std::f64::consts::PI;
 
-use common::cone::{cpu_back, cpu_forward, mirror_cases as cases, smooth_projections, two_balls};
+use common::cone::{
+    cpu_back, cpu_forward, gpu_back, gpu_forward, mirror_cases as cases, smooth_projections,
+    two_balls,
+};
 use common::{fixed_options, flat, gpu_or_skip, no_progress, rand3, rel_l2, run_gap};
 use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume};
@@ -57,17 +60,8 @@ fn folded_kernels_match_the_cpu_and_the_unfolded_ones() {
             gpu.set_fold(fold).unwrap();
             let mut fw = Vec::new();
             for (what, x, bound) in [("phantom", &xp, 2e-3), ("random", &xr, 1e-2)] {
-                // Poison the device output first: every value must be written.
-                let xd = gpu.upload_volume(x.view()).unwrap();
-                let mut pd = gpu
-                    .upload_projections(Array3::from_elem(yp.dim(), f32::NAN).view())
-                    .unwrap();
-                gpu.forward_dev(&xd, &mut pd).unwrap();
-                let got = gpu.download(&pd).unwrap();
-                assert!(
-                    got.iter().all(|v| v.is_finite()),
-                    "{name}: unwritten forward values"
-                );
+                // Poisoned device outputs: every value must be written.
+                let got = gpu_forward(&gpu, x, yp.dim(), &name);
                 let want = cpu_forward::<f32>(&jcpu, &g, x);
                 let e = rel_l2(&flat(&got), &flat(&want));
                 eprintln!("{name}, fold {fold}, {what}: forward vs CPU Joseph f32 rel L2 {e:.2e}");
@@ -79,16 +73,7 @@ fn folded_kernels_match_the_cpu_and_the_unfolded_ones() {
             }
             let mut bk = Vec::new();
             for (what, y) in [("smooth", &ys), ("phantom", &yp)] {
-                let yd = gpu.upload_projections(y.view()).unwrap();
-                let mut vd = gpu
-                    .upload_volume(Array3::from_elem((v.nz, v.ny, v.nx), f32::NAN).view())
-                    .unwrap();
-                gpu.back_dev(&yd, &mut vd).unwrap();
-                let got = gpu.download(&vd).unwrap();
-                assert!(
-                    got.iter().all(|v| v.is_finite()),
-                    "{name}: unwritten back values"
-                );
+                let got = gpu_back(&gpu, &v, y, &name);
                 let want = cpu_back::<f32>(&vcpu, &v, y);
                 let e = rel_l2(&flat(&got), &flat(&want));
                 eprintln!("{name}, fold {fold}, {what}: voxel back vs CPU f32 rel L2 {e:.2e}");

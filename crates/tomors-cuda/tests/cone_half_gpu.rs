@@ -10,31 +10,16 @@
 
 mod common;
 
-use common::cone::{cpu_back, mirror_cases as cases, smooth_projections as smooth};
+use common::cone::{
+    cpu_back, gpu_back as back, mirror_cases as cases, smooth_projections as smooth,
+};
 use common::{flat, gpu_or_skip, random, rel_l2};
 use ndarray::Array3;
-use tomors_core::cone::ConeVolume;
 use tomors_core::iterative::{
     reconstruct_cone, Algorithm, ConeVoxelProjector, Constraint, IterativeOptions, Weighting,
 };
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{cone_sirt_cuda_opts, ConeBackProjector, ConeGpuOptions, CudaConeJoseph};
-
-/// The voxel back projection of `y` into a poisoned (NaN) device volume;
-/// every value must be written.
-fn back(gpu: &CudaConeJoseph, v: &ConeVolume, y: &Array3<f32>, name: &str) -> Array3<f32> {
-    let yd = gpu.upload_projections(y.view()).unwrap();
-    let mut vd = gpu
-        .upload_volume(Array3::from_elem((v.nz, v.ny, v.nx), f32::NAN).view())
-        .unwrap();
-    gpu.back_dev(&yd, &mut vd).unwrap();
-    let got = gpu.download(&vd).unwrap();
-    assert!(
-        got.iter().all(|x| x.is_finite()),
-        "{name}: unwritten back values"
-    );
-    got
-}
 
 /// Half against `float2` texels and the CPU: smooth, random (signed) and
 /// scaled random projections (1e8 and 1e-8: the per-projection scale), and

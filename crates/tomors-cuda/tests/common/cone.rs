@@ -128,6 +128,48 @@ pub fn mirror_cases() -> Vec<(String, ConeGeometry, ConeVolume, bool)> {
     ]
 }
 
+/// The GPU back projection of `y` into a poisoned (NaN) device volume;
+/// every value must be written (`name` names the case in the failure).
+pub fn gpu_back(
+    gpu: &tomors_cuda::CudaConeJoseph,
+    v: &ConeVolume,
+    y: &Array3<f32>,
+    name: &str,
+) -> Array3<f32> {
+    let yd = gpu.upload_projections(y.view()).unwrap();
+    let mut vd = gpu
+        .upload_volume(Array3::from_elem((v.nz, v.ny, v.nx), f32::NAN).view())
+        .unwrap();
+    gpu.back_dev(&yd, &mut vd).unwrap();
+    let got = gpu.download(&vd).unwrap();
+    assert!(
+        got.iter().all(|x| x.is_finite()),
+        "{name}: unwritten back values"
+    );
+    got
+}
+
+/// The GPU forward projection of `x` into poisoned (NaN) device
+/// projections of `dim`; every value must be written.
+pub fn gpu_forward(
+    gpu: &tomors_cuda::CudaConeJoseph,
+    x: &Array3<f32>,
+    dim: (usize, usize, usize),
+    name: &str,
+) -> Array3<f32> {
+    let xd = gpu.upload_volume(x.view()).unwrap();
+    let mut pd = gpu
+        .upload_projections(Array3::from_elem(dim, f32::NAN).view())
+        .unwrap();
+    gpu.forward_dev(&xd, &mut pd).unwrap();
+    let got = gpu.download(&pd).unwrap();
+    assert!(
+        got.iter().all(|v| v.is_finite()),
+        "{name}: unwritten forward values"
+    );
+    got
+}
+
 /// Forward projection of the volume (or slab) `x` with a CPU projector in
 /// `T`.
 pub fn cpu_forward<T: Real>(
