@@ -73,6 +73,47 @@ pub fn parallel_scan(
     Ok((geometry, grid, n_rows))
 }
 
+/// The forward projection of a volume of `dim = (nz, ny, nx)` (unit
+/// pixels) onto `n_bins` bins (default `nx`) at the angles `theta`: the
+/// geometry ([`parallel_geometry`]) and the volume's slice grid, the
+/// projections' size checked.
+pub fn projection_scan(
+    dim: (usize, usize, usize),
+    theta: Vec<f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    n_bins: Option<usize>,
+) -> Result<(ParallelGeometry, SliceGrid)> {
+    let (nz, ny, nx) = dim;
+    let n_bins = n_bins.unwrap_or(nx);
+    let n_angles = theta.len();
+    let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+    let grid = SliceGrid::new(nx, ny)?;
+    check_size("the projections", &[nz, n_angles, n_bins])?;
+    Ok((geometry, grid))
+}
+
+/// The back projection of projections (or sinograms, with
+/// `sinogram_order`) of `shape` onto slices of `out = (ny, nx)` (default
+/// `n_bins × n_bins`, unit pixels): the geometry of `theta`
+/// ([`parallel_geometry`]), the slice grid and the number of slices, the
+/// volume's size checked.
+pub fn backprojection_scan(
+    shape: (usize, usize, usize),
+    sinogram_order: bool,
+    theta: Vec<f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    out: Option<(usize, usize)>,
+) -> Result<(ParallelGeometry, SliceGrid, usize)> {
+    let (n_angles, n_rows, n_bins) = scan_dims(shape, sinogram_order);
+    let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+    let (ny, nx) = out.unwrap_or((n_bins, n_bins));
+    let grid = SliceGrid::new(nx, ny)?;
+    check_size("the volume", &[n_rows, ny, nx])?;
+    Ok((geometry, grid, n_rows))
+}
+
 /// A ramp-type filter from the names of its kind and padding and its
 /// cutoff (a fraction of Nyquist), checked.
 pub fn filter_spec(filter: &str, cutoff: f32, padding: &str) -> Result<FilterSpec> {

@@ -15,13 +15,16 @@ use tomors_core::fbp::{check_finite, projections_to_sinograms, projections_to_si
 use tomors_core::iterative::{
     all_angles, projector, reconstruct, IterativeResult, ProjectorKind, SolveReport,
 };
-use tomors_core::{Backend, CoreError, Interpolation, SliceGrid};
+use tomors_core::{Backend, CoreError, Interpolation};
 
-use crate::args::{filter_spec, parallel_scan, report_info, Beam, IterativeMethod};
+use crate::args::{
+    backprojection_scan, filter_spec, parallel_scan, projection_scan, report_info, Beam,
+    IterativeMethod,
+};
 // Where they were before `args` (modules written against the old paths,
 // e.g. a branch merged after this one, keep compiling).
 pub use crate::args::{parallel_geometry, parse_name};
-use crate::boundary::{check_size, compute, Progress, Result};
+use crate::boundary::{compute, Progress, Result};
 use crate::gpu::{fbp_backend, open_gpus, Choice};
 use crate::timing::Phases;
 
@@ -332,12 +335,9 @@ pub fn project<'py>(
     let out = compute(py, || {
         let kind = parse_name::<ProjectorKind>(projector_name)?;
         check_finite(volume.view(), "the volume")?;
-        let (nz, ny, nx) = volume.dim();
-        let n_bins = n_bins.unwrap_or(nx);
-        let n_angles = theta.len();
-        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
-        let grid = SliceGrid::new(nx, ny)?;
-        check_size("the projections", &[nz, n_angles, n_bins])?;
+        let nz = volume.dim().0;
+        let (geometry, grid) = projection_scan(volume.dim(), theta, center, centers, n_bins)?;
+        let (n_angles, n_bins) = (geometry.n_angles(), geometry.n_bins());
         let p = projector::<f32>(kind, &geometry, &grid, None)?;
         let mut out = Array3::<f32>::zeros((nz, n_angles, n_bins));
         p.forward(volume.view(), &all_angles(n_angles), out.view_mut())?;
@@ -371,12 +371,10 @@ pub fn backproject<'py>(
     let theta = theta.as_array().to_vec();
     let out = compute(py, || {
         let kind = parse_name::<ProjectorKind>(projector_name)?;
-        let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
         check_finite(tomo.view(), "the projections")?;
-        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
-        let (ny, nx) = shape.unwrap_or((n_bins, n_bins));
-        let grid = SliceGrid::new(nx, ny)?;
-        check_size("the volume", &[n_rows, ny, nx])?;
+        let (geometry, grid, n_rows) =
+            backprojection_scan(tomo.dim(), sinogram_order, theta, center, centers, shape)?;
+        let (n_angles, ny, nx) = (geometry.n_angles(), grid.ny, grid.nx);
         let p = projector::<f32>(kind, &geometry, &grid, None)?;
         let sino = sinograms(&tomo, sinogram_order, 0..n_rows)?;
         let mut out = Array3::<f32>::zeros((n_rows, ny, nx));
