@@ -63,14 +63,7 @@ pub fn run(job: &Job) -> Result<()> {
     } else {
         run_cpu(g, vol, &data.projections, &options, kind, &path)?
     };
-    output::write(&job.output, format, volume.view(), &meta)?;
-    println!(
-        "wrote {} ([z][y][x] = {:?}, voxel size {})",
-        job.output.path.display(),
-        volume.dim(),
-        vol.voxel_size
-    );
-    Ok(())
+    output::write_cone(&job.output, format, volume.view(), &meta, vol.voxel_size)
 }
 
 /// Whether the method runs on the GPU.
