@@ -43,29 +43,10 @@ struct Projection {
 }
 
 /// Back projects `sinograms` (`[slice][angle][bin]`) into `out`
-/// (`[slice][y][x]`), overwriting it with `scale · Σ_θ p_θ(u)`.
+/// (`[slice][y][x]`), overwriting it with `scale · Σ_θ p_θ(u)`, with the
+/// kernel builds `choice` ([`SimdChoice::Auto`]: the best the processor
+/// offers; [`SimdChoice::Portable`]: the portable code on every processor).
 pub fn backproject_slices(
-    sinograms: ArrayView3<'_, f32>,
-    geometry: &ParallelGeometry,
-    grid: &SliceGrid,
-    interpolation: Interpolation,
-    scale: f32,
-    out: ArrayViewMut3<'_, f32>,
-) -> Result<()> {
-    backproject_slices_with(
-        sinograms,
-        geometry,
-        grid,
-        interpolation,
-        scale,
-        out,
-        SimdChoice::Auto,
-    )
-}
-
-/// [`backproject_slices`] with the kernel builds `choice`
-/// ([`SimdChoice::Portable`]: the portable code on every processor).
-pub fn backproject_slices_with(
     sinograms: ArrayView3<'_, f32>,
     geometry: &ParallelGeometry,
     grid: &SliceGrid,

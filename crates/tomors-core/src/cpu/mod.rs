@@ -4,7 +4,7 @@
 mod backproject;
 mod reference;
 
-pub use backproject::{backproject_slices, backproject_slices_with, LANES};
+pub use backproject::{backproject_slices, LANES};
 pub use reference::backproject_reference;
 
 use ndarray::{ArrayView3, ArrayViewMut3, Axis};
@@ -74,7 +74,7 @@ impl Backend for CpuBackend {
         scale: f32,
         out: ArrayViewMut3<'_, f32>,
     ) -> Result<()> {
-        backproject_slices_with(
+        backproject_slices(
             sinograms,
             geometry,
             grid,
