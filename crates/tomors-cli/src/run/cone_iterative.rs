@@ -145,7 +145,8 @@ fn run_cpu(
 /// Runs the iteration on the GPUs of `--devices` (all when not given): one
 /// GPU holds the whole volume; several split it into z-slabs, one per GPU,
 /// the partial projections summed across the GPUs every forward projection
-/// (peer-to-peer; `TOMORS_EXCHANGE=host` stages them through host memory).
+/// (peer-to-peer, staged by the driver where the devices have no peer access;
+/// the library's host-staged exchange measured slower: docs/perf-notes.md).
 fn run_gpu(
     job: &Job,
     g: &ConeGeometry,
@@ -221,10 +222,6 @@ fn run_gpu(
             &report,
         )
     } else {
-        let exchange = match std::env::var("TOMORS_EXCHANGE").as_deref() {
-            Ok("host") => Exchange::HostStaged,
-            _ => Exchange::Peer,
-        };
         let refs: Vec<&CudaBackend> = backends.iter().collect();
         cone_sirt_cuda_multi(
             &refs,
@@ -234,7 +231,7 @@ fn run_gpu(
             None,
             options,
             back,
-            exchange,
+            Exchange::Peer,
             &report,
         )
     }
