@@ -32,9 +32,9 @@ pub struct CudaOptions {
     pub serial_filter: bool,
     /// Texture storage.
     pub storage: crate::fbp::engine::TexStorage,
-    /// The gather of the fourier method (`Backend::fourier`): tiled (the
-    /// default, fastest; shared-memory additions in varying order) or per
-    /// point (bitwise reproducible).
+    /// The gather of the fourier method (`Backend::fourier`): per warp (the
+    /// default, fastest) or per point (the CPU reference's formulation);
+    /// both add in a fixed order (the same bits on every run).
     pub fourier_gather: crate::fourier::GatherKind,
 }
 
