@@ -21,10 +21,10 @@ use anyhow::Result;
 use ndarray::{s, Array2, Array3, Axis};
 use plotters::style::RGBColor;
 use tomors_core::cone::{
-    backproject_cone, fdk_filter, project_cone, uniform_angles_inclusive, ConeGeometry, ConeVolume,
-    FdkOptions, ScanMode, DEFAULT_SUBPIXELS,
+    backproject_cone, backproject_cone_with, fdk_filter, project_cone, uniform_angles_inclusive,
+    ConeGeometry, ConeVolume, FdkOptions, ScanMode, DEFAULT_SUBPIXELS,
 };
-use tomors_core::cpu::CpuBackend;
+use tomors_core::cpu::{CpuBackend, SimdChoice};
 use tomors_core::fbp::{fbp_sinograms, projections_to_sinograms, FbpOptions};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::metrics::{disc_mask, nrmse};
@@ -114,7 +114,6 @@ fn main() -> Result<()> {
     drop(proj);
 
     // Portable build of the z loop, for comparison.
-    std::env::set_var("TOMORS_CONE_SIMD", "portable");
     let small = ConeVolume::new(n, n, n / 4, 1.0)?;
     let q = fdk_filter(
         &CpuBackend::new(),
@@ -124,9 +123,15 @@ fn main() -> Result<()> {
     )?;
     let mut tmp = Array3::<f32>::zeros((small.nz, n, n));
     let t = Instant::now();
-    backproject_cone(q.view(), &full, &vol, 0..n / 4, tmp.view_mut())?;
+    backproject_cone_with(
+        q.view(),
+        &full,
+        &vol,
+        0..n / 4,
+        tmp.view_mut(),
+        SimdChoice::Portable,
+    )?;
     let gus_portable = (small.len() * n_angles) as f64 / t.elapsed().as_secs_f64() / 1e9;
-    std::env::remove_var("TOMORS_CONE_SIMD");
     let t = Instant::now();
     backproject_cone(q.view(), &full, &vol, 0..n / 4, tmp.view_mut())?;
     let gus_quarter = (small.len() * n_angles) as f64 / t.elapsed().as_secs_f64() / 1e9;
@@ -283,16 +288,14 @@ fn speed(g: &ConeGeometry, vol: &ConeVolume) -> Result<()> {
         ((a as f32 * 0.1).sin() + (r as f32 * 0.05).cos()) * (c as f32 * 0.07).sin()
     });
     let mut out = Array3::<f32>::zeros((vol.nz, vol.ny, vol.nx));
-    for build in ["portable", "default"] {
-        if build == "portable" {
-            std::env::set_var("TOMORS_CONE_SIMD", "portable");
-        } else {
-            std::env::remove_var("TOMORS_CONE_SIMD");
-        }
+    for (build, choice) in [
+        ("portable", SimdChoice::Portable),
+        ("default", SimdChoice::Auto),
+    ] {
         let mut best = f64::INFINITY;
         for _ in 0..2 {
             let t = Instant::now();
-            backproject_cone(q.view(), g, vol, 0..vol.nz, out.view_mut())?;
+            backproject_cone_with(q.view(), g, vol, 0..vol.nz, out.view_mut(), choice)?;
             best = best.min(t.elapsed().as_secs_f64());
         }
         println!(

@@ -37,9 +37,8 @@ pub struct BackendArgs {
     /// Reproducible bits: the GPU back projection of cone-beam iterative
     /// methods (joseph projector) adds in fixed point instead of with float
     /// atomics, so every run gives the same volume (slower); `--method
-    /// fourier` keeps a gather of fixed summation order (its default is one;
-    /// where `TOMORS_FOURIER_GATHER=tile` picks the atomic one, the per-point
-    /// gather instead). Every other path is deterministic already.
+    /// fourier` is accepted (both its gathers add in a fixed order already).
+    /// Every other path is deterministic already.
     #[arg(long)]
     pub deterministic: bool,
 }
@@ -48,17 +47,11 @@ pub struct BackendArgs {
 pub fn make_backend(args: &BackendArgs) -> Result<Box<dyn Backend>> {
     match args.backend {
         BackendChoice::Cpu => Ok(Box::new(CpuBackend::new())),
-        BackendChoice::Cuda => cuda_cli::make_backend(
-            args.devices.as_deref(),
-            args.kernel.as_deref(),
-            args.deterministic,
-        ),
+        BackendChoice::Cuda => {
+            cuda_cli::make_backend(args.devices.as_deref(), args.kernel.as_deref())
+        }
         BackendChoice::Auto => {
-            match cuda_cli::make_backend(
-                args.devices.as_deref(),
-                args.kernel.as_deref(),
-                args.deterministic,
-            ) {
+            match cuda_cli::make_backend(args.devices.as_deref(), args.kernel.as_deref()) {
                 Ok(backend) => Ok(backend),
                 Err(err) => {
                     tracing::info!("no usable GPU ({err:#}); using the CPU");

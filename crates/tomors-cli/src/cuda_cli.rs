@@ -11,7 +11,6 @@ use tomors_cuda::{CudaBackend, CudaOptions, KernelChoice, MultiCudaBackend};
 pub fn make_backend(
     devices: Option<&str>,
     kernel: Option<&str>,
-    deterministic: bool,
 ) -> Result<Box<dyn tomors_core::Backend>> {
     let kernel: KernelChoice = match kernel {
         Some(k) => k.parse()?,
@@ -21,7 +20,6 @@ pub fn make_backend(
     let list = tomors_cuda::parse_devices(devices, available)?;
     let options = CudaOptions {
         kernel,
-        fourier_gather: tomors_cuda::fourier::GatherKind::for_determinism(deterministic),
         ..CudaOptions::default()
     };
     if list.len() == 1 {

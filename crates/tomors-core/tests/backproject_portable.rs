@@ -1,20 +1,19 @@
-//! The portable (non-SIMD) CPU kernels agree with the reference too: this
-//! test binary forces them through `TOMORS_SIMD=scalar` (one test function,
-//! so no other test of this binary races on the variable).
+//! The portable (non-SIMD) CPU kernels agree with the reference too
+//! (`CpuBackend::with_simd(SimdChoice::Portable)`), as the default build.
 
 use ndarray::{s, Array3};
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use tomors_core::cpu::{backproject_reference, CpuBackend};
+use tomors_core::cpu::{backproject_reference, CpuBackend, SimdChoice};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::{Backend, Interpolation, ParallelGeometry, SliceGrid};
 
 #[test]
 fn portable_kernels_match_the_reference() {
-    std::env::set_var("TOMORS_SIMD", "scalar");
-    check_all_paths("scalar");
+    check_all_paths("portable", &CpuBackend::with_simd(SimdChoice::Portable));
+    check_all_paths("default", &CpuBackend::new());
 }
 
-fn check_all_paths(mode: &str) {
+fn check_all_paths(mode: &str, backend: &CpuBackend) {
     let geometry = ParallelGeometry::new(uniform_angles(31, 3.0), 29)
         .unwrap()
         .with_center(13.71)
@@ -25,7 +24,7 @@ fn check_all_paths(mode: &str) {
         let sino = Array3::from_shape_fn((ns, 31, 29), |_| rng.gen_range(-1.0f32..1.0));
         for interp in [Interpolation::Linear, Interpolation::Nearest] {
             let mut out = Array3::from_elem((ns, 22, 35), f32::NAN);
-            CpuBackend::new()
+            backend
                 .backproject(sino.view(), &geometry, &grid, interp, 1.0, out.view_mut())
                 .unwrap();
             for z in 0..ns {

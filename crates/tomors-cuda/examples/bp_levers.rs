@@ -4,10 +4,12 @@
 //! `bp_levers [--n 2048] [--reps 5]
 //!   [--rates 'KERNEL[:interp];...' --slices 8,12,32]
 //!   [--compare 'KERNEL[:interp]=REFERENCE[:interp];...' --compare-slices 4]
-//!   [--e2e 'KERNEL[:interp][/SLAB];...' --e2e-slices 256 --warm 32]`
+//!   [--e2e 'KERNEL[:interp][/SLAB];...' --e2e-slices 256 --warm 32 [--serial-filter]]`
 //!
 //! KERNEL is any `--kernel` name of the CLI with `@` parameters (e.g.
-//! `alu-float2@t64,s16,a1,r1,b2`); SLAB 0 or absent = automatic.
+//! `alu-float2@t64,s16,a1,r1,b2`); SLAB 0 or absent = automatic;
+//! `--serial-filter` filters on the compute stream (no overlap with the back
+//! projection, for comparisons).
 
 use tomors_cuda::bench::levers;
 
@@ -95,14 +97,23 @@ fn run() -> tomors_cuda::Result<()> {
         cases.push((levers::parse_case(case)?, slab));
     }
     if !cases.is_empty() {
-        levers::e2e(device, &cases, n, slices, warm, &mut |i, secs, st| {
-            println!(
+        let serial = args.iter().any(|a| a == "--serial-filter");
+        levers::e2e(
+            device,
+            &cases,
+            n,
+            slices,
+            warm,
+            serial,
+            &mut |i, secs, st| {
+                println!(
                 "e2e FBP {slices} slices of {n}^2 from {n} angles, host to host, {}: {secs:.3} s \
                  ({:.1} GU/s overall; {st})",
                 specs[i],
                 (n * n * slices) as f64 * n as f64 / secs / 1e9
             );
-        })?;
+            },
+        )?;
     }
     Ok(())
 }

@@ -1,8 +1,7 @@
 //! Cone-beam Joseph projector and SIRT on the GPU:
 //! `cargo run --release -p tomors-cuda --example cone_sirt_bench [n]
 //! [angles] [iterations] [reps]` (needs a GPU; defaults 256 360 5 3; 0
-//! iterations: the projectors only). `TOMORS_CONE_BLOCK=COLSxROWS` sets the
-//! projectors' thread block (default 32x8).
+//! iterations: the projectors only).
 //!
 //! Geometry: an n³ volume (fitted to the detector) from `angles`
 //! projections over 2π on an n × n detector of unit pixels, cone angle 10°
@@ -17,7 +16,7 @@
 //!   The back projections: Joseph's transpose (merged and plain atomics)
 //!   and the voxel-driven one (`ConeBackProjector::Voxel`: weight and
 //!   pack, then FDK's texture kernel), and the voxel pair's forward (a 3D
-//!   texture of the volume unless `TOMORS_CONE_FORWARD=loads`);
+//!   texture of the volume; folded and unfolded);
 //! - SIRT (row/column-sum weights = ASTRA's SIRT, λ = 1, x ≥ 0) with the
 //!   matched Joseph pair and with the voxel pair (Joseph forward, voxel
 //!   back: unmatched, as ASTRA's SIRT3D_CUDA): seconds per iteration of the
@@ -57,7 +56,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let be = CudaBackend::new(0)?;
     let gu = (n * n * n) as f64 * na as f64 / 1e9;
     let b = Array3::from_shape_vec((na, n, n), random01(na * n * n, 2))?;
-    let merged_default = std::env::var("TOMORS_CONE_BACK").map_or(true, |v| v != "plain");
     // `TOMORS_BENCH_SKIP_KERNELS=1`: SIRT only.
     if !std::env::var("TOMORS_BENCH_SKIP_KERNELS").is_ok_and(|v| v == "1") {
         let t = std::time::Instant::now();
@@ -176,8 +174,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                  time of the call {:.4} s per iteration), last residual {:.4e}",
                 name,
                 match back {
-                    ConeBackProjector::Joseph if merged_default => ", merged back",
-                    ConeBackProjector::Joseph => ", plain back",
+                    ConeBackProjector::Joseph => ", merged back",
                     ConeBackProjector::Voxel => "",
                 },
                 st.loop_s / it,

@@ -1,254 +1,28 @@
-// Tensor-core parallel-beam back projection: exact (f32-class) linear
-// interpolation as a matrix product on the tensor cores.
-//
-// For one projection, linear interpolation is a hat function: the update of
-// pixel p in slice s is sum_b h(u_p - b) P[b][s], h(t) = max(0, 1 - |t|),
-// u_p the pixel's bin coordinate. The slices share the weights, so for a
-// 4x4 pixel block (16 pixels, whose coordinates span at most
-// 3 (|cx| + |cy|) <= 4.95 bins, checked by the host) and the 8 bins from
-// b0 (the block's lowest coordinate rounded down) on, the
-// updates of 8 slices from two projections are one
-// mma.m16n8k16: A = the weights (16 pixels x [8 bins of projection A |
-// 8 bins of projection B]), B = the values (16 x 8 slices), f32 accumulators.
-//
-// Exactness with f16 operands: both operands are split in two f16 parts,
-// w = w_hi + w_lo and p = p_hi + p_lo (the slab scaled per slice by a power
-// of two so that max |p| lies in [2^13, 2^14); undone exactly at the end),
-// and three products are summed (lo.hi + hi.lo + hi.hi; lo.lo ~ 2^-22 is
-// dropped): 22-bit operands, products exact in the f32 accumulation.
-// The tensor core's accumulation truncates, so a long chain of MMAs into
-// one accumulator drifts toward zero (measured: 7e-5 relative at 2048
-// projections). With TC_FLUSH = 1 the three products of a projection pair
-// start from zero and are added to f32 sums with one FADD each; with
-// TC_FLUSH = G >= 2 the MMA accumulators collect G pairs and are then added
-// to the f32 sums and zeroed; with 0 they accumulate over all projections.
-//
-// Fragment layout (PTX ISA, mma.m16n8k16, groupID g = lane / 4, t = lane % 4):
-//   A: reg0 = (row g, k 2t..2t+1), reg1 = (row g+8, k 2t..), reg2 = (row g,
-//      k 2t+8..), reg3 = (row g+8, k 2t+8..); row m = pixel (m % 4, m / 4)
-//      of the block: the lane's pixels are p1 = (g % 4, g / 4) and p2 = p1 +
-//      (0, 2); k < 8: projection A, bin b0_A + k; k >= 8: projection B.
-//   B: reg0 = (k 2t..2t+1, n g), reg1 = (k 2t+8.., n g): the f16 pair of
-//      bins (b0 + 2t, b0 + 2t + 1) of slice g, loaded with one
-//      ldmatrix.x4.trans per block, slice tile and pair: matrices 0..3 = the
-//      8 rows (bins b0 ...) of (hi, projection A), (hi, B), (lo, A), (lo, B),
-//      each row the 8 slices of the tile (16 bytes), so that the four
-//      registers are B_hi = {r0, r1} and B_lo = {r2, r3} as the MMA takes
-//      them (no register moves).
-//   C: c0, c1 = (row g, slices 2t, 2t+1), c2, c3 = (row g+8, same slices).
-//
-// Baked parameters (#defines prepended by the host):
-//   NX, NY        slice size in pixels
-//   NPROJ, NPP    projections, and padded to whole stages (2 TC_AP)
-//   NB            detector bins
-//   BLO, NBP      global bin of padded bin 0 and the number of padded
-//                 bins: every stage row lies inside
-//   TC_BX, TC_BY  4x4 pixel blocks of a warp along x and y
-//   TC_NT         8-slice tiles of a warp (slices of a block: 8 TC_NT)
-//   TC_WX, TC_WY  warps of a block along x and y
-//   TC_AP         projection pairs per stage
-//   TC_ST         stages in the shared-memory ring (>= 2)
-//   TC_SB         bins staged per projection
-//   TC_FLUSH      1: per-pair chains added to f32 accumulators; 0: the MMA
-//                 accumulates over all projections; G >= 2: the MMA
-//                 accumulators are added to f32 sums every G pairs
-//   TC_NTO        1: slice tiles outermost (all blocks' weights first)
-//   TC_IL         slice tiles whose MMA chains are interleaved (divides TC_NT)
-//   TC_IND        (with TC_FLUSH 1) 1: the three products into three
-//                 accumulators from zero, summed in f32 (no chain); 2: the
-//                 two small products a chain from zero beside hi.hi from
-//                 zero; 3: the small products accumulate in their own MMA
-//                 accumulators over all projections (twice the
-//                 accumulators), hi.hi from zero then one FADD each
-//   TC_MINB       minimum resident blocks per multiprocessor
-//   TC_MASK       1: the weights' f16 hi part by masking (see tc_split_w)
-//   TC_SWZ        0, or the width in blocks of the strips the grid is walked
-//                 in (the blocks resident together cover a compact patch:
-//                 fewer bins of each projection in L2 at once)
-//
-// Entry layout (written by pack_tensor): per group of 8 TC_NT slices,
-// projection q and padded bin k (global bin BLO + k) a row of TC_NT x
-// (8 hi f16, 8 lo f16) = 32 TC_NT bytes: the tile's 8 slices' values scaled
-// by their slice's power of two and split; zeros outside the detector, for
-// slices past the slab and projections past NPROJ. In shared memory the rows
-// are padded by 16 bytes (the 8 rows of an ldmatrix matrix then hit
-// distinct banks).
-
-#define TC_MAGIC 12582912.0f
-#define TC_MAGIC_BITS 0x4B400000
-#define TC_FULL 0xffffffffu
-#define TC_S (8 * TC_NT)
-#define TC_GROWB (32 * TC_NT)
-#define TC_SROWB (32 * TC_NT + 16)
-#define TC_NTH (32 * TC_WX * TC_WY)
-#define TC_PXX (4 * TC_BX * TC_WX)
-#define TC_PXY (4 * TC_BY * TC_WY)
-#define TC_ANG (2 * TC_AP)
-#define TC_ANGB (TC_SB * TC_SROWB)
-#define TC_STAGEB (TC_ANG * TC_ANGB + TC_ANG * 16)
-#define TC_CR (2 * TC_NT)
-#define TC_ROWS (TC_ANG * TC_SB)
-#define TC_RPI (TC_NTH / TC_CR)
-#define TC_COPIES ((TC_ROWS + TC_RPI - 1) / TC_RPI)
-#define TC_NSTG (NPP / TC_ANG)
-#define TC_EXP 14
-#ifndef TC_SWZ
-#define TC_SWZ 0
-#endif
-#ifndef TC_MASK
-#define TC_MASK 0
-#endif
-#ifndef TC_NTO
-#define TC_NTO 0
-#endif
-#ifndef TC_IL
-#define TC_IL 1
-#endif
-#ifndef TC_IND
-#define TC_IND 0
-#endif
-#define TC_NB (TC_BX * TC_BY)
-
-// The multiplier that brings a slice's largest magnitude (as float bits)
-// into [2^13, 2^14): a power of two (1 for zero, Inf or NaN maxima).
-// m = f 2^e with f in [1/2, 1) for the biased exponent e + 126 of a normal
-// m (subnormal maxima take e = -126 and the clamp).
-__device__ __forceinline__ float tc_mult(unsigned int bits) {
-    const float m = __uint_as_float(bits);
-    if (!(m > 0.0f) || !(m <= 3.4028235e38f)) return 1.0f;
-    const int e = (int)((bits >> 23) & 0xffu) - 126;
-    const int k = max(-100, min(100, TC_EXP - e));
-    return __int_as_float((k + 127) << 23);
-}
-
-// Value k of slab row r (see filter.cu's source_value).
-__device__ __forceinline__ float tc_source(const float* __restrict__ src, long long row_stride, int pair,
-                                           long long r, int k) {
-    if (pair) return src[(r >> 1) * row_stride + 2 * k + (r & 1)];
-    return src[r * row_stride + k];
-}
-
-// Zeroes the per-slot maxima (n words).
-extern "C" __global__ void tc_zero(unsigned int* __restrict__ smax, int n) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) smax[i] = 0u;
-}
-
-// Per-slice largest magnitude of the slab (as float bits, atomicMax: the
-// order of non-negative floats is that of their bits). Grid (slices,
-// ceil(na / 8)), block 256: 8 projections of one slice per block.
-extern "C" __global__ void tc_absmax(const float* __restrict__ src, long long row_stride, int pair,
-                                     unsigned int* __restrict__ smax, int na) {
-    const int sl = blockIdx.x;
-    float m = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-        const int p = blockIdx.y * 8 + j;
-        if (p >= na) break;
-        const long long r = (long long)sl * na + p;
-        for (int k = threadIdx.x; k < NB; k += blockDim.x) m = fmaxf(m, fabsf(tc_source(src, row_stride, pair, r, k)));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(TC_FULL, m, o));
-    __shared__ float red[8];
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float v = red[0];
-        for (int i = 1; i < (int)(blockDim.x >> 5); ++i) v = fmaxf(v, red[i]);
-        atomicMax(smax + sl, __float_as_uint(v));
-    }
-}
-
-// Splits two floats into f16 (hi, lo) pairs: x = hi + lo to ~22 bits
-// (x0 in the low half: the smaller k or bin; cvt.rn.f16x2.f32 puts its
-// first source in the upper half).
-__device__ __forceinline__ void tc_split(float x0, float x1, unsigned int& hi, unsigned int& lo) {
-    float f0, f1;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(x1), "f"(x0));
-    asm("{\n\t.reg .f16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;\n\t}"
-        : "=f"(f0), "=f"(f1)
-        : "r"(hi));
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(x1 - f1), "f"(x0 - f0));
-}
-
-// The weights' split (0 <= w <= 1): as tc_split, or with TC_MASK hi = w
-// with its 13 low mantissa bits cleared (exact in f16 for w >= 2^-14; below,
-// an error under 2^-24 absolute) and lo = w - hi exact in f32, rounded to
-// f16 (~21 bits in all): no conversion back from f16.
-__device__ __forceinline__ void tc_split_w(float x0, float x1, unsigned int& hi, unsigned int& lo) {
-#if TC_MASK
-    const float h0 = __int_as_float(__float_as_int(x0) & 0xffffe000);
-    const float h1 = __int_as_float(__float_as_int(x1) & 0xffffe000);
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(h1), "f"(h0));
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(x1 - h1), "f"(x0 - h0));
-#else
-    tc_split(x0, x1, hi, lo);
-#endif
-}
-
-// f16 of x (round to nearest) and the f16 of the rest, as 16-bit words.
-__device__ __forceinline__ void tc_split1(float x, unsigned short& hi, unsigned short& lo) {
-    float f;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(hi) : "f"(x));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(hi));
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(lo) : "f"(x - f));
-}
-
-// Re-lays the filtered slab (rows r = slice * na + angle, NB values each) as
-// the entries above. Grid (ceil(NBP / 32), NPP, slots / 32), block (32, 8):
-// a 32-bin x 32-slot tile through shared memory (reads along the bins,
-// writes along the slots). slots = groups * 8 TC_NT, a multiple of 32 (the
-// host rounds up).
-extern "C" __global__ void pack_tensor(const float* __restrict__ src, long long row_stride, int pair,
-                                       const unsigned int* __restrict__ smax, unsigned short* __restrict__ ent,
-                                       int na, int nslices) {
-    __shared__ unsigned int tile[32][33];
-    const int q = blockIdx.y;
-    const int k0 = blockIdx.x * 32;
-    const int s0 = blockIdx.z * 32;
-    {
-        const int k = k0 + threadIdx.x;
-        const int b = BLO + k;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int sl = s0 + threadIdx.y + 8 * j;
-            float v = 0.0f;
-            if (sl < nslices && q < na && k < NBP && b >= 0 && b < NB)
-                v = tc_source(src, row_stride, pair, (long long)sl * na + q, b) * tc_mult(__ldg(smax + sl));
-            unsigned short hi, lo;
-            tc_split1(v, hi, lo);
-            tile[threadIdx.y + 8 * j][threadIdx.x] = (unsigned int)hi | ((unsigned int)lo << 16);
-        }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const int k = k0 + threadIdx.y + 8 * j;
-        const int slot = s0 + threadIdx.x;
-        if (k < NBP) {
-            const int grp = slot / TC_S, s = slot - grp * TC_S;
-            const unsigned int v = tile[threadIdx.x][threadIdx.y + 8 * j];
-            unsigned short* __restrict__ row = ent + (((long long)grp * NPP + q) * NBP + k) * (TC_GROWB / 2);
-            row[(s >> 3) * 16 + (s & 7)] = (unsigned short)(v & 0xffffu);
-            row[(s >> 3) * 16 + 8 + (s & 7)] = (unsigned short)(v >> 16);
-        }
-    }
-}
+// Tensor-core parallel-beam back projection, part 2 (appended to
+// backproject_tensor_pack.cu, which has the formulation, the fragment
+// layout, the baked parameters, the entry layout, the f16 splits and the
+// packing kernels): the stage constants, the staging ring (per-thread
+// cp.async, or the copy engine with TC_BULK), the weights, the MMAs and the
+// kernel bp_tensor.
 
 // The stage constants of projection q for the block whose pixel origin is
 // (xc, yc): its first staged bin kb (relative to BLO: the lowest bin of the
 // block's pixels less 1) and the float4 (origin coordinate - kb, cx, cy, the
 // lowest corner offset of a 4x4 block).
 // Projections past NPROJ take NPROJ - 1's geometry (their values are zero).
-__device__ __forceinline__ void tc_angle(const double* __restrict__ dconst, int q, int xc, int yc, int& kb,
-                                         float4& c) {
-    const int qq = q < NPROJ ? q : NPROJ - 1;
-    const double c0 = __ldg(dconst + qq), cx = __ldg(dconst + NPROJ + qq), cy = __ldg(dconst + 2 * NPROJ + qq);
+__device__ __forceinline__ void tc_angle_v(double c0, double cx, double cy, int xc, int yc, int& kb,
+                                           float4& c) {
     const double u = c0 + (double)xc * cx + (double)yc * cy;
     const double umin = u + fmin(0.0, (TC_PXX - 1) * cx) + fmin(0.0, (TC_PXY - 1) * cy);
     const double kbd = floor(umin) - 1.0;
     kb = (int)kbd - BLO;
     c = make_float4((float)(u - kbd), (float)cx, (float)cy, (float)(fmin(0.0, 3.0 * cx) + fmin(0.0, 3.0 * cy)));
+}
+
+__device__ __forceinline__ void tc_angle(const double* __restrict__ dconst, int q, int xc, int yc, int& kb,
+                                         float4& c) {
+    const int qq = q < NPROJ ? q : NPROJ - 1;
+    tc_angle_v(__ldg(dconst + qq), __ldg(dconst + NPROJ + qq), __ldg(dconst + 2 * NPROJ + qq), xc, yc, kb, c);
 }
 
 // Issues the copies of stage j (projections TC_ANG j ...) into ring buffer
@@ -276,13 +50,79 @@ __device__ __forceinline__ void tc_issue(const double* __restrict__ dconst, cons
         const int r = rc - a * TC_SB;
         const int k = __shfl_sync(TC_FULL, kbj, a) + r;
         if (rs < TC_ROWS) {
-            const char* g = gsrc + ((long long)(j * TC_ANG + a) * NBP + k) * TC_GROWB + ck * 16;
+            const char* g = gsrc + ((long long)(j * TC_ANG + a) * NBP + k) * TC_GPITCH + ck * 16;
             const unsigned int d = sbase + boff + (unsigned int)(a * TC_ANGB + r * TC_SROWB + ck * 16);
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(g) : "memory");
         }
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
+
+#if TC_BULK
+// TC_BULK: stage j with the copy engine. Thread a < TC_ANG (warp 0)
+// computes projection TC_ANG j + a's constants for this block, stores them,
+// announces its bytes on the stage's mbarrier (arrival count TC_ANG) and
+// issues one bulk copy of the projection's TC_SB padded rows (contiguous in
+// device memory, see TC_GPITCH): no per-thread copies, no shuffles, and the
+// f64 constants once per block and projection instead of once per warp.
+// With pre (TC_BULK 2, in the main loop) the f64 coefficients come from
+// the prefetch slot j & 1 in shared memory (tc_prefetch, an iteration
+// earlier) instead of device memory: warp 0 does not wait for them.
+__device__ __forceinline__ void tc_issue_bulk(const double* __restrict__ dconst, const char* __restrict__ gsrc,
+                                              unsigned int sbase, unsigned char* sbuf, unsigned int bars, int j,
+                                              int xc, int yc, int tid, const double* cpre, bool pre) {
+    if (tid < TC_ANG) {
+        int kbj;
+        float4 cj;
+        if (pre) {
+            asm volatile("cp.async.wait_all;" ::: "memory");
+            const double* cp = cpre + (j & 1) * 3 * TC_ANG;
+            tc_angle_v(cp[tid], cp[TC_ANG + tid], cp[2 * TC_ANG + tid], xc, yc, kbj, cj);
+        } else {
+            tc_angle(dconst, j * TC_ANG + tid, xc, yc, kbj, cj);
+        }
+        const unsigned int boff = (unsigned int)((j % TC_ST) * TC_STAGEB);
+        *reinterpret_cast<float4*>(sbuf + boff + TC_ANG * TC_ANGB + tid * 16) = cj;
+        const unsigned int bar = bars + (unsigned int)((j % TC_ST) * 8);
+        const char* g = gsrc + ((long long)(j * TC_ANG + tid) * NBP + kbj) * TC_GPITCH;
+        const unsigned int d = sbase + boff + (unsigned int)(tid * TC_ANGB);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"((unsigned int)TC_ANGB)
+                     : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
+                     "l"(g), "r"((unsigned int)TC_ANGB), "r"(bar)
+                     : "memory");
+    }
+}
+
+// TC_BULK 2: thread a < TC_ANG copies projection TC_ANG j + a's f64
+// coefficients (c0, cx, cy) into prefetch slot j & 1 (shared address cpre_s)
+// with cp.async, consumed by tc_issue_bulk of stage j an iteration later.
+__device__ __forceinline__ void tc_prefetch(const double* __restrict__ dconst, unsigned int cpre_s, int j, int tid) {
+    if (tid < TC_ANG) {
+        const int q = j * TC_ANG + tid;
+        const int qq = q < NPROJ ? q : NPROJ - 1;
+        const unsigned int d = cpre_s + (unsigned int)(((j & 1) * 3 * TC_ANG + tid) * 8);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(dconst + qq) : "memory");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d + TC_ANG * 8), "l"(dconst + NPROJ + qq)
+                     : "memory");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d + 2 * TC_ANG * 8),
+                     "l"(dconst + 2 * NPROJ + qq)
+                     : "memory");
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+}
+
+// Waits until the mbarrier at bar completes the phase of the given parity.
+__device__ __forceinline__ void tc_wait(unsigned int bar, unsigned int parity) {
+    unsigned int ok = 0;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(ok)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!ok);
+}
+#endif
 
 __device__ __forceinline__ void tc_mma(float (&d)[4], const unsigned int (&a)[4], unsigned int b0,
                                        unsigned int b1) {
@@ -304,6 +144,28 @@ __device__ __forceinline__ void tc_weights(int b, const float (&sw)[2], const fl
                                            unsigned int (&alo)[4], unsigned int& addr) {
     const int bx = b % TC_BX, by = b / TC_BX;
     float rr[2];
+#if TC_WGT
+    // off[h] holds the pair's sw + offset: the block's coordinate and its
+    // lowest corner's from the origin's, adding only non-zero offsets.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float sblk = sw[h], so = off[h];
+        if (bx) {
+            sblk = fmaf((float)(4 * bx), cxv[h], sblk);
+            so = fmaf((float)(4 * bx), cxv[h], so);
+        }
+        if (by) {
+            sblk = fmaf((float)(4 * by), cyv[h], sblk);
+            so = fmaf((float)(4 * by), cyv[h], so);
+        }
+        const float r = __fadd_rd(so, TC_MAGIC);
+        const float rel = sblk - (r - TC_MAGIC);
+        const float d1 = rel + e1[h], d2 = rel + e2[h];
+        tc_split_relu(1.0f - fabsf(d1), 1.0f - fabsf(d1 - 1.0f), ahi[2 * h], alo[2 * h]);
+        tc_split_relu(1.0f - fabsf(d2), 1.0f - fabsf(d2 - 1.0f), ahi[2 * h + 1], alo[2 * h + 1]);
+        rr[h] = r;
+    }
+#else
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const float sblk = fmaf((float)(4 * by), cyv[h], fmaf((float)(4 * bx), cxv[h], sw[h]));
@@ -315,6 +177,7 @@ __device__ __forceinline__ void tc_weights(int b, const float (&sw)[2], const fl
         tc_split_w(tc_hat(d2), tc_hat(d2 - 1.0f), ahi[2 * h + 1], alo[2 * h + 1]);
         rr[h] = r;
     }
+#endif
     addr = abase + (unsigned int)__float_as_int(mb ? rr[1] : rr[0]) * (unsigned int)TC_SROWB;
 }
 
@@ -416,6 +279,56 @@ __device__ __forceinline__ void tc_tiles(float (&d)[TC_NT][4], float (&sm)[TC_NT
 #endif
 }
 
+#if TC_PG > 1
+// Slice tile n of one block for TC_PG pairs (TC_FLUSH 1): one ldmatrix per
+// pair, then one chain from zero over the pairs' three products each
+// (every product exact; the chain truncates at most 3 TC_PG times, as f1's
+// 3), then one FADD per accumulator into the f32 sums: TC_PG times fewer
+// FADDs than f1.
+__device__ __forceinline__ void tc_tiles_grouped(float (&d)[TC_NT][4], const unsigned int (&ahi)[TC_PG][4],
+                                                 const unsigned int (&alo)[TC_PG][4],
+                                                 const unsigned int (&addr)[TC_PG], int n) {
+    unsigned int q[TC_PG][4];
+#pragma unroll
+    for (int g = 0; g < TC_PG; ++g)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(q[g][0]), "=r"(q[g][1]), "=r"(q[g][2]), "=r"(q[g][3])
+                     : "r"(addr[g] + n * 32));
+    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int g = 0; g < TC_PG; ++g) {
+        tc_mma(e, alo[g], q[g][0], q[g][1]);
+        tc_mma(e, ahi[g], q[g][2], q[g][3]);
+        tc_mma(e, ahi[g], q[g][0], q[g][1]);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) d[n][r] += e[r];
+}
+#endif
+
+// The per-projection values of pair pp of a stage (constants cst) for the
+// lane: the warp origin's coordinate sw, cx, cy, the offset off (with
+// TC_WGT: sw + the lowest corner's offset) and the lane's pixel offsets e1,
+// e2 (less 2t: relative to its bin pair).
+__device__ __forceinline__ void tc_pair(const float4* __restrict__ cst, int pp, float xw, float yw, float dxf,
+                                        float dyf, float tt, float (&sw)[2], float (&cxv)[2], float (&cyv)[2],
+                                        float (&off)[2], float (&e1)[2], float (&e2)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const float4 c = cst[2 * pp + h];
+        cxv[h] = c.y;
+        cyv[h] = c.z;
+        sw[h] = fmaf(yw, c.z, fmaf(xw, c.y, c.x));
+#if TC_WGT
+        off[h] = sw[h] + c.w;
+#else
+        off[h] = c.w;
+#endif
+        e1[h] = fmaf(dxf, c.y, fmaf(dyf, c.z, -tt));
+        e2[h] = fmaf(2.0f, c.z, e1[h]);
+    }
+}
+
 // Grid (ceil(NX / TC_PXX), ceil(NY / TC_PXY), groups), block TC_NTH, dynamic
 // shared memory TC_ST * TC_STAGEB. dconst = [c0 | cx | cy] in f64: the bin
 // coordinate of pixel (ix, iy) is c0 + ix cx + iy cy. smax: per-slot
@@ -442,7 +355,7 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
     const float dxf = (float)(g & 3), dyf = (float)(g >> 2);
     const float tt = (float)(2 * t);
     const char* __restrict__ gsrc =
-        reinterpret_cast<const char*>(ent) + (long long)blockIdx.z * NPP * NBP * TC_GROWB;
+        reinterpret_cast<const char*>(ent) + (long long)blockIdx.z * NPP * NBP * TC_GPITCH;
     const unsigned int sbase = (unsigned int)__cvta_generic_to_shared(tc_sbuf);
     // The lane's ldmatrix row: matrix mm = lane / 8 (projection mm & 1 of
     // the pair, hi for mm < 2, lo above), row lane % 8 of it.
@@ -482,39 +395,85 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
             for (int i = 0; i < 4; ++i) accf[b][n][i] = 0.0f;
 #endif
 
+#if TC_BULK
+    // One mbarrier per ring stage (TC_ANG arrivals + the copies' bytes).
+    __shared__ __align__(8) unsigned long long tc_bar[TC_ST];
+    const unsigned int bars = (unsigned int)__cvta_generic_to_shared(tc_bar);
+    // Prefetch slots of the f64 coefficients (TC_BULK 2).
+    __shared__ __align__(16) double tc_cpre[2 * 3 * TC_ANG];
+    const unsigned int cpre_s = (unsigned int)__cvta_generic_to_shared(tc_cpre);
+    if (tid == 0) {
+#pragma unroll
+        for (int i = 0; i < TC_ST; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bars + 8 * i), "r"(TC_ANG) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    for (int j = 0; j < TC_ST - 1; ++j)
+        if (j < TC_NSTG) tc_issue_bulk(dconst, gsrc, sbase, tc_sbuf, bars, j, xc, yc, tid, tc_cpre, false);
+#if TC_BULK == 2
+    if (TC_ST - 1 < TC_NSTG) tc_prefetch(dconst, cpre_s, TC_ST - 1, tid);
+#endif
+#else
     for (int j = 0; j < TC_ST - 1; ++j) {
         if (j < TC_NSTG)
             tc_issue(dconst, gsrc, sbase, tc_sbuf, j, xc, yc, tid);
         else
             asm volatile("cp.async.commit_group;" ::: "memory");
     }
+#endif
 
     for (int j = 0; j < TC_NSTG; ++j) {
+#if TC_BULK
+        // Stage j's bytes have landed; the barrier then also says every
+        // warp is done with stage j - 1's buffer (refilled next) and makes
+        // the constants stored with stage j visible.
+        tc_wait(bars + (unsigned int)((j % TC_ST) * 8), (unsigned int)((j / TC_ST) & 1));
+        __syncthreads();
+        if (j + TC_ST - 1 < TC_NSTG) {
+            tc_issue_bulk(dconst, gsrc, sbase, tc_sbuf, bars, j + TC_ST - 1, xc, yc, tid, tc_cpre, TC_BULK == 2);
+#if TC_BULK == 2
+            if (j + TC_ST < TC_NSTG) tc_prefetch(dconst, cpre_s, j + TC_ST, tid);
+#endif
+        }
+#else
         asm volatile("cp.async.wait_group %0;" ::"n"(TC_ST - 2) : "memory");
         __syncthreads();
         if (j + TC_ST - 1 < TC_NSTG)
             tc_issue(dconst, gsrc, sbase, tc_sbuf, j + TC_ST - 1, xc, yc, tid);
         else
             asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
         // Shared-window addresses (32-bit arithmetic that wraps back).
         const unsigned int sb = sbase + (unsigned int)((j % TC_ST) * TC_STAGEB);
         const float4* __restrict__ cst =
             reinterpret_cast<const float4*>(tc_sbuf + (j % TC_ST) * TC_STAGEB + TC_ANG * TC_ANGB);
+#if TC_PG > 1
+#pragma unroll 1
+        for (int pp = 0; pp < TC_AP; pp += TC_PG) {
+            float sw[TC_PG][2], cxv[TC_PG][2], cyv[TC_PG][2], off[TC_PG][2], e1[TC_PG][2], e2[TC_PG][2];
+            unsigned int abase[TC_PG];
+#pragma unroll
+            for (int g = 0; g < TC_PG; ++g) {
+                tc_pair(cst, pp + g, xw, yw, dxf, dyf, tt, sw[g], cxv[g], cyv[g], off[g], e1[g], e2[g]);
+                abase[g] = sb + (unsigned int)((2 * (pp + g) + mb) * TC_ANGB) + laneoff -
+                           (unsigned int)TC_MAGIC_BITS * (unsigned int)TC_SROWB;
+            }
+#pragma unroll
+            for (int b = 0; b < TC_NB; ++b) {
+                unsigned int ahi[TC_PG][4], alo[TC_PG][4], addr[TC_PG];
+#pragma unroll
+                for (int g = 0; g < TC_PG; ++g)
+                    tc_weights(b, sw[g], cxv[g], cyv[g], off[g], e1[g], e2[g], abase[g], mb, ahi[g], alo[g], addr[g]);
+#pragma unroll
+                for (int n = 0; n < TC_NT; ++n) tc_tiles_grouped(acc[b], ahi, alo, addr, n);
+            }
+        }
+#else
 #pragma unroll 1
         for (int pp = 0; pp < TC_AP; ++pp) {
-            // Per projection of the pair: the warp origin's coordinate and
-            // the lane's pixel offsets (less 2t: relative to its bin pair).
             float sw[2], cxv[2], cyv[2], off[2], e1[2], e2[2];
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const float4 c = cst[2 * pp + h];
-                cxv[h] = c.y;
-                cyv[h] = c.z;
-                off[h] = c.w;
-                sw[h] = fmaf(yw, c.z, fmaf(xw, c.y, c.x));
-                e1[h] = fmaf(dxf, c.y, fmaf(dyf, c.z, -tt));
-                e2[h] = fmaf(2.0f, c.z, e1[h]);
-            }
+            tc_pair(cst, pp, xw, yw, dxf, dyf, tt, sw, cxv, cyv, off, e1, e2);
             const unsigned int abase = sb + (unsigned int)((2 * pp + mb) * TC_ANGB) + laneoff -
                                        (unsigned int)TC_MAGIC_BITS * (unsigned int)TC_SROWB;
 #if TC_NTO
@@ -553,8 +512,11 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
             }
 #endif
         }
+#endif
     }
+#if !TC_BULK
     asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
 #if TC_IND == 3
 #pragma unroll
     for (int b = 0; b < TC_NB; ++b)

@@ -152,24 +152,16 @@ __device__ __forceinline__ void visit_step(const Ray& r, int i, V&& visit) {
     if (t.in11) visit(t.e + r.sb + r.sc, t.w11);
 }
 
-// Grid order of the forward projections: with AM (the default) the
-// projection is blockIdx.x, so the blocks running together are neighbouring
-// projections of one detector tile, whose rays cross nearly the same voxels
-// (shared in the L2 cache); without, the projection is blockIdx.z (every
-// projection sweeps the whole volume before the next).
-#ifndef AM
-#define AM 1
-#endif
+// Grid order of the forward projections (projection-major): the projection
+// is blockIdx.x, so the blocks running together are neighbouring projections
+// of one detector tile, whose rays cross nearly the same voxels (shared in
+// the L2 cache). The tile-major order (projection in blockIdx.z: every
+// projection sweeps the whole volume before the next) measured slower
+// (docs/perf-notes.md) and is gone.
 __device__ __forceinline__ void forward_index(int& col, int& row, int& a) {
-#if AM
     a = blockIdx.x;
     col = blockIdx.y * blockDim.x + threadIdx.x;
     row = blockIdx.z * blockDim.y + threadIdx.y;
-#else
-    col = blockIdx.x * blockDim.x + threadIdx.x;
-    row = blockIdx.y * blockDim.y + threadIdx.y;
-    a = blockIdx.z;
-#endif
 }
 
 // Forward projection: out[a][row][col] = sum of w · vol over the ray; with
@@ -368,7 +360,8 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // Warp tile of cj_back_merged: WC detector columns × (32 / WC) rows
-// (WC = 4, 8, 16 or 32); the block of 256 threads covers 32 × 8 pixels.
+// (WC = 4, 8, 16 or 32 compile; the projector uses the default 8); the
+// block of 256 threads covers 32 × 8 pixels.
 #ifndef WC
 #define WC 8
 #endif

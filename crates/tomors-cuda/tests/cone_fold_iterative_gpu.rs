@@ -12,7 +12,10 @@ mod common;
 
 use std::f64::consts::PI;
 
-use common::cone::{cpu_back, cpu_forward, smooth_projections, two_balls};
+use common::cone::{
+    cpu_back, cpu_forward, gpu_back, gpu_forward, mirror_cases as cases, smooth_projections,
+    two_balls,
+};
 use common::{fixed_options, flat, gpu_or_skip, no_progress, rand3, rel_l2, run_gap};
 use ndarray::Array3;
 use tomors_core::cone::{ConeGeometry, ConeVolume};
@@ -22,72 +25,6 @@ use tomors_core::iterative::{
     IterativeOptions, Weighting,
 };
 use tomors_cuda::{cone_sirt_cuda_with, ConeBackProjector, CudaConeJoseph};
-
-/// Mirror-symmetric geometries (centred detectors): even rows and slices
-/// with a wide cone (z-dominant outer rays), odd rows and slices, odd rows
-/// with even slices; and one off-centre detector (not symmetric).
-fn cases() -> Vec<(String, ConeGeometry, ConeVolume, bool)> {
-    let wide = ConeGeometry::new(
-        uniform_angles(8, 2.0 * PI as f32),
-        14.0,
-        6.0,
-        24,
-        16,
-        1.5,
-        3.0,
-    )
-    .unwrap();
-    let odd = ConeGeometry::new(
-        uniform_angles(23, 2.0 * PI as f32),
-        70.0,
-        35.0,
-        19,
-        21,
-        1.2,
-        1.1,
-    )
-    .unwrap();
-    let mixed =
-        ConeGeometry::new(uniform_angles(17, PI as f32), 60.0, 45.0, 15, 22, 1.0, 1.3).unwrap();
-    let off = ConeGeometry::new(
-        uniform_angles(11, 2.0 * PI as f32),
-        60.0,
-        35.0,
-        21,
-        20,
-        1.3,
-        1.7,
-    )
-    .unwrap()
-    .with_principal_point(10.0, 9.0)
-    .unwrap();
-    vec![
-        (
-            "wide cone, even rows and slices".into(),
-            wide,
-            ConeVolume::new(12, 12, 14, 1.0).unwrap(),
-            true,
-        ),
-        (
-            "odd rows and slices".into(),
-            odd.clone(),
-            odd.fitting_volume(18, 16, 13).unwrap(),
-            true,
-        ),
-        (
-            "odd rows, even slices".into(),
-            mixed.clone(),
-            mixed.fitting_volume(16, 17, 10).unwrap(),
-            true,
-        ),
-        (
-            "off-centre detector".into(),
-            off,
-            ConeVolume::new(15, 13, 11, 0.9).unwrap(),
-            false,
-        ),
-    ]
-}
 
 /// A ball and a smaller off-centre ball, not symmetric in z (so a
 /// mirrored row that read the wrong half would show).
@@ -123,17 +60,8 @@ fn folded_kernels_match_the_cpu_and_the_unfolded_ones() {
             gpu.set_fold(fold).unwrap();
             let mut fw = Vec::new();
             for (what, x, bound) in [("phantom", &xp, 2e-3), ("random", &xr, 1e-2)] {
-                // Poison the device output first: every value must be written.
-                let xd = gpu.upload_volume(x.view()).unwrap();
-                let mut pd = gpu
-                    .upload_projections(Array3::from_elem(yp.dim(), f32::NAN).view())
-                    .unwrap();
-                gpu.forward_dev(&xd, &mut pd).unwrap();
-                let got = gpu.download(&pd).unwrap();
-                assert!(
-                    got.iter().all(|v| v.is_finite()),
-                    "{name}: unwritten forward values"
-                );
+                // Poisoned device outputs: every value must be written.
+                let got = gpu_forward(&gpu, x, yp.dim(), &name);
                 let want = cpu_forward::<f32>(&jcpu, &g, x);
                 let e = rel_l2(&flat(&got), &flat(&want));
                 eprintln!("{name}, fold {fold}, {what}: forward vs CPU Joseph f32 rel L2 {e:.2e}");
@@ -145,16 +73,7 @@ fn folded_kernels_match_the_cpu_and_the_unfolded_ones() {
             }
             let mut bk = Vec::new();
             for (what, y) in [("smooth", &ys), ("phantom", &yp)] {
-                let yd = gpu.upload_projections(y.view()).unwrap();
-                let mut vd = gpu
-                    .upload_volume(Array3::from_elem((v.nz, v.ny, v.nx), f32::NAN).view())
-                    .unwrap();
-                gpu.back_dev(&yd, &mut vd).unwrap();
-                let got = gpu.download(&vd).unwrap();
-                assert!(
-                    got.iter().all(|v| v.is_finite()),
-                    "{name}: unwritten back values"
-                );
+                let got = gpu_back(&gpu, &v, y, &name);
                 let want = cpu_back::<f32>(&vcpu, &v, y);
                 let e = rel_l2(&flat(&got), &flat(&want));
                 eprintln!("{name}, fold {fold}, {what}: voxel back vs CPU f32 rel L2 {e:.2e}");

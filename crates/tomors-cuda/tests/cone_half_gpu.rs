@@ -10,118 +10,16 @@
 
 mod common;
 
-use std::f64::consts::PI;
-
-use common::{gpu_or_skip, random, rel_l2};
-use ndarray::{Array2, Array3};
-use tomors_core::cone::{ConeGeometry, ConeVolume};
-use tomors_core::geometry::uniform_angles;
+use common::cone::{
+    cpu_back, gpu_back as back, mirror_cases as cases, smooth_projections as smooth,
+};
+use common::{flat, gpu_or_skip, random, rel_l2};
+use ndarray::Array3;
 use tomors_core::iterative::{
-    all_angles, reconstruct_cone, Algorithm, ConeVoxelProjector, Constraint, IterativeOptions,
-    Projector, Weighting,
+    reconstruct_cone, Algorithm, ConeVoxelProjector, Constraint, IterativeOptions, Weighting,
 };
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{cone_sirt_cuda_opts, ConeBackProjector, ConeGpuOptions, CudaConeJoseph};
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.as_standard_layout().iter().copied().collect()
-}
-
-/// Two mirror-symmetric geometries (a wide cone with even rows and slices
-/// and a square volume over a full turn of 8 angles: the quarter-turn
-/// column sums; odd rows and slices) and an off-centre one (not folded, so
-/// no half texels).
-fn cases() -> Vec<(&'static str, ConeGeometry, ConeVolume, bool)> {
-    let wide = ConeGeometry::new(
-        uniform_angles(8, 2.0 * PI as f32),
-        14.0,
-        6.0,
-        24,
-        16,
-        1.5,
-        3.0,
-    )
-    .unwrap();
-    let odd = ConeGeometry::new(
-        uniform_angles(23, 2.0 * PI as f32),
-        70.0,
-        35.0,
-        19,
-        21,
-        1.2,
-        1.1,
-    )
-    .unwrap();
-    let off = ConeGeometry::new(
-        uniform_angles(11, 2.0 * PI as f32),
-        60.0,
-        35.0,
-        21,
-        20,
-        1.3,
-        1.7,
-    )
-    .unwrap()
-    .with_principal_point(10.0, 9.0)
-    .unwrap();
-    vec![
-        (
-            "wide cone, even rows and slices",
-            wide,
-            ConeVolume::new(12, 12, 14, 1.0).unwrap(),
-            true,
-        ),
-        (
-            "odd rows and slices",
-            odd.clone(),
-            odd.fitting_volume(18, 16, 13).unwrap(),
-            true,
-        ),
-        (
-            "off-centre detector",
-            off,
-            ConeVolume::new(15, 13, 11, 0.9).unwrap(),
-            false,
-        ),
-    ]
-}
-
-fn cpu_back(p: &ConeVoxelProjector, v: &ConeVolume, y: &Array3<f32>) -> Array3<f32> {
-    let (na, nr, nc) = y.dim();
-    let s = y.clone().into_shape_with_order((na, nr * nc)).unwrap();
-    let mut out = Array2::<f32>::zeros((v.nz * v.ny, v.nx));
-    Projector::<f32>::back_slice(p, s.view(), &all_angles(na), out.view_mut()).unwrap();
-    out.into_shape_with_order((v.nz, v.ny, v.nx)).unwrap()
-}
-
-/// Smooth positive projections, not symmetric in the rows.
-fn smooth(g: &ConeGeometry) -> Array3<f32> {
-    let (na, nr, nc) = (g.n_angles(), g.n_rows(), g.n_cols());
-    Array3::from_shape_fn((na, nr, nc), |(a, r, c)| {
-        let (fa, fr, fc) = (
-            a as f64 / na as f64,
-            r as f64 / nr as f64,
-            c as f64 / nc as f64,
-        );
-        (1.0 + (3.0 * fc + 2.0 * fa).sin() * (2.5 * fr + 1.0).cos() + 0.5 * fr) as f32
-    })
-}
-
-/// The voxel back projection of `y` into a poisoned (NaN) device volume;
-/// every value must be written.
-fn back(gpu: &CudaConeJoseph, v: &ConeVolume, y: &Array3<f32>, name: &str) -> Array3<f32> {
-    let yd = gpu.upload_projections(y.view()).unwrap();
-    let mut vd = gpu
-        .upload_volume(Array3::from_elem((v.nz, v.ny, v.nx), f32::NAN).view())
-        .unwrap();
-    gpu.back_dev(&yd, &mut vd).unwrap();
-    let got = gpu.download(&vd).unwrap();
-    assert!(
-        got.iter().all(|x| x.is_finite()),
-        "{name}: unwritten back values"
-    );
-    got
-}
 
 /// Half against `float2` texels and the CPU: smooth, random (signed) and
 /// scaled random projections (1e8 and 1e-8: the per-projection scale), and
@@ -133,6 +31,7 @@ fn half_texels_match_float2_and_the_cpu() {
     };
     let seed = common::test_seed();
     for (name, g, v, symmetric) in cases() {
+        let name = name.as_str();
         let mut gpu = CudaConeJoseph::with_back(&be, &g, &v, ConeBackProjector::Voxel).unwrap();
         assert_eq!(gpu.set_fold(true).unwrap(), symmetric, "{name}");
         let vcpu = ConeVoxelProjector::new(&g, &v).unwrap();
@@ -153,8 +52,8 @@ fn half_texels_match_float2_and_the_cpu() {
         for ((what, y), want2) in inputs.iter().zip(&f2) {
             let got = back(&gpu, &v, y, name);
             let e2 = rel_l2(&flat(&got), &flat(want2));
-            let ec = rel_l2(&flat(&got), &flat(&cpu_back(&vcpu, &v, y)));
-            let ec2 = rel_l2(&flat(want2), &flat(&cpu_back(&vcpu, &v, y)));
+            let ec = rel_l2(&flat(&got), &flat(&cpu_back::<f32>(&vcpu, &v, y)));
+            let ec2 = rel_l2(&flat(want2), &flat(&cpu_back::<f32>(&vcpu, &v, y)));
             eprintln!(
                 "{name}, {what}: half vs float2 texels rel L2 {e2:.2e}; vs CPU {ec:.2e} \
                  (float2 vs CPU {ec2:.2e})"
@@ -192,6 +91,7 @@ fn half_sirt_matches_the_cpu() {
         return;
     };
     for (name, g, v, _) in cases().into_iter().filter(|c| c.3) {
+        let name = name.as_str();
         let b = smooth(&g);
         let options = IterativeOptions {
             algorithm: Algorithm::Sirt(Weighting::RowColumnSums),

@@ -357,6 +357,27 @@ fn every_kernel_compiles_with_nvrtc() {
         swizzle: 3,
         ..Default::default()
     });
+    // Bulk staging with prefetched coefficients and lean weights on the
+    // small odd shape; pairs per chain with bulk staging on 2x2 blocks.
+    tensors.push(tomors_cuda::kernels::TensorParams {
+        bx: 1,
+        nt: 1,
+        wx: 1,
+        wy: 3,
+        ap: 3,
+        stages: 4,
+        bulk: 2,
+        weights: 1,
+        ..Default::default()
+    });
+    tensors.push(tomors_cuda::kernels::TensorParams {
+        by: 2,
+        nt: 4,
+        bulk: 1,
+        weights: 1,
+        pair_group: 2,
+        ..Default::default()
+    });
     // Interleaved chains and independent products (issue 15 part 3).
     for (nt, flush, interleave, independent, nt_outer) in [
         (8, 1, 2, 0, false),

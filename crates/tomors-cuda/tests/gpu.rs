@@ -451,4 +451,22 @@ fn overlapped_filtering_matches_cpu_fbp() {
             Some(f) => assert!(*f == out, "run {run} differs from run 0"),
         }
     }
+    // The `serial_filter` option filters on the compute stream instead (no
+    // overlap): the same bound (printed: whether it is bit-equal).
+    let serial = CudaBackend::with_options(
+        0,
+        CudaOptions {
+            serial_filter: true,
+            ..opts
+        },
+    )
+    .unwrap();
+    let out = fbp_default(&serial, sino.view(), &geom, &grid, Interpolation::Linear).unwrap();
+    let e = rel_l2(out.as_slice().unwrap(), cpu_out.as_slice().unwrap());
+    let same = first.as_ref().is_some_and(|f| *f == out);
+    eprintln!(
+        "serial filter: GPU vs CPU FBP rel L2 {e:.2e}, bit-equal to the overlapped run: {same} ({})",
+        serial.last_stats()
+    );
+    assert!(e <= 2e-5, "serial filter: {e:.2e}");
 }

@@ -14,57 +14,12 @@
 
 mod common;
 
-use common::{gpu_or_skip, random, reference_bp, rel_l2};
-use ndarray::{s, Array3};
+use common::{exact, gpu_or_skip, random};
+use ndarray::Array3;
 use tomors_core::geometry::uniform_angles;
 use tomors_core::{Backend, FilterSpec, Interpolation, ParallelGeometry, SliceGrid};
 use tomors_cuda::kernels::{AluParams, TensorParams};
-use tomors_cuda::{BpConfig, KernelChoice, KernelKind, SliceMode};
-
-fn geometries(seed: u64) -> Vec<(&'static str, ParallelGeometry, SliceGrid)> {
-    let na = 90;
-    // Angles over a full turn in a shuffled order (any sign of cos and sin).
-    let mut full = uniform_angles(na + 7, 2.0 * std::f32::consts::PI);
-    let r = random(full.len(), seed ^ 0xA5);
-    let mut idx: Vec<usize> = (0..full.len()).collect();
-    idx.sort_by(|&a, &b| r[a].total_cmp(&r[b]));
-    full = idx.iter().map(|&i| full[i]).collect();
-    let centres: Vec<f32> = random(na, seed ^ 0x5A)
-        .iter()
-        .map(|v| 30.0 + 2.0 * v)
-        .collect();
-    vec![
-        (
-            "centre 31.7, 70x50",
-            ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), 64)
-                .unwrap()
-                .with_center(31.7)
-                .unwrap(),
-            SliceGrid::new(70, 50).unwrap(),
-        ),
-        (
-            "bin 0.9, pixel 1.0, 40x40",
-            ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), 64)
-                .unwrap()
-                .with_bin_width(0.9)
-                .unwrap(),
-            SliceGrid::with_pixel_size(40, 40, 1.0).unwrap(),
-        ),
-        (
-            "full turn shuffled, pixel 0.7, 53x37",
-            ParallelGeometry::new(full, 61).unwrap(),
-            SliceGrid::with_pixel_size(53, 37, 0.7).unwrap(),
-        ),
-        (
-            "per-projection centres, 33x65",
-            ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), 64)
-                .unwrap()
-                .with_centers(centres)
-                .unwrap(),
-            SliceGrid::new(33, 65).unwrap(),
-        ),
-    ]
-}
+use tomors_cuda::{BpConfig, CudaBackend, CudaOptions, KernelChoice, KernelKind, SliceMode};
 
 fn variants() -> Vec<TensorParams> {
     let d = TensorParams::default();
@@ -135,6 +90,68 @@ fn variants() -> Vec<TensorParams> {
             interleave: 4,
             ..d
         },
+        // Bulk staging (one copy-engine copy per projection and stage on an
+        // mbarrier; c2 with the coefficients prefetched): the shipped shape,
+        // 4 pairs in 2 stages, and a small block with 3 pairs in 4 stages.
+        TensorParams {
+            bulk: 1,
+            ..TensorParams::tuned()
+        },
+        TensorParams {
+            bulk: 2,
+            ap: 4,
+            stages: 2,
+            ..TensorParams::tuned()
+        },
+        TensorParams {
+            bx: 1,
+            by: 1,
+            nt: 1,
+            wx: 1,
+            wy: 3,
+            ap: 3,
+            stages: 4,
+            bulk: 2,
+            ..d
+        },
+        // Lean weights (masked split, clamping conversions): alone, with
+        // bulk staging, and on a warp of 2x2 blocks (offsets along y too).
+        TensorParams {
+            weights: 1,
+            ..TensorParams::tuned()
+        },
+        TensorParams {
+            weights: 1,
+            bulk: 2,
+            ..d
+        },
+        TensorParams {
+            by: 2,
+            nt: 4,
+            weights: 1,
+            ..d
+        },
+        // Two pairs per chain (bulk staging, lean weights; 8 warps), and
+        // four pairs per chain (4 pairs in 2 stages).
+        TensorParams {
+            pair_group: 2,
+            bulk: 2,
+            weights: 1,
+            wx: 2,
+            ..TensorParams::tuned()
+        },
+        TensorParams {
+            pair_group: 4,
+            ap: 4,
+            stages: 2,
+            ..d
+        },
+        // The previous shipped shape (v3) and the shipped shape with c1.
+        TensorParams { wy: 3, ..d },
+        TensorParams {
+            bulk: 1,
+            ..TensorParams::tuned()
+        },
     ]
 }
 
@@ -150,75 +167,30 @@ fn sinograms(k: usize, na: usize, nb: usize, seed: u64) -> Array3<f32> {
     a
 }
 
+fn configs() -> Vec<BpConfig> {
+    variants()
+        .into_iter()
+        .map(|p| BpConfig {
+            kernel: KernelKind::Tensor(p),
+            mode: SliceMode::F32,
+        })
+        .collect()
+}
+
 #[test]
 fn tensor_matches_the_exact_reference() {
     let Some(mut be) = gpu_or_skip("tensor_matches_the_exact_reference") else {
         return;
     };
     let seed = common::test_seed();
-    let mut failures = Vec::new();
-    for (name, geom, grid) in geometries(seed) {
-        let (na, nb) = (geom.n_angles(), geom.n_bins());
-        let (ny, nx) = (grid.ny, grid.nx);
-        let jobs: Vec<_> = variants()
-            .into_iter()
-            .map(|p| {
-                (
-                    BpConfig {
-                        kernel: KernelKind::Tensor(p),
-                        mode: SliceMode::F32,
-                    },
-                    Interpolation::Linear,
-                )
-            })
-            .collect();
-        be.precompile(&jobs, &geom, &grid).unwrap();
-        for (vi, p) in variants().into_iter().enumerate() {
-            // Fewer slices than a block holds, and more than one block's worth.
-            for k in [5usize, 70] {
-                let sino = sinograms(k, na, nb, seed + k as u64 + vi as u64);
-                let cfg = BpConfig {
-                    kernel: KernelKind::Tensor(p),
-                    mode: SliceMode::F32,
-                };
-                be.set_kernel(KernelChoice::Fixed(cfg));
-                let mut out = Array3::from_elem((k, ny, nx), f32::NAN);
-                be.backproject(
-                    sino.view(),
-                    &geom,
-                    &grid,
-                    Interpolation::Linear,
-                    0.5,
-                    out.view_mut(),
-                )
-                .unwrap();
-                let (mut e_ref, mut e_pos) = (0f64, 0f64);
-                for z in 0..k {
-                    let g: Vec<f32> = out.slice(s![z, .., ..]).iter().map(|v| v * 2.0).collect();
-                    assert!(g.iter().all(|v| v.is_finite()), "{cfg} {name}: unwritten");
-                    let r = reference_bp(
-                        sino.slice(s![z, .., ..]),
-                        &geom,
-                        &grid,
-                        Interpolation::Linear,
-                    );
-                    let e = rel_l2(&g, r.as_slice().unwrap());
-                    e_ref = e_ref.max(e);
-                    if z % 2 == 1 {
-                        e_pos = e_pos.max(e);
-                    }
-                }
-                eprintln!(
-                    "{name:<38} {cfg:<44} {k:>3} slices: rel L2 vs f64 reference {e_ref:.2e} \
-                     (positive slices {e_pos:.2e})"
-                );
-                if e_ref.is_nan() || e_ref > 1e-5 {
-                    failures.push(format!("{name} {cfg} {k} slices: {e_ref:.2e}"));
-                }
-            }
-        }
-    }
-    assert!(failures.is_empty(), "over 1e-5: {failures:?}");
+    exact::check_against_reference(
+        &mut be,
+        exact::geometries(seed, 0.9, 1.0),
+        &configs(),
+        seed,
+        true,
+        sinograms,
+    );
 }
 
 #[test]
@@ -226,20 +198,80 @@ fn tensor_fbp_agrees_with_the_exact_alu_kernel() {
     let Some(mut be) = gpu_or_skip("tensor_fbp_agrees_with_the_exact_alu_kernel") else {
         return;
     };
+    exact::check_fbp_against_exact_alu(&mut be, &configs(), common::test_seed());
+}
+
+/// Slabs of several slice groups (a slab option above a block's 64 slices,
+/// so blocks along z read the entries of groups 1, 2 …: the group stride of
+/// the entry layout, padded rows with bulk staging) against the f64
+/// reference: the shipped shape, its `c1` twin and the previous shape.
+#[test]
+fn tensor_slabs_of_several_groups() {
+    if gpu_or_skip("tensor_slabs_of_several_groups").is_none() {
+        return;
+    }
+    let mut be = CudaBackend::with_options(
+        0,
+        CudaOptions {
+            slab: 256,
+            ..CudaOptions::default()
+        },
+    )
+    .unwrap();
     let seed = common::test_seed();
-    let (na, nb, k) = (120, 96, 9);
+    let geoms = exact::geometries(seed, 0.9, 1.0)
+        .into_iter()
+        .take(2)
+        .collect();
+    let t = TensorParams::tuned();
+    let cfgs: Vec<BpConfig> = [
+        t,
+        TensorParams { bulk: 1, ..t },
+        TensorParams {
+            wy: 3,
+            ..TensorParams::default()
+        },
+    ]
+    .into_iter()
+    .map(|p| BpConfig {
+        kernel: KernelKind::Tensor(p),
+        mode: SliceMode::F32,
+    })
+    .collect();
+    exact::check_against_reference(&mut be, geoms, &cfgs, seed, true, sinograms);
+}
+
+/// The pipeline over many slabs with the tensor kernel: each slab is
+/// filtered and packed on the filtering stream into one of two alternating
+/// entry buffers while the previous slab is back projected. Three runs are
+/// bit-equal (a missing wait between the streams would show as a moving
+/// error), equal the serial path (filtering and packing on the compute
+/// stream) bit for bit, and agree with the exact cache kernel within 2e-5
+/// (both within 1e-5 of the f64 reference).
+#[test]
+fn tensor_pipeline_over_many_slabs() {
+    if gpu_or_skip("tensor_pipeline_over_many_slabs").is_none() {
+        return;
+    }
+    let seed = common::test_seed();
+    let (na, nb, k) = (120, 96, 50);
     let geom = ParallelGeometry::new(uniform_angles(na, std::f32::consts::PI), nb)
         .unwrap()
         .with_center(47.3)
         .unwrap();
     let grid = SliceGrid::for_geometry(&geom);
-    let sino = Array3::from_shape_vec((k, na, nb), random(k * na * nb, seed ^ 3)).unwrap();
-    let exact = BpConfig {
-        kernel: KernelKind::Alu(AluParams::untuned()),
-        mode: SliceMode::Float2,
-    };
-    let mut run = |cfg: BpConfig| {
-        be.set_kernel(KernelChoice::Fixed(cfg));
+    let sino = Array3::from_shape_vec((k, na, nb), random(k * na * nb, seed ^ 11)).unwrap();
+    let fbp = |kernel: KernelChoice, serial_filter: bool| {
+        let be = CudaBackend::with_options(
+            0,
+            CudaOptions {
+                kernel,
+                slab: 16,
+                serial_filter,
+                ..CudaOptions::default()
+            },
+        )
+        .unwrap();
         let mut out = Array3::from_elem((k, grid.ny, grid.nx), f32::NAN);
         be.fbp(
             sino.view(),
@@ -250,21 +282,31 @@ fn tensor_fbp_agrees_with_the_exact_alu_kernel() {
             out.view_mut(),
         )
         .unwrap();
-        assert!(out.iter().all(|v| v.is_finite()), "{cfg}: unwritten");
-        out.into_raw_vec_and_offset().0
+        assert!(out.iter().all(|v| v.is_finite()), "unwritten output");
+        let st = be.last_stats();
+        assert_eq!(st.slabs, 4, "{st}");
+        out
     };
-    let a = run(exact);
-    for p in variants() {
-        let cfg = BpConfig {
-            kernel: KernelKind::Tensor(p),
-            mode: SliceMode::F32,
-        };
-        let b = run(cfg);
-        let e = rel_l2(&b, &a);
-        eprintln!("FBP {cfg} vs {exact}: rel L2 {e:.2e}");
-        // Both within 1e-5 of the f64 reference: within 2e-5 of each other.
-        assert!(e <= 2e-5, "{cfg}: {e:.2e} from the exact alu kernel");
+    let tensor: KernelChoice = "tensor".parse().unwrap();
+    let first = fbp(tensor, false);
+    for run in 1..3 {
+        assert!(fbp(tensor, false) == first, "run {run} differs from run 0");
     }
+    let serial = fbp(tensor, true);
+    assert!(
+        serial == first,
+        "the serial path differs from the overlapped one"
+    );
+    let exact = fbp(
+        KernelChoice::Fixed(BpConfig {
+            kernel: KernelKind::Alu(AluParams::untuned()),
+            mode: SliceMode::Float2,
+        }),
+        false,
+    );
+    let e = common::rel_l2(first.as_slice().unwrap(), exact.as_slice().unwrap());
+    eprintln!("tensor FBP over 4 slabs vs the exact cache kernel: rel L2 {e:.2e}");
+    assert!(e <= 2e-5, "{e:.2e} from the exact alu kernel");
 }
 
 #[test]

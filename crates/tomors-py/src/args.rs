@@ -13,7 +13,7 @@ use tomors_core::cone::{ConeGeometry, ConeVolume, FdkOptions, ScanMode};
 use tomors_core::iterative::{
     Algorithm, Constraint, IterativeOptions, ProjectorKind, RayOrder, SolveReport, Weighting,
 };
-use tomors_core::{FilterKind, FilterSpec, Padding, ParallelGeometry};
+use tomors_core::{FilterKind, FilterSpec, Padding, ParallelGeometry, SliceGrid};
 use tomors_cuda::DeviceOrder;
 
 use crate::boundary::{check_size, value, Error, Result};
@@ -53,6 +53,77 @@ pub fn parallel_geometry(
         g = g.with_centers(cs)?;
     }
     Ok(g)
+}
+
+/// The parallel-beam scan of projections (or sinograms, with
+/// `sinogram_order`) of `shape`: the geometry of `theta`
+/// ([`parallel_geometry`]), the default slice grid of the detector's width
+/// and the number of slices (detector rows), the volume's size checked.
+pub fn parallel_scan(
+    shape: (usize, usize, usize),
+    sinogram_order: bool,
+    theta: Vec<f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+) -> Result<(ParallelGeometry, SliceGrid, usize)> {
+    let (n_angles, n_rows, n_bins) = scan_dims(shape, sinogram_order);
+    let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+    let grid = SliceGrid::for_geometry(&geometry);
+    check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+    Ok((geometry, grid, n_rows))
+}
+
+/// The forward projection of a volume of `dim = (nz, ny, nx)` (unit
+/// pixels) onto `n_bins` bins (default `nx`) at the angles `theta`: the
+/// geometry ([`parallel_geometry`]) and the volume's slice grid, the
+/// projections' size checked.
+pub fn projection_scan(
+    dim: (usize, usize, usize),
+    theta: Vec<f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    n_bins: Option<usize>,
+) -> Result<(ParallelGeometry, SliceGrid)> {
+    let (nz, ny, nx) = dim;
+    let n_bins = n_bins.unwrap_or(nx);
+    let n_angles = theta.len();
+    let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+    let grid = SliceGrid::new(nx, ny)?;
+    check_size("the projections", &[nz, n_angles, n_bins])?;
+    Ok((geometry, grid))
+}
+
+/// The back projection of projections (or sinograms, with
+/// `sinogram_order`) of `shape` onto slices of `out = (ny, nx)` (default
+/// `n_bins × n_bins`, unit pixels): the geometry of `theta`
+/// ([`parallel_geometry`]), the slice grid and the number of slices, the
+/// volume's size checked.
+pub fn backprojection_scan(
+    shape: (usize, usize, usize),
+    sinogram_order: bool,
+    theta: Vec<f32>,
+    center: Option<f32>,
+    centers: Option<Vec<f32>>,
+    out: Option<(usize, usize)>,
+) -> Result<(ParallelGeometry, SliceGrid, usize)> {
+    let (n_angles, n_rows, n_bins) = scan_dims(shape, sinogram_order);
+    let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
+    let (ny, nx) = out.unwrap_or((n_bins, n_bins));
+    let grid = SliceGrid::new(nx, ny)?;
+    check_size("the volume", &[n_rows, ny, nx])?;
+    Ok((geometry, grid, n_rows))
+}
+
+/// A ramp-type filter from the names of its kind and padding and its
+/// cutoff (a fraction of Nyquist), checked.
+pub fn filter_spec(filter: &str, cutoff: f32, padding: &str) -> Result<FilterSpec> {
+    let spec = FilterSpec {
+        kind: parse_name::<FilterKind>(filter)?,
+        cutoff,
+        padding: parse_name::<Padding>(padding)?,
+    };
+    spec.validate()?;
+    Ok(spec)
 }
 
 /// A circular cone-beam geometry (see `tomors.fdk` for the parameters).
@@ -320,12 +391,7 @@ pub struct FdkSpec {
 impl FdkSpec {
     /// The core's FDK options, the filter checked.
     pub fn options(&self) -> Result<FdkOptions> {
-        let filter = FilterSpec {
-            kind: parse_name::<FilterKind>(&self.filter)?,
-            cutoff: self.cutoff,
-            padding: parse_name::<Padding>(&self.padding)?,
-        };
-        filter.validate()?;
+        let filter = filter_spec(&self.filter, self.cutoff, &self.padding)?;
         let scan = match self.short_scan {
             None => ScanMode::Auto,
             Some(true) => ScanMode::Short,

@@ -19,11 +19,11 @@ use std::sync::Arc;
 use numpy::{PyArrayDyn, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tomors_core::{FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
+use tomors_core::Interpolation;
 use tomors_cuda::{DeviceBuffer, DeviceOrder, ForeignDevicePtr, MultiCudaBackend};
 
-use crate::args::{parallel_geometry, parse_name};
-use crate::boundary::{check_size, compute, value, Result};
+use crate::args::{filter_spec, parallel_scan, parse_name};
+use crate::boundary::{compute, value, Result};
 use crate::gpu::{gpu_backend, open_gpus};
 
 /// A float32 C-contiguous array in GPU memory owned by tomors (the result
@@ -181,21 +181,10 @@ pub fn fbp_device(
 ) -> PyResult<(DeviceArray, String)> {
     let theta = theta.as_array().to_vec();
     let (out, shape, device, name) = compute(py, || {
-        let filter = FilterSpec {
-            kind: parse_name::<FilterKind>(filter)?,
-            cutoff,
-            padding: parse_name::<Padding>(padding)?,
-        };
-        filter.validate()?;
+        let filter = filter_spec(filter, cutoff, padding)?;
         let interpolation = parse_name::<Interpolation>(interp)?;
-        let (n_angles, n_rows, n_bins) = if sinogram_order {
-            (shape.1, shape.0, shape.2)
-        } else {
-            shape
-        };
-        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
-        let grid = SliceGrid::for_geometry(&geometry);
-        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+        let (geometry, grid, n_rows) =
+            parallel_scan(shape, sinogram_order, theta, center, centers)?;
         let bytes = shape.0 * shape.1 * shape.2 * 4;
         // SAFETY: the Python caller keeps the array alive for the whole
         // call (it holds a reference), and the call waits for its work.

@@ -16,12 +16,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tomors_core::iterative::{all_angles, ProjectorKind};
 use tomors_core::linalg::{LinearOperator, Vector};
-use tomors_core::{Interpolation, SliceGrid};
+use tomors_core::Interpolation;
 use tomors_cuda::{CudaConeJoseph, CudaJoseph, DeviceOrder, DeviceVec, OnQueue};
 
 use crate::args::{
-    device_order, out_dims, parallel_geometry, parse_name, report_info, scan_dims, Beam, ConeScan,
-    FdkSpec, IterativeMethod,
+    backprojection_scan, device_order, out_dims, parse_name, projection_scan, report_info,
+    scan_dims, Beam, ConeScan, FdkSpec, IterativeMethod,
 };
 use crate::boundary::{check_size, compute, value, Progress, Result};
 use crate::cone::cone_back;
@@ -77,11 +77,8 @@ pub fn project_device(
     compute(py, || {
         gpu_projector(projector_name, false)?;
         let (nz, ny, nx) = volume.1;
-        let nb = n_bins.unwrap_or(nx);
-        let na = theta.len();
-        let geometry = parallel_geometry(theta, na, nb, center, centers)?;
-        let grid = SliceGrid::new(nx, ny)?;
-        check_size("the projections", &[nz, na, nb])?;
+        let (geometry, grid) = projection_scan(volume.1, theta, center, centers, n_bins)?;
+        let (na, nb) = (geometry.n_angles(), geometry.n_bins());
         let (input, gpus, _) = open_on_device(volume, nz * ny * nx, devices.as_deref())?;
         let p = CudaJoseph::new(&gpus.devices()[0], &geometry, &grid, 8)?;
         let op = p.operator(nz)?;
@@ -126,10 +123,9 @@ pub fn backproject_device(
     compute(py, || {
         let kind = gpu_projector(projector_name, true)?;
         let (na, nr, nb) = scan_dims(tomo.1, sinogram_order);
-        let geometry = parallel_geometry(theta, na, nb, center, centers)?;
-        let (ny, nx) = shape.unwrap_or((nb, nb));
-        let grid = SliceGrid::new(nx, ny)?;
-        check_size("the volume", &[nr, ny, nx])?;
+        let (geometry, grid, _) =
+            backprojection_scan(tomo.1, sinogram_order, theta, center, centers, shape)?;
+        let (ny, nx) = (grid.ny, grid.nx);
         let (input, gpus, _) = open_on_device(tomo, nr * na * nb, devices.as_deref())?;
         let order = device_order(sinogram_order);
         let dims = out_dims(squeeze, nr, ny, nx);

@@ -12,13 +12,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tomors_core::iterative::{solve, IterativeOptions, SolveReport};
 use tomors_core::linalg::LinearOperator;
-use tomors_core::SliceGrid;
 use tomors_cuda::{CudaJoseph, DeviceOrder};
 
 use crate::args::{
-    device_order, out_dims, parallel_geometry, report_info, scan_dims, Beam, IterativeMethod,
+    device_order, out_dims, parallel_scan, report_info, scan_dims, Beam, IterativeMethod,
 };
-use crate::boundary::{check_size, compute, Progress, Result};
+use crate::boundary::{compute, Progress, Result};
 use crate::device::{borrow_init, open_on_device, DeviceArray, GpuIn};
 
 /// `tomors.recon(x, theta, algorithm=...)` of a GPU array `tomo`
@@ -46,9 +45,7 @@ pub fn recon_iterative_device<'py>(
     let (out, report, name) = compute(py, || {
         let (options, ..) = iterative.parse(Beam::Parallel, None)?;
         let (na, nr, nb) = scan_dims(tomo.1, sinogram_order);
-        let geometry = parallel_geometry(theta, na, nb, center, centers)?;
-        let grid = SliceGrid::for_geometry(&geometry);
-        check_size("the volume", &[nr, grid.ny, grid.nx])?;
+        let (geometry, grid, _) = parallel_scan(tomo.1, sinogram_order, theta, center, centers)?;
         let (input, gpus, name) = open_on_device(tomo, nr * na * nb, devices.as_deref())?;
         let p = CudaJoseph::new(&gpus.devices()[0], &geometry, &grid, 8)?;
         let op = p.operator(nr)?;

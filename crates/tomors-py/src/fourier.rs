@@ -8,11 +8,12 @@ use numpy::{IntoPyArray, PyArray3, PyReadonlyArray1, PyReadonlyArray3};
 use pyo3::prelude::*;
 use tomors_core::fbp::check_finite;
 use tomors_core::fourier::FourierOptions;
-use tomors_core::{CoreError, FilterKind, FilterSpec, Padding, SliceGrid};
+use tomors_core::CoreError;
 
-use crate::boundary::{check_size, compute, Progress};
+use crate::args::{filter_spec, parallel_scan};
+use crate::boundary::{compute, Progress};
 use crate::gpu::{fbp_backend, Choice};
-use crate::parallel::{for_each_slab, parallel_geometry, parse_name};
+use crate::parallel::for_each_slab;
 
 /// `tomors.recon(..., algorithm="fbp", method="fourier")`.
 #[pyfunction]
@@ -38,21 +39,13 @@ pub fn fourier<'py>(
     let progress = Progress::new(progress);
     let (out, device) = compute(py, || {
         let options = FourierOptions {
-            filter: FilterSpec {
-                kind: parse_name::<FilterKind>(filter)?,
-                cutoff,
-                padding: parse_name::<Padding>(padding)?,
-            },
+            filter: filter_spec(filter, cutoff, padding)?,
             ..FourierOptions::default()
         };
-        options.filter.validate()?;
         let choice = Choice::parse(backend)?;
-        let (a, b, n_bins) = tomo.dim();
-        let (n_angles, n_rows) = if sinogram_order { (b, a) } else { (a, b) };
         check_finite(tomo.view(), "the projections")?;
-        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
-        let grid = SliceGrid::for_geometry(&geometry);
-        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+        let (geometry, grid, n_rows) =
+            parallel_scan(tomo.dim(), sinogram_order, theta, center, centers)?;
         let (backend, _) = fbp_backend(choice, devices.as_deref(), None)?;
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
         let finished = for_each_slab(tomo, sinogram_order, slab, &progress, |rows, sino| {

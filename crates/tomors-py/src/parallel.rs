@@ -15,13 +15,16 @@ use tomors_core::fbp::{check_finite, projections_to_sinograms, projections_to_si
 use tomors_core::iterative::{
     all_angles, projector, reconstruct, IterativeResult, ProjectorKind, SolveReport,
 };
-use tomors_core::{Backend, CoreError, FilterKind, FilterSpec, Interpolation, Padding, SliceGrid};
+use tomors_core::{Backend, CoreError, Interpolation};
 
-use crate::args::{report_info, Beam, IterativeMethod};
+use crate::args::{
+    backprojection_scan, filter_spec, parallel_scan, projection_scan, report_info, Beam,
+    IterativeMethod,
+};
 // Where they were before `args` (modules written against the old paths,
 // e.g. a branch merged after this one, keep compiling).
 pub use crate::args::{parallel_geometry, parse_name};
-use crate::boundary::{check_size, compute, Progress, Result};
+use crate::boundary::{compute, Progress, Result};
 use crate::gpu::{fbp_backend, open_gpus, Choice};
 use crate::timing::Phases;
 
@@ -110,20 +113,13 @@ pub fn fbp<'py>(
     let progress = Progress::new(progress);
     let (out, device) = compute(py, || {
         let mut phases = Phases::new("fbp");
-        let filter = FilterSpec {
-            kind: parse_name::<FilterKind>(filter)?,
-            cutoff,
-            padding: parse_name::<Padding>(padding)?,
-        };
-        filter.validate()?;
+        let filter = filter_spec(filter, cutoff, padding)?;
         let interpolation = parse_name::<Interpolation>(interp)?;
         let choice = Choice::parse(backend)?;
-        let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
         check_finite(tomo.view(), "the projections")?;
         phases.lap("check_finite");
-        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
-        let grid = SliceGrid::for_geometry(&geometry);
-        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+        let (geometry, grid, n_rows) =
+            parallel_scan(tomo.dim(), sinogram_order, theta, center, centers)?;
         let (backend, gpus) = fbp_backend(choice, devices.as_deref(), kernel.as_deref())?;
         phases.lap("backend");
         let mut out = Array3::<f32>::zeros((n_rows, grid.ny, grid.nx));
@@ -286,11 +282,9 @@ pub fn recon_iterative<'py>(
     let progress = Progress::new(progress);
     let (result, device) = compute(py, || {
         let (options, kind, choice, capable) = iterative.parse(Beam::Parallel, Some(backend))?;
-        let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
         check_finite(tomo.view(), "the projections")?;
-        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
-        let grid = SliceGrid::for_geometry(&geometry);
-        check_size("the volume", &[n_rows, grid.ny, grid.nx])?;
+        let (geometry, grid, n_rows) =
+            parallel_scan(tomo.dim(), sinogram_order, theta, center, centers)?;
         let sino = sinograms(&tomo, sinogram_order, 0..n_rows)?;
         if choice.on_gpu(capable) {
             let gpus = open_gpus(devices.as_deref(), tomors_cuda::KernelChoice::Auto)?;
@@ -341,12 +335,9 @@ pub fn project<'py>(
     let out = compute(py, || {
         let kind = parse_name::<ProjectorKind>(projector_name)?;
         check_finite(volume.view(), "the volume")?;
-        let (nz, ny, nx) = volume.dim();
-        let n_bins = n_bins.unwrap_or(nx);
-        let n_angles = theta.len();
-        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
-        let grid = SliceGrid::new(nx, ny)?;
-        check_size("the projections", &[nz, n_angles, n_bins])?;
+        let nz = volume.dim().0;
+        let (geometry, grid) = projection_scan(volume.dim(), theta, center, centers, n_bins)?;
+        let (n_angles, n_bins) = (geometry.n_angles(), geometry.n_bins());
         let p = projector::<f32>(kind, &geometry, &grid, None)?;
         let mut out = Array3::<f32>::zeros((nz, n_angles, n_bins));
         p.forward(volume.view(), &all_angles(n_angles), out.view_mut())?;
@@ -380,12 +371,10 @@ pub fn backproject<'py>(
     let theta = theta.as_array().to_vec();
     let out = compute(py, || {
         let kind = parse_name::<ProjectorKind>(projector_name)?;
-        let (n_angles, n_rows, n_bins) = scan_dims(&tomo, sinogram_order);
         check_finite(tomo.view(), "the projections")?;
-        let geometry = parallel_geometry(theta, n_angles, n_bins, center, centers)?;
-        let (ny, nx) = shape.unwrap_or((n_bins, n_bins));
-        let grid = SliceGrid::new(nx, ny)?;
-        check_size("the volume", &[n_rows, ny, nx])?;
+        let (geometry, grid, n_rows) =
+            backprojection_scan(tomo.dim(), sinogram_order, theta, center, centers, shape)?;
+        let (n_angles, ny, nx) = (geometry.n_angles(), grid.ny, grid.nx);
         let p = projector::<f32>(kind, &geometry, &grid, None)?;
         let sino = sinograms(&tomo, sinogram_order, 0..n_rows)?;
         let mut out = Array3::<f32>::zeros((n_rows, ny, nx));

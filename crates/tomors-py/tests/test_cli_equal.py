@@ -171,7 +171,7 @@ def test_shepp_logan_512_equals_cli_and_readme_nrmse(cli, tmp_path):
     assert np.array_equal(got, np.load(tmp_path / "fbp.npy"))
     e = tomors.nrmse(got[0], phantom[0], mask=0.45)
     # Measured 0.015251 here (README: 0.0153); 1e-5 allows for the rounding of
-    # other SIMD paths (TOMORS_SIMD=scalar, AVX-512 machines).
+    # other SIMD paths (the portable kernels, AVX-512 machines).
     assert abs(e - 0.015251) < 1e-5, e
 
 

@@ -4,8 +4,9 @@
 
 use std::ops::Range;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use ndarray::Axis;
+use tomors_core::ParallelGeometry;
 use tomors_io::{find_center, CenterOptions, Preprocess, ProjectionSource};
 
 pub use super::geometry::search_rows;
@@ -124,6 +125,20 @@ pub struct Centre {
     pub center: Option<f32>,
     /// With `--center A:B`: the shifts that bring every row to `center`.
     pub drift: Option<Drift>,
+}
+
+impl Centre {
+    /// The parallel-beam geometry of `scan` (its angles and bins) with this
+    /// centre; errors name the scan's file.
+    pub fn geometry(&self, scan: &Scan) -> Result<ParallelGeometry> {
+        let path = || scan.path().display().to_string();
+        let geometry =
+            ParallelGeometry::new(scan.angles.clone(), scan.shape()[2]).with_context(path)?;
+        Ok(match self.center {
+            Some(c) => geometry.with_center(c).with_context(path)?,
+            None => geometry,
+        })
+    }
 }
 
 /// The options of the centre search of `--center auto`: the default

@@ -188,9 +188,8 @@ impl Job {
                 "chooses GPUs and their kernels; --backend cpu uses none",
             )?;
         }
-        // The GPU's fourier method keeps a fixed-order gather under
-        // --deterministic (its default warp gather is one; the atomic tile
-        // gather, chosen only through TOMORS_FOURIER_GATHER, is not).
+        // The GPU's fourier method accepts --deterministic: both its gathers
+        // (warp, the default, and per point) add in a fixed order.
         let fourier = m.fbp.method == Some(tomors_core::fourier::Method::Fourier);
         if b.deterministic {
             if route != Route::ConeIterative && !(route == Route::Fbp && fourier) {

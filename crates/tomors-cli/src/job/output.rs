@@ -109,6 +109,24 @@ pub fn write(
     Ok(())
 }
 
+/// Writes a whole cone-beam volume `[z][y][x]` of voxels of `voxel_size`
+/// and says so on standard output.
+pub fn write_cone(
+    out: &OutputSpec,
+    format: VolumeFormat,
+    volume: ArrayView3<'_, f32>,
+    meta: &VolumeMeta,
+    voxel_size: f32,
+) -> Result<()> {
+    write(out, format, volume, meta)?;
+    println!(
+        "wrote {} ([z][y][x] = {:?}, voxel size {voxel_size})",
+        out.path.display(),
+        volume.dim(),
+    );
+    Ok(())
+}
+
 /// The attributes every output carries: the software, the input file and
 /// its reader, and the method (`method`).
 pub fn base_meta(scan: &super::input::Scan, method: &str) -> VolumeMeta {

@@ -73,14 +73,7 @@ pub fn run(job: &Job) -> Result<()> {
         .float("voxel_size", f64::from(vol.voxel_size))
         .text("filter", &format!("{:?}", options.filter))
         .text("scan", &format!("{:?}", options.scan));
-    output::write(&job.output, format, volume.view(), &meta)?;
-    println!(
-        "wrote {} ([z][y][x] = {:?}, voxel size {})",
-        job.output.path.display(),
-        volume.dim(),
-        vol.voxel_size
-    );
-    Ok(())
+    output::write_cone(&job.output, format, volume.view(), &meta, vol.voxel_size)
 }
 
 /// The backend, prepared for an FDK of `vol` from projections of `g`, and

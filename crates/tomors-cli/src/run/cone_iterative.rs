@@ -63,14 +63,7 @@ pub fn run(job: &Job) -> Result<()> {
     } else {
         run_cpu(g, vol, &data.projections, &options, kind, &path)?
     };
-    output::write(&job.output, format, volume.view(), &meta)?;
-    println!(
-        "wrote {} ([z][y][x] = {:?}, voxel size {})",
-        job.output.path.display(),
-        volume.dim(),
-        vol.voxel_size
-    );
-    Ok(())
+    output::write_cone(&job.output, format, volume.view(), &meta, vol.voxel_size)
 }
 
 /// Whether the method runs on the GPU.
@@ -152,7 +145,8 @@ fn run_cpu(
 /// Runs the iteration on the GPUs of `--devices` (all when not given): one
 /// GPU holds the whole volume; several split it into z-slabs, one per GPU,
 /// the partial projections summed across the GPUs every forward projection
-/// (peer-to-peer; `TOMORS_EXCHANGE=host` stages them through host memory).
+/// (peer-to-peer, staged by the driver where the devices have no peer access;
+/// the library's host-staged exchange measured slower: docs/perf-notes.md).
 fn run_gpu(
     job: &Job,
     g: &ConeGeometry,
@@ -228,10 +222,6 @@ fn run_gpu(
             &report,
         )
     } else {
-        let exchange = match std::env::var("TOMORS_EXCHANGE").as_deref() {
-            Ok("host") => Exchange::HostStaged,
-            _ => Exchange::Peer,
-        };
         let refs: Vec<&CudaBackend> = backends.iter().collect();
         cone_sirt_cuda_multi(
             &refs,
@@ -241,7 +231,7 @@ fn run_gpu(
             None,
             options,
             back,
-            exchange,
+            Exchange::Peer,
             &report,
         )
     }

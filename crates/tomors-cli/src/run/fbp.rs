@@ -4,11 +4,11 @@
 
 use std::ops::Range;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use ndarray::{s, Array3, Axis};
 use rayon::prelude::*;
 use tomors_core::fbp::check_finite;
-use tomors_core::{ParallelGeometry, SliceGrid};
+use tomors_core::SliceGrid;
 use tomors_io::stream::{run_stages, slab_plan, MemoryModel, Stages, StreamMode};
 
 use crate::backend_select::make_backend;
@@ -24,13 +24,7 @@ pub fn run(job: &Job) -> Result<()> {
     let [n_angles, n_rows, n_bins] = scan.shape();
     let rows = job.geometry.rows(n_rows)?;
     let centre = center::resolve(&scan, &job.geometry, &rows)?;
-    let mut geometry = ParallelGeometry::new(scan.angles.clone(), n_bins)
-        .with_context(|| path.display().to_string())?;
-    if let Some(c) = centre.center {
-        geometry = geometry
-            .with_center(c)
-            .with_context(|| path.display().to_string())?;
-    }
+    let geometry = centre.geometry(&scan)?;
     let grid = SliceGrid::for_geometry(&geometry);
     let options = job.method.fbp.options()?;
     let model = MemoryModel::for_source(scan.source.as_ref(), grid.len())

@@ -62,13 +62,7 @@ pub fn run(job: &Job) -> Result<()> {
     let [n_angles, n_rows, n_bins] = scan.shape();
     let rows = job.geometry.rows(n_rows)?;
     let centre = center::resolve(&scan, &job.geometry, &rows)?;
-    let mut geometry = ParallelGeometry::new(scan.angles.clone(), n_bins)
-        .with_context(|| path.display().to_string())?;
-    if let Some(c) = centre.center {
-        geometry = geometry
-            .with_center(c)
-            .with_context(|| path.display().to_string())?;
-    }
+    let geometry = centre.geometry(&scan)?;
     let grid = SliceGrid::for_geometry(&geometry);
     let bytes = bytes_needed(n_angles * rows.len() * n_bins, rows.len() * grid.len());
     let mut projections = scan.read_whole(rows.clone(), bytes, job.memory, "--algorithm")?;

@@ -20,6 +20,7 @@ use ndarray::{s, Array3, ArrayView2, ArrayView3, ArrayViewMut3, Axis};
 use rayon::prelude::*;
 
 use super::geometry::{ConeGeometry, ConeVolume};
+use crate::cpu::SimdChoice;
 use crate::error::{CoreError, Result};
 
 /// Checks projections `[angle][row][col]`, the slice range and the output
@@ -284,10 +285,10 @@ enum Kernel {
 }
 
 impl Kernel {
-    fn detect() -> Self {
+    fn detect(choice: SimdChoice) -> Self {
         #[cfg(target_arch = "x86_64")]
         {
-            let off = std::env::var("TOMORS_CONE_SIMD").is_ok_and(|v| v == "portable");
+            let off = choice == SimdChoice::Portable;
             if !off
                 && std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
@@ -321,8 +322,8 @@ impl Kernel {
 /// coordinate of the first slice are computed once (f64), then the loop
 /// along z only steps the row coordinate (`row += Δrow`), reads the two
 /// detector columns and accumulates, a loop the compiler vectorises (AVX2
-/// gathers where the CPU has them; `TOMORS_CONE_SIMD=portable` forces the
-/// portable build).
+/// gathers where the CPU has them; [`backproject_cone_with`] and
+/// [`SimdChoice::Portable`] force the portable build).
 ///
 /// Errors: shapes that do not fit ([`CoreError::Shape`]).
 pub fn backproject_cone(
@@ -330,10 +331,32 @@ pub fn backproject_cone(
     geometry: &ConeGeometry,
     volume: &ConeVolume,
     z_range: Range<usize>,
+    out: ArrayViewMut3<'_, f32>,
+) -> Result<()> {
+    backproject_cone_with(
+        projections,
+        geometry,
+        volume,
+        z_range,
+        out,
+        SimdChoice::Auto,
+    )
+}
+
+/// [`backproject_cone`] with the builds of the z loop `choice`
+/// ([`SimdChoice::Portable`]: the portable build on every processor).
+///
+/// Errors: as [`backproject_cone`].
+pub fn backproject_cone_with(
+    projections: ArrayView3<'_, f32>,
+    geometry: &ConeGeometry,
+    volume: &ConeVolume,
+    z_range: Range<usize>,
     mut out: ArrayViewMut3<'_, f32>,
+    choice: SimdChoice,
 ) -> Result<()> {
     check_backprojection(&projections, geometry, volume, &z_range, out.dim())?;
-    let kernel = Kernel::detect();
+    let kernel = Kernel::detect(choice);
     let nzs = z_range.len();
     let (nr, nc) = (geometry.n_rows(), geometry.n_cols());
     let (nrp, ncp) = (nr + 2, nc + 2);

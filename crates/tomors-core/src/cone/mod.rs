@@ -24,7 +24,7 @@ mod phantom;
 mod slabs;
 pub mod weights;
 
-pub use backproject::{backproject_cone, backproject_cone_reference};
+pub use backproject::{backproject_cone, backproject_cone_reference, backproject_cone_with};
 pub use fdk::{fdk, fdk_by_steps, fdk_filter, ConeBackend, FdkOptions};
 pub use geometry::{
     uniform_angles_inclusive, ConeGeometry, ConeProjection, ConeVolume, DetectorPoint,

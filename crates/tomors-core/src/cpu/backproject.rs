@@ -16,6 +16,7 @@
 use ndarray::{s, ArrayView3, ArrayViewMut3, Axis};
 use rayon::prelude::*;
 
+use super::SimdChoice;
 use crate::backend::{check_backprojection_shapes, Interpolation};
 use crate::error::Result;
 use crate::geometry::{ParallelGeometry, SliceGrid};
@@ -42,7 +43,9 @@ struct Projection {
 }
 
 /// Back projects `sinograms` (`[slice][angle][bin]`) into `out`
-/// (`[slice][y][x]`), overwriting it with `scale · Σ_θ p_θ(u)`.
+/// (`[slice][y][x]`), overwriting it with `scale · Σ_θ p_θ(u)`, with the
+/// kernel builds `choice` ([`SimdChoice::Auto`]: the best the processor
+/// offers; [`SimdChoice::Portable`]: the portable code on every processor).
 pub fn backproject_slices(
     sinograms: ArrayView3<'_, f32>,
     geometry: &ParallelGeometry,
@@ -50,10 +53,11 @@ pub fn backproject_slices(
     interpolation: Interpolation,
     scale: f32,
     mut out: ArrayViewMut3<'_, f32>,
+    choice: SimdChoice,
 ) -> Result<()> {
     check_backprojection_shapes(sinograms.dim(), out.dim(), geometry, grid)?;
     let (pad, padded_bins, projections) = plan(geometry, grid, interpolation);
-    let simd = Simd::detect();
+    let simd = Simd::detect(choice);
     let ns = sinograms.len_of(Axis(0));
     let mut start = 0;
     while start < ns {
@@ -262,10 +266,10 @@ enum Simd {
 }
 
 impl Simd {
-    /// The best the processor offers, unless the environment variable
-    /// `TOMORS_SIMD=scalar` asks for the portable code.
-    fn detect() -> Self {
-        if std::env::var("TOMORS_SIMD").is_ok_and(|v| v.eq_ignore_ascii_case("scalar")) {
+    /// The best the processor offers, unless `choice` asks for the
+    /// portable code.
+    fn detect(choice: SimdChoice) -> Self {
+        if choice == SimdChoice::Portable {
             return Self::Scalar;
         }
         #[cfg(target_arch = "x86_64")]

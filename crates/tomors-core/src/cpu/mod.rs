@@ -14,14 +14,35 @@ use crate::error::Result;
 use crate::filter::{FilterSpec, RowFilter};
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
+/// Which builds of the CPU back projectors' inner loops run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SimdChoice {
+    /// The SIMD intrinsics the processor offers (AVX2 + FMA, detected at
+    /// run time), else the portable code (the default).
+    #[default]
+    Auto,
+    /// The portable code (auto-vectorised where the compiler can) on every
+    /// processor: for comparisons with the SIMD builds.
+    Portable,
+}
+
 /// The multi-threaded CPU backend (rayon's global pool).
 #[derive(Clone, Debug, Default)]
-pub struct CpuBackend;
+pub struct CpuBackend {
+    simd: SimdChoice,
+}
 
 impl CpuBackend {
-    /// A CPU backend using every core of rayon's pool.
+    /// A CPU backend using every core of rayon's pool and the best SIMD
+    /// the processor offers.
     pub fn new() -> Self {
-        Self
+        Self::default()
+    }
+
+    /// A CPU backend whose back projection runs the builds `simd`
+    /// ([`SimdChoice::Portable`]: the portable kernels).
+    pub fn with_simd(simd: SimdChoice) -> Self {
+        Self { simd }
     }
 }
 
@@ -53,6 +74,14 @@ impl Backend for CpuBackend {
         scale: f32,
         out: ArrayViewMut3<'_, f32>,
     ) -> Result<()> {
-        backproject_slices(sinograms, geometry, grid, interpolation, scale, out)
+        backproject_slices(
+            sinograms,
+            geometry,
+            grid,
+            interpolation,
+            scale,
+            out,
+            self.simd,
+        )
     }
 }

@@ -7,7 +7,7 @@ use ndarray::{Array3, ArrayView3};
 
 use super::operator::Projector;
 use super::options::{Algorithm, IterativeOptions, StopReason, Weighting};
-use super::solver::{check_options, default_relaxation_of, solve, spectral_radius_of};
+use super::solver::{check_options, default_relaxation_of, solve, spectral_radius_of, SolveReport};
 use super::stack::StackOperator;
 use crate::error::{CoreError, Result};
 use crate::linalg::Real;
@@ -37,6 +37,19 @@ pub struct IterativeResult<T> {
     pub relaxation: f64,
     /// Why it stopped.
     pub stop: StopReason,
+}
+
+impl<T> IterativeResult<T> {
+    /// The reconstruction `x` with the solver's `report`.
+    pub fn from_report(x: Array3<T>, report: SolveReport) -> Self {
+        Self {
+            x,
+            residuals: report.residuals,
+            iterations: report.iterations,
+            relaxation: report.relaxation,
+            stop: report.stop,
+        }
+    }
 }
 
 /// Estimates the spectral radius of `T·B·M·A` restricted to the projections
@@ -147,11 +160,5 @@ pub fn reconstruct<T: Real, P: Projector<T> + ?Sized>(
             x: state.x.view(),
         })
     })?;
-    Ok(IterativeResult {
-        x,
-        residuals: report.residuals,
-        iterations: report.iterations,
-        relaxation: report.relaxation,
-        stop: report.stop,
-    })
+    Ok(IterativeResult::from_report(x, report))
 }

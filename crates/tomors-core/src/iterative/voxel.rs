@@ -17,7 +17,7 @@ use super::joseph::JosephProjector;
 use super::operator::{check_angles, check_dim3, Projector, RayGeometry, Region};
 use super::real::Real;
 use crate::backend::Interpolation;
-use crate::cpu::backproject_slices;
+use crate::cpu::{backproject_slices, SimdChoice};
 use crate::error::Result;
 use crate::geometry::{ParallelGeometry, SliceGrid};
 
@@ -188,6 +188,7 @@ impl Projector<f32> for VoxelDrivenProjector {
                 Interpolation::Linear,
                 self.scale() as f32,
                 out.view_mut().insert_axis(Axis(0)),
+                SimdChoice::Auto,
             ),
             _ => {
                 self.back_generic(sinogram, angles, out);
@@ -220,6 +221,7 @@ impl Projector<f32> for VoxelDrivenProjector {
                 Interpolation::Linear,
                 self.scale() as f32,
                 out,
+                SimdChoice::Auto,
             ),
             _ => {
                 Zip::from(out.outer_iter_mut())

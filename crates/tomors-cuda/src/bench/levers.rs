@@ -152,6 +152,8 @@ pub fn compare(
 /// size (0 = automatic) of `cases`, on one pair of host arrays; each timed
 /// after a warm-up FBP of `warm` slices with a fresh backend: wall seconds
 /// and the pipeline's stage times, reported through `done` as they finish.
+/// `serial_filter`: filter on the compute stream (no overlap with the back
+/// projection; [`CudaOptions::serial_filter`]).
 ///
 /// Errors: device, compilation, launch or allocation errors.
 pub fn e2e(
@@ -160,6 +162,7 @@ pub fn e2e(
     n: usize,
     slices: usize,
     warm: usize,
+    serial_filter: bool,
     done: &mut dyn FnMut(usize, f64, &PipelineStats),
 ) -> Result<()> {
     let geom = ParallelGeometry::new(uniform_angles(n, std::f32::consts::PI), n)?;
@@ -180,6 +183,7 @@ pub fn e2e(
             CudaOptions {
                 kernel: KernelChoice::Fixed(case.0),
                 slab,
+                serial_filter,
                 ..Default::default()
             },
         )?;

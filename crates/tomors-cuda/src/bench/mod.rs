@@ -362,17 +362,24 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport> {
             .par_chunks_mut(1 << 16)
             .for_each(|c| c.fill(1.0));
         let mut b = CudaBackend::with_options(cfg.device, CudaOptions::default())?;
-        b.set_kernel(KernelChoice::Auto);
-        // The warm-up must run the kernel the timed call runs: `Auto` takes
-        // the tensor kernel only for slabs of 64 slices or more, so a
-        // 32-slice warm-up left its compilation and buffers in the time.
+        // The warm-up must run the kernel the timed call runs: `Auto`'s
+        // choice depends on the job's slice count, so it is resolved once
+        // for the timed job and that kernel is fixed for both calls (a
+        // smaller warm-up under `Auto` could compile another kernel and
+        // leave the timed one's compilation in the time).
+        let job = b.kernel_for_job(k, Interpolation::Linear, &geom, &grid);
+        b.set_kernel(KernelChoice::Fixed(job));
         let secs = timed_fbp(&b, sino.view(), k.min(128), &geom, &grid, out.view_mut())?;
         let st = b.last_stats();
         eprintln!("  FBP {k} slices of {s}²: {secs:.2} s ({st})");
         rep.e2e = Some((k, s, secs, st));
         drop(b);
         if cfg.devices.len() > 1 {
-            let multi = MultiCudaBackend::new(&cfg.devices, CudaOptions::default())?;
+            let options = CudaOptions {
+                kernel: KernelChoice::Fixed(job),
+                ..CudaOptions::default()
+            };
+            let multi = MultiCudaBackend::new(&cfg.devices, options)?;
             let warm = k.min(128 * cfg.devices.len());
             let secs_m = timed_fbp(&multi, sino.view(), warm, &geom, &grid, out.view_mut())?;
             let sts = multi.last_stats();

@@ -26,11 +26,15 @@ pub struct CudaOptions {
     pub fft: FftVariant,
     /// Slices per pipeline slab (0 = automatic, about 2 GB of device memory).
     pub slab: usize,
+    /// Filter each slab on the compute stream instead of on its own stream
+    /// overlapped with the previous slab's back projection (for comparisons;
+    /// the default, `false`, overlaps).
+    pub serial_filter: bool,
     /// Texture storage.
     pub storage: crate::fbp::engine::TexStorage,
-    /// The gather of the fourier method (`Backend::fourier`): tiled (the
-    /// default, fastest; shared-memory additions in varying order) or per
-    /// point (bitwise reproducible).
+    /// The gather of the fourier method (`Backend::fourier`): per warp (the
+    /// default, fastest) or per point (the CPU reference's formulation);
+    /// both add in a fixed order (the same bits on every run).
     pub fourier_gather: crate::fourier::GatherKind,
 }
 
@@ -61,6 +65,7 @@ impl CudaBackend {
         let mut engine = Engine::new(ordinal)?;
         engine.fft_variant = options.fft;
         engine.slab_override = options.slab;
+        engine.serial_filter = options.serial_filter;
         engine.tex_storage = options.storage;
         let name = format!("cuda:{} {}", ordinal, engine.ctx.name);
         let tuned = load_tuning(&engine.ctx.name, engine.ctx.driver);
@@ -164,7 +169,31 @@ impl CudaBackend {
     /// `docs/perf-notes.md`) where it can run (compute capability 8.0 on,
     /// pixels up to ≈ 1.17 bins), and that a tuned tensor choice it cannot
     /// run falls back to the default.
+    ///
+    /// A tensor-core shape with bulk staging runs with per-thread staging
+    /// below compute capability 9.0 ([`TensorParams::for_device`](crate::fbp::tensor::TensorParams::for_device);
+    /// the same arithmetic).
     pub fn kernel_for_job(
+        &self,
+        slices: usize,
+        interp: Interpolation,
+        geom: &ParallelGeometry,
+        grid: &SliceGrid,
+    ) -> crate::fbp::kernels::BpConfig {
+        use crate::fbp::kernels::{BpConfig, KernelKind};
+        let cfg = self.job_config(slices, interp, geom, grid);
+        let cc = self.engine.lock().map(|e| e.ctx.cc).unwrap_or_default();
+        match cfg.kernel {
+            KernelKind::Tensor(p) => BpConfig {
+                kernel: KernelKind::Tensor(p.for_device(cc)),
+                ..cfg
+            },
+            _ => cfg,
+        }
+    }
+
+    /// [`CudaBackend::kernel_for_job`] before the device adaptation.
+    fn job_config(
         &self,
         slices: usize,
         interp: Interpolation,
@@ -238,8 +267,9 @@ impl CudaBackend {
         };
         jobs.par_iter()
             .map(|&(cfg, interp)| {
-                if let crate::fbp::kernels::KernelKind::Tensor(_) = cfg.kernel {
+                if let crate::fbp::kernels::KernelKind::Tensor(p) = cfg.kernel {
                     crate::fbp::tensor::check_device(cc)?;
+                    crate::fbp::tensor::check_bulk(p, cc)?;
                 }
                 let (defines, _, _) =
                     crate::fbp::engine::module_defines(cfg, grid, geom, interp, min_blocks, map)?;

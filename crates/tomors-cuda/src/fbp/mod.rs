@@ -15,6 +15,7 @@ pub mod extensions;
 pub mod fft;
 pub mod kernels;
 mod multi;
+pub mod padding;
 pub mod sweep;
 pub mod tensor;
 pub mod tuning;

@@ -7,7 +7,7 @@
 use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
-use crate::fbp::kernels::projection_coefficients_f64;
+use crate::fbp::padding::{block_span, coordinate_range};
 
 /// Source of the line-sweep kernels (`pack_sweep`, `bp_sweep`).
 pub const SWEEP_CU: &str = include_str!("../../kernels/backproject_sweep.cu");
@@ -187,23 +187,9 @@ impl SweepParams {
 /// any projection lies inside, with a margin of 3 rows for the f32
 /// rounding of the coordinates.
 pub fn padded_bins(p: SweepParams, geom: &ParallelGeometry, grid: &SliceGrid) -> (i64, usize) {
-    let c = projection_coefficients_f64(geom, grid);
-    let n = geom.n_angles();
-    let (bx, by) = p.block_pixels();
-    let xe = (grid.nx.div_ceil(bx) * bx) as f64 - 1.0;
-    let ye = (grid.ny.div_ceil(by) * by) as f64 - 1.0;
-    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
-    for i in 0..n {
-        let (c0, cx, cy) = (c[i], c[n + i], c[2 * n + i]);
-        for (x, y) in [(0.0, 0.0), (xe, 0.0), (0.0, ye), (xe, ye)] {
-            let u = c0 + x * cx + y * cy;
-            lo = lo.min(u);
-            hi = hi.max(u);
-        }
-    }
-    if n == 0 {
+    let Some((lo, hi)) = coordinate_range(geom, grid, p.block_pixels()) else {
         return (0, 1);
-    }
+    };
     let blo = lo.floor() as i64 - 3;
     let nbp = (hi.floor() as i64 - blo + 4).max(1) as usize;
     (blo, nbp)
@@ -213,13 +199,7 @@ pub fn padded_bins(p: SweepParams, geom: &ParallelGeometry, grid: &SliceGrid) ->
 /// largest span of its pixel region over the projections, plus 5 (the
 /// floor, the margin row, the linear neighbour, f32 rounding).
 pub fn stage_rows(p: SweepParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
-    let c = projection_coefficients_f64(geom, grid);
-    let n = geom.n_angles();
-    let (bx, by) = p.block_pixels();
-    let span = (0..n)
-        .map(|i| (bx as f64 - 1.0) * c[n + i].abs() + (by as f64 - 1.0) * c[2 * n + i].abs())
-        .fold(0.0f64, f64::max);
-    span.ceil() as usize + 5
+    block_span(geom, grid, p.block_pixels()).ceil() as usize + 5
 }
 
 /// Bytes of one padded bin row of a group (32 lanes' entries).
@@ -298,6 +278,7 @@ pub fn entry_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fbp::kernels::projection_coefficients_f64;
     use tomors_core::geometry::uniform_angles;
 
     #[test]

@@ -9,10 +9,15 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
 use crate::fbp::kernels::projection_coefficients_f64;
+use crate::fbp::padding::{block_span, coordinate_range};
 
 /// Source of the tensor-core kernels (`tc_zero`, `tc_absmax`,
-/// `pack_tensor`, `bp_tensor`).
-pub const TENSOR_CU: &str = include_str!("../../kernels/backproject_tensor.cu");
+/// `pack_tensor`, `bp_tensor`): the layout, f16 splits and packing part,
+/// then the back projection.
+pub const TENSOR_CU: &str = concat!(
+    include_str!("../../kernels/backproject_tensor_pack.cu"),
+    include_str!("../../kernels/backproject_tensor.cu")
+);
 
 /// Largest bin span of a 4×4 pixel block (3 (|cx| + |cy|) in bins) the
 /// kernel's 8 bins per block and projection cover, with a margin for the
@@ -66,6 +71,26 @@ pub struct TensorParams {
     /// truncation is ≈ 2⁻¹¹ of the sums'; twice the accumulators), hi·hi
     /// from zero.
     pub independent: u8,
+    /// Stage with the copy engine (1, 2; 0 = 16-byte `cp.async` copies by
+    /// every thread): per stage and projection one bulk copy (`cp.async.bulk`
+    /// completing on an mbarrier, compute capability 9.0 on) of rows padded
+    /// in device memory as in shared memory, issued by one thread that also
+    /// computes the projection's constants; with 2 that thread prefetches
+    /// the f64 coefficients an iteration ahead (`cp.async` into shared
+    /// memory), so that it does not wait for device memory.
+    pub bulk: u8,
+    /// How the weights are made: 0 = clamped hats split by rounding to f16
+    /// and converting back (or by masking with `mask`); 1 = lean: the
+    /// unclamped hats split by masking and converted with clamping
+    /// conversions (`cvt.rn.relu`: the clamp and the conversion back cost
+    /// nothing; ≈ 21 bits as `mask`), the blocks' offsets added to the pair's
+    /// origin without multiplications by zero.
+    pub weights: u8,
+    /// With `flush` 1: projection pairs whose products form one MMA chain
+    /// from zero before it is added to the f32 sums (1, 2 or 4, dividing
+    /// `ap`): the FADDs per pair divided by this; the chain truncates at
+    /// most 3 × this many times instead of 3.
+    pub pair_group: u8,
 }
 
 impl Default for TensorParams {
@@ -85,20 +110,42 @@ impl Default for TensorParams {
             nt_outer: false,
             interleave: 1,
             independent: 0,
+            bulk: 0,
+            weights: 0,
+            pair_group: 1,
         }
     }
 }
 
 impl TensorParams {
-    /// The shape `--kernel tensor` uses: the default with 3 warp rows (384
-    /// threads, 12 warps per multiprocessor at up to 168 registers, so ptxas
-    /// keeps several tiles' MMA chains in flight; 4540 against 4420 GU/s for
-    /// the default's 16 warps at 128 registers on an H200,
-    /// `docs/perf-notes.md`).
+    /// The shape `--kernel tensor` uses (`x2,y1,n8,u2,v4,a4,p2,f1,b1,c2,w1,g4`):
+    /// 8 warps of 2 blocks × 64 slices (≈ 232 registers), 4 projection pairs
+    /// per stage in 2 stages copied by the copy engine with the coefficients
+    /// prefetched (`c2`), lean weights (`w1`) and one MMA chain per 4 pairs
+    /// (`g4`): 6970 GU/s with `c1` against 4576 for the previous shape
+    /// (`v3`) on an H200 in the same call, `docs/perf-notes.md`. Below
+    /// compute capability 9.0 it runs without the copy engine
+    /// ([`TensorParams::for_device`]).
     pub fn tuned() -> Self {
         Self {
-            wy: 3,
+            wx: 2,
+            ap: 4,
+            stages: 2,
+            bulk: 2,
+            weights: 1,
+            pair_group: 4,
             ..Self::default()
+        }
+    }
+
+    /// This shape as a device of compute capability `cc` runs it: bulk
+    /// staging (the copy engine) needs 9.0, so below it the stages are
+    /// copied by every thread (`c0`; the same arithmetic and results).
+    pub fn for_device(self, cc: (i32, i32)) -> Self {
+        if cc.0 < 9 {
+            Self { bulk: 0, ..self }
+        } else {
+            self
         }
     }
 
@@ -155,6 +202,32 @@ impl TensorParams {
                 self.stages
             )));
         }
+        if !matches!(self.pair_group, 1 | 2 | 4)
+            || (self.pair_group > 1
+                && (!self.ap.is_multiple_of(self.pair_group)
+                    || self.flush != 1
+                    || self.independent != 0
+                    || self.interleave != 1
+                    || self.nt_outer))
+        {
+            return Err(CudaError::Parameter(format!(
+                "tensor pair group g{} (use 1, 2 or 4 dividing the {} pairs per stage; above 1 \
+                 only with f1 and without k, i or o)",
+                self.pair_group, self.ap
+            )));
+        }
+        if self.bulk > 2 {
+            return Err(CudaError::Parameter(format!(
+                "tensor staging c{} (use c0, c1 or c2)",
+                self.bulk
+            )));
+        }
+        if self.weights > 1 {
+            return Err(CudaError::Parameter(format!(
+                "tensor weights w{} (use w0 or w1)",
+                self.weights
+            )));
+        }
         if self.flush > 64 {
             return Err(CudaError::Parameter(format!(
                 "tensor flush {} (use 0, 1, or 2 to 64 pairs)",
@@ -209,6 +282,15 @@ impl TensorParams {
         if self.independent > 0 {
             z.push_str(&format!(",k{}", self.independent));
         }
+        if self.bulk > 0 {
+            z.push_str(&format!(",c{}", self.bulk));
+        }
+        if self.weights > 0 {
+            z.push_str(&format!(",w{}", self.weights));
+        }
+        if self.pair_group > 1 {
+            z.push_str(&format!(",g{}", self.pair_group));
+        }
         format!(
             "x{},y{},n{},u{},v{},a{},p{},f{},b{}{z}",
             self.bx,
@@ -249,9 +331,12 @@ impl TensorParams {
                 "o" => p.nt_outer = num != 0,
                 "i" => p.interleave = num,
                 "k" => p.independent = num,
+                "c" => p.bulk = num,
+                "w" => p.weights = num,
+                "g" => p.pair_group = num,
                 _ => {
                     return Err(CudaError::Parameter(format!(
-                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k)"
+                        "tensor parameter '{part}' (keys x, y, n, u, v, a, p, f, b, z, m, o, i, k, c, w, g)"
                     )))
                 }
             }
@@ -299,6 +384,19 @@ pub fn check_device(cc: (i32, i32)) -> Result<()> {
     Ok(())
 }
 
+/// Checks that bulk staging (`c1`: `cp.async.bulk` on an mbarrier) has the
+/// copy engine it needs (compute capability 9.0 on).
+pub fn check_bulk(p: TensorParams, cc: (i32, i32)) -> Result<()> {
+    if p.bulk > 0 && cc.0 < 9 {
+        return Err(CudaError::Parameter(format!(
+            "tensor: bulk staging (c1, c2) needs compute capability 9.0 or newer (this device has \
+             {}.{}); use c0",
+            cc.0, cc.1
+        )));
+    }
+    Ok(())
+}
+
 /// Projections padded to whole stages.
 pub fn padded_angles(p: TensorParams, n: usize) -> usize {
     n.div_ceil(p.stage_angles()).max(1) * p.stage_angles()
@@ -308,36 +406,16 @@ pub fn padded_angles(p: TensorParams, n: usize) -> usize {
 /// projections plus the margins (one bin below its lowest, a block's 8 bins
 /// from its lowest coordinate, f32 rounding).
 pub fn stage_bins(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> usize {
-    let c = projection_coefficients_f64(geom, grid);
-    let n = geom.n_angles();
-    let (bx, by) = p.block_pixels();
-    let span = (0..n)
-        .map(|i| (bx as f64 - 1.0) * c[n + i].abs() + (by as f64 - 1.0) * c[2 * n + i].abs())
-        .fold(0.0f64, f64::max);
-    span.ceil() as usize + 11
+    block_span(geom, grid, p.block_pixels()).ceil() as usize + 11
 }
 
 /// The padded bin range of the entry layout: (`blo`, `nbp`), the global bin
 /// of padded row 0 and the number of rows, so that every staged row of
 /// every block of the grid rounded up to whole blocks lies inside.
 pub fn padded_bins(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -> (i64, usize) {
-    let c = projection_coefficients_f64(geom, grid);
-    let n = geom.n_angles();
-    if n == 0 {
+    let Some((lo, hi)) = coordinate_range(geom, grid, p.block_pixels()) else {
         return (0, 1);
-    }
-    let (bx, by) = p.block_pixels();
-    let xe = (grid.nx.div_ceil(bx) * bx) as f64 - 1.0;
-    let ye = (grid.ny.div_ceil(by) * by) as f64 - 1.0;
-    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
-    for i in 0..n {
-        let (c0, cx, cy) = (c[i], c[n + i], c[2 * n + i]);
-        for (x, y) in [(0.0, 0.0), (xe, 0.0), (0.0, ye), (xe, ye)] {
-            let u = c0 + x * cx + y * cy;
-            lo = lo.min(u);
-            hi = hi.max(u);
-        }
-    }
+    };
     let blo = lo.floor() as i64 - 3;
     let nbp = (hi.floor() as i64 - blo) as usize + stage_bins(p, geom, grid) + 2;
     (blo, nbp)
@@ -347,6 +425,18 @@ pub fn padded_bins(p: TensorParams, geom: &ParallelGeometry, grid: &SliceGrid) -
 /// f16 values); shared memory pads it by 16.
 pub fn row_bytes(p: TensorParams) -> usize {
     32 * p.nt as usize
+}
+
+/// Bytes between bin rows of the entries in device memory: the row, padded
+/// by 16 as in shared memory when stages are bulk copies.
+pub fn row_pitch(p: TensorParams) -> usize {
+    row_bytes(p) + if p.bulk > 0 { 16 } else { 0 }
+}
+
+/// Bytes of the entries (without the maxima) of `nslots` slots, `npp`
+/// padded projections and `nbp` padded bins.
+pub fn entries_bytes(p: TensorParams, nslots: usize, npp: usize, nbp: usize) -> usize {
+    nslots.div_ceil(p.slices_per_block()) * npp * nbp * row_pitch(p)
 }
 
 /// Bytes of one staged projection in shared memory.
@@ -379,7 +469,8 @@ pub fn entry_bytes(
     slices: usize,
 ) -> usize {
     let (_, nbp) = padded_bins(p, geom, grid);
-    maxima_bytes(p, slices) + slots(p, slices) * padded_angles(p, geom.n_angles()) * nbp * 4
+    maxima_bytes(p, slices)
+        + entries_bytes(p, slots(p, slices), padded_angles(p, geom.n_angles()), nbp)
 }
 
 /// `#define`s of a tensor-core module.
@@ -412,6 +503,9 @@ pub fn tensor_defines(
         ("TC_NTO".into(), u8::from(p.nt_outer).to_string()),
         ("TC_IL".into(), p.interleave.to_string()),
         ("TC_IND".into(), p.independent.to_string()),
+        ("TC_BULK".into(), p.bulk.to_string()),
+        ("TC_WGT".into(), p.weights.to_string()),
+        ("TC_PG".into(), p.pair_group.to_string()),
     ]
 }
 
@@ -437,6 +531,9 @@ mod tests {
             nt_outer: true,
             interleave: 2,
             independent: 0,
+            bulk: 2,
+            weights: 1,
+            pair_group: 1,
         };
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
         let k = TensorParams {
@@ -445,13 +542,17 @@ mod tests {
             ..TensorParams::default()
         };
         assert_eq!(TensorParams::parse(&k.spec()).unwrap(), k);
+        let g = TensorParams::parse("a4,g4,c1,w1").unwrap();
+        assert_eq!((g.ap, g.pair_group, g.bulk, g.weights), (4, 4, 1, 1));
+        assert_eq!(TensorParams::parse(&g.spec()).unwrap(), g);
         let k3 = TensorParams::parse("n4,k3").unwrap();
         assert_eq!((k3.nt, k3.independent), (4, 3));
         assert_eq!(TensorParams::parse(&k3.spec()).unwrap(), k3);
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
             "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
-            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3",
+            "f65", "i3", "n2,i4", "f0,k1", "f8,k2", "k4", "y2,k3", "w2", "c3", "g3", "a3,g2",
+            "f0,g2", "i2,g2", "k1,g2", "o1,g2",
         ] {
             assert!(TensorParams::parse(bad).is_err(), "{bad} accepted");
         }

@@ -42,26 +42,18 @@ struct TileKernel {
     threads: u32,
 }
 
-/// A positive integer from the environment within `range`, else `default`.
-fn env_usize(name: &str, range: std::ops::RangeInclusive<usize>, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|t| range.contains(t))
-        .unwrap_or(default)
-}
+/// Side of the warp gather's tiles.
+const WARP_TILE: usize = 32;
+
+/// Warps per block of the warp gather.
+const WARPS: usize = 4;
 
 impl TileKernel {
-    /// Side `TOMORS_FOURIER_WARP_TILE` (16–64, default 32) and warps per
-    /// block `TOMORS_FOURIER_WARPS` (1–8, default 4; fewer where the private
-    /// copies, one float2 per cell in rows of side + 4, would pass 48 KB of
-    /// static shared memory).
+    /// Side [`WARP_TILE`] and [`WARPS`] warps per block (the private
+    /// copies, one float2 per cell in rows of side + 4, take 4 × 32 × 36 × 8
+    /// = 36 KB of the 48 KB of static shared memory).
     fn load(ctx: &Arc<Context>, width: usize) -> Result<Self> {
-        let side = env_usize("TOMORS_FOURIER_WARP_TILE", 16..=64, 32);
-        let mut warps = env_usize("TOMORS_FOURIER_WARPS", 1..=8, 4);
-        while warps > 1 && warps * side * (side + 4) * 8 > 48 * 1024 {
-            warps -= 1;
-        }
+        let (side, warps) = (WARP_TILE, WARPS);
         let defines = vec![
             ("KW".to_string(), width.to_string()),
             ("TILE".to_string(), side.to_string()),
@@ -99,22 +91,6 @@ pub enum GatherKind {
     /// One thread per grid point, summing the samples in its support (the
     /// CPU reference's formulation, `gather_point`).
     Point,
-}
-
-impl GatherKind {
-    /// `TOMORS_FOURIER_GATHER` (warp or point), else the default.
-    pub fn from_env() -> Self {
-        match std::env::var("TOMORS_FOURIER_GATHER").as_deref() {
-            Ok("point") => Self::Point,
-            _ => Self::Warp,
-        }
-    }
-
-    /// The gather for `--deterministic` runs: both gathers add in a fixed
-    /// order, so the environment's (or the default).
-    pub fn for_determinism(_deterministic: bool) -> Self {
-        Self::from_env()
-    }
 }
 
 impl Kernels {
@@ -184,7 +160,7 @@ impl FourierEngine {
             ctx,
             k,
             tiles: HashMap::new(),
-            gather: GatherKind::from_env(),
+            gather: GatherKind::default(),
             plans: HashMap::new(),
             tables: None,
             raw: [None, None],
@@ -260,16 +236,11 @@ impl FourierEngine {
         spec * 2 + grid * 2 + slab
     }
 
-    /// Slices per slab: the override, `TOMORS_FOURIER_SLAB`, or about
-    /// 4 GB of device memory (an even count).
+    /// Slices per slab: the override ([`super::CudaFourier::set_slab`]) or
+    /// about 4 GB of device memory (an even count).
     fn slab_size(&self, plan: &FourierPlan, total: usize) -> usize {
-        let env = std::env::var("TOMORS_FOURIER_SLAB")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok());
         let s = if self.slab_override > 0 {
             self.slab_override
-        } else if let Some(s) = env {
-            s
         } else {
             2 * (4_000_000_000 / Self::bytes_per_pair(plan).max(1)).clamp(1, 16)
         };

@@ -114,7 +114,7 @@ impl CudaFourier {
             .map_err(|_| CudaError::Parameter("a previous call on this device panicked".into()))
     }
 
-    /// Sets the gather variant (default: `TOMORS_FOURIER_GATHER`, else tile).
+    /// Sets the gather variant (default: [`GatherKind::Warp`]).
     pub fn set_gather(&self, kind: GatherKind) -> Result<()> {
         self.lock()?.gather = kind;
         Ok(())

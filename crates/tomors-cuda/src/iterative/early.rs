@@ -36,13 +36,6 @@ enum Dest<'a, T> {
     Empty,
 }
 
-/// Whether SIRT downloads its final iterate beside the last forward
-/// projection (the default; `TOMORS_SIRT_EARLY=0` downloads after the
-/// loop, for benchmarks).
-pub(crate) fn early_default() -> bool {
-    std::env::var("TOMORS_SIRT_EARLY").map_or(true, |v| v != "0")
-}
-
 /// A [`FinalHook`] that downloads the final iterate on a side stream while
 /// the forward projection runs; the host destination `T` comes from a
 /// [`Fetch`] and is seen as a flat slice through `slice` (`None`: not

@@ -132,22 +132,13 @@ pub(crate) fn prefault(mut out: ndarray::ArrayViewMut3<'_, f32>) {
         .for_each(|mut s| s.fill(0.0));
 }
 
-/// Whether fresh host outputs ask the kernel for transparent huge pages
-/// (`madvise(MADV_HUGEPAGE)`; `TOMORS_SIRT_HUGE=0` leaves them at the
-/// system's default, for benchmarks).
-fn huge_default() -> bool {
-    std::env::var("TOMORS_SIRT_HUGE").map_or(true, |v| v != "0")
-}
-
 /// A zeroed host array of `dim` whose pages are not mapped yet (a fresh
 /// zeroed allocation), advised to use transparent huge pages where the
 /// system allows them: mapping a 2 MiB page costs one fault instead of 512,
 /// so [`prefault`] (or the download into it) runs many times faster.
 pub(crate) fn host_zeros(dim: (usize, usize, usize)) -> Array3<f32> {
     let mut v = vec![0f32; dim.0 * dim.1 * dim.2];
-    if huge_default() {
-        advise_huge(&mut v);
-    }
+    advise_huge(&mut v);
     Array3::from_shape_vec(dim, v).unwrap_or_else(|_| Array3::zeros(dim))
 }
 

@@ -123,7 +123,13 @@ fn sweep_candidates() -> Vec<crate::fbp::kernels::SweepParams> {
 fn tensor_candidates() -> Vec<crate::fbp::kernels::TensorParams> {
     use crate::fbp::kernels::TensorParams;
     let d = TensorParams::default();
-    vec![TensorParams::tuned(), d, TensorParams { wx: 2, ..d }]
+    let t = TensorParams::tuned();
+    vec![
+        t,
+        TensorParams { bulk: 1, ..t },
+        TensorParams { wy: 3, ..d },
+        TensorParams { wx: 4, wy: 3, ..t },
+    ]
 }
 
 /// The candidate configurations.

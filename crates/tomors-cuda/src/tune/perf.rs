@@ -294,7 +294,8 @@ pub fn op_counts(cfg: BpConfig, interp: Interpolation) -> OpCounts {
 /// Operations per update of the tensor-core kernel (thread instructions:
 /// a warp instruction over 32 lanes counts 32). Per 4×4 block, 8 slices and
 /// projection pair (256 updates) a warp issues 3 MMAs, 2 shared loads of 8
-/// bytes per lane and, with `flush` 1, 4 FADDs (8 per G pairs with G ≥ 2);
+/// bytes per lane and, with `flush` 1, 4 FADDs (per `pair_group` pairs;
+/// 8 per G pairs with `flush` G ≥ 2);
 /// per block and pair, shared by
 /// its slice tiles, ≈ 46 FP instructions for the coordinates and weights
 /// and 16 conversions for the f16 split; per tile the SASS adds ≈ 7
@@ -306,18 +307,25 @@ pub fn op_counts(cfg: BpConfig, interp: Interpolation) -> OpCounts {
 fn tensor_counts(p: crate::fbp::kernels::TensorParams) -> OpCounts {
     let per = |warp: f64| warp * 32.0 / 256.0;
     let nt = p.nt as f64;
+    // Lean weights (`w1`): no clamps and no conversions back (8 FP and 8
+    // conversions fewer per block and pair), 8 masks (integer) instead.
+    let (wfp, wconv, wint) = if p.weights == 1 {
+        (38.0, 8.0, 10.0)
+    } else {
+        (46.0, 16.0, 2.0)
+    };
     OpCounts {
         smem: per(2.0 * 8.0),
         smem_inst: per(2.0),
         fp: per(3.0
             + match p.flush {
                 0 => 0.0,
-                1 => 4.0,
+                1 => 4.0 / p.pair_group.max(1) as f64,
                 g => 8.0 / g as f64,
             }
-            + 46.0 / nt),
-        conv: per(16.0 / nt),
-        int: per(9.0 + 2.0 / nt),
+            + wfp / nt),
+        conv: per(wconv / nt),
+        int: per(9.0 + wint / nt),
         ..OpCounts::default()
     }
 }

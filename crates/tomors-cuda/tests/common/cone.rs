@@ -8,8 +8,26 @@ use ndarray::{Array2, Array3};
 use tomors_core::cone::{ConeGeometry, ConeVolume};
 use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{all_angles, Projector, Real};
+use tomors_cuda::CudaConeJoseph;
 
 use super::random;
+
+/// A wide cone (outer rows steeper than 45°: z-dominant rays), centred and
+/// mirror-symmetric, over a full turn of 8 angles, and its square 12 × 12
+/// × 14 volume of unit voxels.
+pub fn wide_cone() -> (ConeGeometry, ConeVolume) {
+    let g = ConeGeometry::new(
+        uniform_angles(8, 2.0 * PI as f32),
+        14.0,
+        6.0,
+        24,
+        16,
+        1.5,
+        3.0,
+    )
+    .unwrap();
+    (g, ConeVolume::new(12, 12, 14, 1.0).unwrap())
+}
 
 /// Geometries that exercise the conventions (as tomors-core's cone tests):
 /// an off-centre principal point, non-square pixels, a non-cubic volume of
@@ -27,17 +45,7 @@ pub fn cases() -> Vec<(String, ConeGeometry, ConeVolume)> {
         .with_principal_point(14.2, 9.6)
         .unwrap();
     let v1 = ConeVolume::new(17, 13, 11, 0.8).unwrap();
-    let g2 = ConeGeometry::new(
-        uniform_angles(8, 2.0 * PI as f32),
-        14.0,
-        6.0,
-        24,
-        16,
-        1.5,
-        3.0,
-    )
-    .unwrap();
-    let v2 = ConeVolume::new(12, 12, 14, 1.0).unwrap();
+    let (g2, v2) = wide_cone();
     let g3 = ConeGeometry::new(
         uniform_angles(30, 2.0 * PI as f32),
         80.0,
@@ -58,6 +66,102 @@ pub fn cases() -> Vec<(String, ConeGeometry, ConeVolume)> {
         ("wide cone (z-dominant rays)".into(), g2, v2),
         ("small fitted cone".into(), g3, v3),
     ]
+}
+
+/// Mirror-symmetric geometries (centred detectors) for the folded kernels:
+/// even rows and slices with a wide cone (z-dominant outer rays; a square
+/// volume over a full turn of 8 angles: the quarter-turn weights), odd rows
+/// and slices, odd rows with even slices; and one off-centre detector (not
+/// symmetric). The flag says whether the geometry is mirror-symmetric.
+pub fn mirror_cases() -> Vec<(String, ConeGeometry, ConeVolume, bool)> {
+    let (wide, wide_volume) = wide_cone();
+    let odd = ConeGeometry::new(
+        uniform_angles(23, 2.0 * PI as f32),
+        70.0,
+        35.0,
+        19,
+        21,
+        1.2,
+        1.1,
+    )
+    .unwrap();
+    let mixed =
+        ConeGeometry::new(uniform_angles(17, PI as f32), 60.0, 45.0, 15, 22, 1.0, 1.3).unwrap();
+    let off = ConeGeometry::new(
+        uniform_angles(11, 2.0 * PI as f32),
+        60.0,
+        35.0,
+        21,
+        20,
+        1.3,
+        1.7,
+    )
+    .unwrap()
+    .with_principal_point(10.0, 9.0)
+    .unwrap();
+    vec![
+        (
+            "wide cone, even rows and slices".into(),
+            wide,
+            wide_volume,
+            true,
+        ),
+        (
+            "odd rows and slices".into(),
+            odd.clone(),
+            odd.fitting_volume(18, 16, 13).unwrap(),
+            true,
+        ),
+        (
+            "odd rows, even slices".into(),
+            mixed.clone(),
+            mixed.fitting_volume(16, 17, 10).unwrap(),
+            true,
+        ),
+        (
+            "off-centre detector".into(),
+            off,
+            ConeVolume::new(15, 13, 11, 0.9).unwrap(),
+            false,
+        ),
+    ]
+}
+
+/// `got` (a GPU output downloaded from poisoned, NaN, device memory) after
+/// checking that every value was written.
+fn written(got: Array3<f32>, name: &str, what: &str) -> Array3<f32> {
+    assert!(
+        got.iter().all(|x| x.is_finite()),
+        "{name}: unwritten {what} values"
+    );
+    got
+}
+
+/// The GPU back projection of `y` into a poisoned (NaN) device volume;
+/// every value must be written (`name` names the case in the failure).
+pub fn gpu_back(gpu: &CudaConeJoseph, v: &ConeVolume, y: &Array3<f32>, name: &str) -> Array3<f32> {
+    let yd = gpu.upload_projections(y.view()).unwrap();
+    let mut vd = gpu.upload_volume(nan((v.nz, v.ny, v.nx)).view()).unwrap();
+    gpu.back_dev(&yd, &mut vd).unwrap();
+    written(gpu.download(&vd).unwrap(), name, "back")
+}
+
+/// The GPU forward projection of `x` into poisoned (NaN) device
+/// projections of `dim`; every value must be written.
+pub fn gpu_forward(
+    gpu: &CudaConeJoseph,
+    x: &Array3<f32>,
+    dim: (usize, usize, usize),
+    name: &str,
+) -> Array3<f32> {
+    let xd = gpu.upload_volume(x.view()).unwrap();
+    let mut pd = gpu.upload_projections(nan(dim).view()).unwrap();
+    gpu.forward_dev(&xd, &mut pd).unwrap();
+    written(gpu.download(&pd).unwrap(), name, "forward")
+}
+
+fn nan(dim: (usize, usize, usize)) -> Array3<f32> {
+    Array3::from_elem(dim, f32::NAN)
 }
 
 /// Forward projection of the volume (or slab) `x` with a CPU projector in

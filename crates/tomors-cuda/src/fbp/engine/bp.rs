@@ -119,8 +119,9 @@ impl Engine {
         geom: &ParallelGeometry,
         interp: Interpolation,
     ) -> Result<BpKey> {
-        if let KernelKind::Tensor(_) = cfg.kernel {
+        if let KernelKind::Tensor(p) = cfg.kernel {
             crate::fbp::tensor::check_device(self.ctx.cc)?;
+            crate::fbp::tensor::check_bulk(p, self.ctx.cc)?;
         }
         let (mut defines, linear, cache_width) =
             module_defines(cfg, grid, geom, interp, self.min_blocks, self.standard_map)?;

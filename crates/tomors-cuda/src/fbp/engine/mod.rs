@@ -116,6 +116,9 @@ pub(crate) struct Engine {
     pub count_paths: bool,
     /// Slices per slab (0 = automatic).
     pub slab_override: usize,
+    /// Filter on the compute stream, not overlapped with the back
+    /// projection ([`crate::CudaOptions::serial_filter`]).
+    pub serial_filter: bool,
     /// Thread order of the `standard` kernel (see [`crate::fbp::kernels::DEFAULT_STANDARD_MAP`]).
     pub standard_map: u32,
     /// Per-device state of the layers above (the cone-beam kernels, loaded
@@ -131,8 +134,12 @@ pub(crate) struct Engine {
     sweep_buf: Option<DeviceBuffer>,
     sweep_key: Option<BpKey>,
     /// The tensor-core entries (per-slot maxima, then the entries) of the
-    /// last slab and the module that packed them.
-    tensor_buf: Option<DeviceBuffer>,
+    /// last two slabs (alternately, so that the pipeline packs a slab on the
+    /// filtering stream while the previous one is back projected) and the
+    /// module that packed them.
+    tensor_buf: [Option<DeviceBuffer>; 2],
+    /// The buffer of `tensor_buf` the next packing writes.
+    tensor_next: usize,
     tensor_key: Option<BpKey>,
 }
 
@@ -189,13 +196,15 @@ impl Engine {
             min_blocks: 4,
             count_paths: false,
             slab_override: 0,
+            serial_filter: false,
             standard_map: crate::fbp::kernels::DEFAULT_STANDARD_MAP,
             ext: Default::default(),
             stack_tex: None,
             packed: (0, 0, 0),
             sweep_buf: None,
             sweep_key: None,
-            tensor_buf: None,
+            tensor_buf: [None, None],
+            tensor_next: 0,
             tensor_key: None,
         })
     }
@@ -215,6 +224,6 @@ impl Engine {
         self.pin_out = Default::default();
         self.stack_tex = None;
         self.sweep_buf = None;
-        self.tensor_buf = None;
+        self.tensor_buf = [None, None];
     }
 }

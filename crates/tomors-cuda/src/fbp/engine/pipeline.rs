@@ -63,22 +63,22 @@ impl Engine {
             (0, 0)
         };
         let tex = self.tex_layout(SliceMode::F32, 1, na, n).bytes;
-        NBUF * (raw + out) + a + b + tex
+        // The tensor kernel's entries (about a texel layout's size) alternate
+        // between two buffers, so the next slab packs while one is read.
+        let entries = match job.cfg.kernel {
+            KernelKind::Tensor(_) => 2,
+            _ => 1,
+        };
+        NBUF * (raw + out) + a + b + entries * tex
     }
 
-    /// Slices per slab: `TOMORS_CUDA_SLAB` if set, else about 2 GB of device memory, a
-    /// multiple of the slices per texel.
+    /// Slices per slab: the backend's slab option if set, else about 2 GB of
+    /// device memory, a multiple of the slices per texel.
     pub fn slab_size(&self, job: &BpJob<'_>, filtered: bool, total: usize) -> usize {
         // Slabs are whole blocks' worth of slices: 8 for the wide kernel.
         let spt = job.cfg.slices_per_block();
         if self.slab_override > 0 {
             return self.slab_override.min(total.max(1));
-        }
-        if let Some(s) = std::env::var("TOMORS_CUDA_SLAB")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-        {
-            return s.max(1).min(total.max(1));
         }
         if let KernelKind::Sweep(_) = job.cfg.kernel {
             // One block's worth of slices: every lane of a warp has its slices.
@@ -186,11 +186,13 @@ impl Engine {
             Ok([Event::new(ctx)?, Event::new(ctx)?, Event::new(ctx)?])
         };
         // Filtering on its own stream, overlapped with the previous slab's
-        // back projection (`TOMORS_CUDA_FILTER_OVERLAP=0` keeps it on the
+        // back projection (the `serial_filter` option keeps it on the
         // compute stream, for comparisons).
-        let overlap = self.gpu_fft
-            && filter.is_some()
-            && std::env::var("TOMORS_CUDA_FILTER_OVERLAP").map_or(true, |v| v != "0");
+        let overlap = self.gpu_fft && filter.is_some() && !self.serial_filter;
+        // The tensor kernel's entries alternate between two buffers, so its
+        // packing runs on the filtering stream too, hidden behind the
+        // previous slab's back projection (other kernels pack on `comp`).
+        let early_pack = overlap && matches!(job.cfg.kernel, KernelKind::Tensor(_));
         let packed = Event::new(&self.ctx)?;
         let (up0, up1, c0, c1, cb, c2, d0, d1) = (
             ev(&self.ctx)?,
@@ -275,20 +277,43 @@ impl Engine {
                 if overlap {
                     let f = filter.as_ref().expect("overlap needs a filter");
                     self.filt.wait(&up1[b])?;
-                    // The previous slab's packing has read the FFT buffer.
-                    self.filt.wait(&packed)?;
+                    if early_pack {
+                        // This slab's entries buffer (two alternate) was
+                        // read by the back projection of slab i − 2.
+                        if i >= 2 {
+                            self.filt.wait(&c2[(i - 2) % NBUF])?;
+                        }
+                    } else {
+                        // The previous slab's packing has read the FFT buffer.
+                        self.filt.wait(&packed)?;
+                    }
                     c0[b].record(&self.filt)?;
-                    // filter_rows works on `comp`: lend it the filtering stream.
+                    // filter_rows (and, for the tensor kernel, its packing)
+                    // work on `comp`: lend it the filtering stream.
                     std::mem::swap(&mut self.comp, &mut self.filt);
                     let r = self.filter_rows(raw_ptr, k * na, n, f, self.fft_variant);
+                    let r = match r {
+                        Ok(src) if early_pack => self
+                            .bp_module(job.cfg, job.grid, job.geom, job.interp)
+                            .and_then(|_| self.pack(src, k, na, n, job.cfg, job.interp))
+                            .map(|t| (src, Some(t))),
+                        Ok(src) => Ok((src, None)),
+                        Err(e) => Err(e),
+                    };
                     std::mem::swap(&mut self.comp, &mut self.filt);
-                    let src = r?;
+                    let (src, early) = r?;
                     c1[b].record(&self.filt)?;
                     self.comp.wait(&c1[b])?;
                     cb[b].record(&self.comp)?;
                     let key = self.bp_module(job.cfg, job.grid, job.geom, job.interp)?;
-                    let texs = self.pack(src, k, na, n, job.cfg, job.interp)?;
-                    packed.record(&self.comp)?;
+                    let texs = match early {
+                        Some(t) => t,
+                        None => {
+                            let t = self.pack(src, k, na, n, job.cfg, job.interp)?;
+                            packed.record(&self.comp)?;
+                            t
+                        }
+                    };
                     self.launch_bp(key, texs, out_ptr, k, job.scale, job.cfg)?;
                 } else {
                     let fj = if self.gpu_fft { filter } else { None };

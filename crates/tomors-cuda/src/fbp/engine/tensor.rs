@@ -2,14 +2,16 @@
 //! ([`crate::fbp::tensor`]).
 
 use super::*;
-use crate::fbp::tensor::{maxima_bytes, padded_angles, slots};
+use crate::fbp::tensor::{entries_bytes, maxima_bytes, padded_angles, slots};
 
 impl Engine {
     /// Re-lays `slices` filtered slices (rows at `src`, see
     /// [`Engine::filter_rows`]) as the split f16 entries of the tensor-core
     /// module last prepared by [`Engine::bp_module`], each slice scaled by
-    /// the power of two that brings its largest magnitude into [2¹³, 2¹⁴);
-    /// returns the buffer's address (the per-slot maxima, then the entries).
+    /// the power of two that brings its largest magnitude into [2¹³, 2¹⁴),
+    /// on the compute stream; returns the buffer's address (the per-slot
+    /// maxima, then the entries). Calls alternate between two buffers, so a
+    /// slab's entries stay intact while the next slab is packed.
     pub(super) fn pack_tensor(
         &mut self,
         src: (u64, i64, i32),
@@ -24,8 +26,15 @@ impl Engine {
         let npp = padded_angles(p, na);
         let nslots = slots(p, slices);
         let mb = maxima_bytes(p, slices);
-        let bytes = mb + nslots * npp * nbp * 4;
-        let buf = ensure(&mut self.tensor_buf, &self.ctx, bytes, "tensor entries")?;
+        let bytes = mb + entries_bytes(p, nslots, npp, nbp);
+        let slot = self.tensor_next;
+        self.tensor_next ^= 1;
+        let buf = ensure(
+            &mut self.tensor_buf[slot],
+            &self.ctx,
+            bytes,
+            "tensor entries",
+        )?;
         let m = &self.bp[&key];
         let (zero, absmax) = m
             .maxima

@@ -107,9 +107,7 @@ impl CudaConeJoseph {
         let ctx = self.queue.context();
         ctx.bind()?;
         let source = format!("{CONE_JOSEPH_CU}\n{CONE_ART_CU}");
-        let defines = vec![("WC".to_string(), warp_cols().to_string())];
-        let (cubin, _) =
-            cubin_cached("cone_art", &source, &defines, &ctx.name, ctx.cc, ctx.driver)?;
+        let (cubin, _) = cubin_cached("cone_art", &source, &[], &ctx.name, ctx.cc, ctx.driver)?;
         let module = Module::load(ctx, &cubin)?;
         let k = ConeArtKernels {
             forward: module.function("cj_art_forward")?,

@@ -56,9 +56,7 @@ impl CudaConeJoseph {
         let ctx = self.queue.context().clone();
         ctx.bind()?;
         let source = format!("{CONE_JOSEPH_CU}\n{CONE_DET_CU}");
-        let defines = vec![("WC".to_string(), warp_cols().to_string())];
-        let (cubin, _) =
-            cubin_cached("cone_det", &source, &defines, &ctx.name, ctx.cc, ctx.driver)?;
+        let (cubin, _) = cubin_cached("cone_det", &source, &[], &ctx.name, ctx.cc, ctx.driver)?;
         let module = Module::load(&ctx, &cubin)?;
         let max_rays = (0..self.na)
             .map(|a| {

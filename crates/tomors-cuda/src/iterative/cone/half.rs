@@ -62,8 +62,8 @@ impl HalfPack {
 
 impl CudaConeJoseph {
     /// Turns the half-precision texels of the voxel pair's folded back
-    /// projection on or off (rebuilding the folded state; default off, or
-    /// on with `TOMORS_CONE_HALF=1` in [`cone_sirt_cuda_opts`]). Returns
+    /// projection on or off (rebuilding the folded state; default off; on
+    /// with [`ConeGpuOptions::half`] in [`cone_sirt_cuda_opts`]). Returns
     /// whether they are now used (only with the voxel pair's folded back
     /// projection).
     ///

@@ -56,8 +56,8 @@
 //!   volume is copied into a 3D array before each forward projection, then
 //!   Joseph's rays and steps with one trilinear fetch per step at the
 //!   step's exact position, i.e. Joseph's bilinear interpolation with 8-bit
-//!   weights); [`CudaConeJoseph::set_texture_forward`] or
-//!   `TOMORS_CONE_FORWARD=loads` selects Joseph's exact loads.
+//!   weights); [`CudaConeJoseph::set_texture_forward`]`(false)` selects
+//!   Joseph's exact loads.
 
 use std::sync::Arc;
 
@@ -103,21 +103,8 @@ pub const CONE_JOSEPH_CU: &str = include_str!("../../../kernels/cone_joseph.cu")
 /// Device memory kept free beside the SIRT state.
 const SPARE_BYTES: usize = 256 << 20;
 
-/// Threads per block of the projectors by default: 32 columns × 8 rows.
+/// Threads per block of the projectors: 32 columns × 8 rows.
 const BLOCK: (u32, u32, u32) = (32, 8, 1);
-
-/// Threads per block of the projectors: `TOMORS_CONE_BLOCK=COLSxROWS` (at
-/// most 256 threads; for benchmarks), else [`BLOCK`].
-fn block_shape() -> (u32, u32, u32) {
-    std::env::var("TOMORS_CONE_BLOCK")
-        .ok()
-        .and_then(|v| {
-            let (w, h) = v.split_once('x')?;
-            let (w, h): (u32, u32) = (w.trim().parse().ok()?, h.trim().parse().ok()?);
-            (w >= 1 && h >= 1 && w * h <= 256).then_some((w, h, 1))
-        })
-        .unwrap_or(BLOCK)
-}
 
 /// A flat `f32` array on the device: a `[z][y][x]` volume or
 /// `[angle][row][col]` projections of a [`CudaConeJoseph`]
@@ -149,8 +136,6 @@ struct Fns {
     forward_sq: Function,
     /// Row sums `A·1` by arithmetic (`cj_forward_ones`).
     forward_ones: Function,
-    /// The forward kernels' grid has the projection in x (`AM`).
-    angle_major: bool,
     back: Function,
     back_merged: Function,
     weight_pack: Function,
@@ -399,18 +384,6 @@ fn quarter_turn(frames: &[RayFrame], volume: &ConeVolume) -> Option<usize> {
         .map(|_| s)
 }
 
-/// Whether the weights use a quarter-turn symmetry where the geometry has
-/// one (the default; `TOMORS_CONE_ROT=0` turns it off, for benchmarks).
-fn rotation_default() -> bool {
-    std::env::var("TOMORS_CONE_ROT").map_or(true, |v| v != "0")
-}
-
-/// Whether the folded kernels are used where the geometry allows them
-/// (the default; `TOMORS_CONE_FOLD=0` turns them off, for benchmarks).
-fn fold_default() -> bool {
-    std::env::var("TOMORS_CONE_FOLD").map_or(true, |v| v != "0")
-}
-
 /// Whether every projection of `frames` (voxel-index coordinates of a
 /// volume of `nz` slices, detector of `nr` rows) is mirror-symmetric about
 /// the volume's middle plane `z = (nz − 1)/2`: the source on it, the rows
@@ -431,13 +404,6 @@ fn mirror_symmetric(frames: &[RayFrame], nz: usize, nr: usize) -> bool {
             && f.ev[1].abs() <= tol * ev
             && (f.base[2] + m * f.ev[2] - zc).abs() <= tol * (s + ev * nr as f64)
     })
-}
-
-/// Whether the voxel pair projects forward through a 3D texture of the
-/// volume (`cj_forward_tex`; the default) rather than with Joseph's loads
-/// (`TOMORS_CONE_FORWARD=loads`).
-fn texture_forward_default() -> bool {
-    std::env::var("TOMORS_CONE_FORWARD").map_or(true, |v| v != "loads")
 }
 
 impl VoxelBack {
@@ -463,13 +429,8 @@ impl VoxelBack {
         let w = voxel_weights(geometry, volume);
         let weights = DeviceBuffer::new(ctx, w.len() * 4, "voxel back projection weights")?;
         weights.upload(&w)?;
-        let vol_tex = if texture_forward_default() {
-            Some(VolTex::new(ctx, volume, fold)?)
-        } else {
-            None
-        };
         let mut vb = Self {
-            vol_tex,
+            vol_tex: Some(VolTex::new(ctx, volume, fold)?),
             stack: None,
             fold: None,
             weights,
@@ -519,7 +480,6 @@ pub struct CudaConeJoseph {
     frames_host: Vec<RayFrame>,
     /// The tables of all projections and of other blocks.
     blocks: BlockCache<ConeBlock>,
-    block: (u32, u32, u32),
     merged: bool,
     voxel: Option<VoxelBack>,
     /// The whole volume (`volume` is its slices `z0..z0 + volume.nz`).
@@ -545,27 +505,9 @@ pub struct CudaConeJoseph {
     deferred: std::sync::Mutex<Vec<ConeDeviceArray>>,
 }
 
-/// Detector columns of the warp tile of the merged back projection:
-/// `TOMORS_CONE_WARP_COLS` (4, 8, 16 or 32; for benchmarks), else 8 (tiles
-/// of 8 × 4 rays).
-fn warp_cols() -> usize {
-    std::env::var("TOMORS_CONE_WARP_COLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|v| [4, 8, 16, 32].contains(v))
-        .unwrap_or(8)
-}
-
-/// Whether the forward projections run projection-major (`AM` in
-/// `kernels/cone_joseph.cu`; the default): `TOMORS_CONE_GRID=tile` (for
-/// benchmarks) puts the projection last, as before.
-fn angle_major() -> bool {
-    std::env::var("TOMORS_CONE_GRID").map_or(true, |v| v != "tile")
-}
-
 /// Checks that the sizes fit the kernels' 32-bit indices and grid limits.
 fn check_sizes(geometry: &ConeGeometry, volume: &ConeVolume) -> Result<()> {
-    let rows_per_block = block_shape().1.min(8) as usize;
+    let rows_per_block = BLOCK.1 as usize;
     let lim = i32::MAX as usize;
     let nvox = volume.nx as u128 * volume.ny as u128 * volume.nz as u128;
     if nvox > lim as u128 {
@@ -644,8 +586,8 @@ impl CudaConeJoseph {
         Self::build(ctx, geometry, volume, 0..volume.nz, back)
     }
 
-    /// Chooses the back-projection kernel: `true` (the default; `false`
-    /// when `TOMORS_CONE_BACK=plain`) merges the equal voxels of
+    /// Chooses the back-projection kernel: `true` (the default) merges the
+    /// equal voxels of
     /// neighbouring rays within a warp before the `atomicAdd` (fewer
     /// atomics), `false` scatters every (voxel, weight) pair on its own.
     /// Both give the same sums up to the order of the additions.
@@ -656,8 +598,8 @@ impl CudaConeJoseph {
     /// Whether the forward projection reads the volume through a 3D
     /// texture (`cj_forward_tex`, hardware trilinear interpolation with
     /// 8-bit weights at Joseph's sample points): the voxel pair's default
-    /// (`TOMORS_CONE_FORWARD=loads` at construction turns it off); never
-    /// with the Joseph pair.
+    /// ([`CudaConeJoseph::set_texture_forward`] turns it off); never with
+    /// the Joseph pair.
     pub fn texture_forward(&self) -> bool {
         self.voxel.as_ref().is_some_and(|v| v.vol_tex.is_some())
     }
@@ -666,9 +608,9 @@ impl CudaConeJoseph {
     /// mirror-symmetric (the source on the volume's middle plane, the
     /// detector's rows level and centred on it: the ray of row
     /// `nr − 1 − r` is the mirror of that of row `r`) and the projector acts
-    /// on the whole volume; the default is on (`TOMORS_CONE_FOLD=0` at
-    /// construction: off). Folded, the row sums are computed for half the
-    /// rows and mirrored, the voxel pair's texture forward projection
+    /// on the whole volume; the default is on. Folded, the row sums are
+    /// computed for half the rows and mirrored, the voxel pair's texture
+    /// forward projection
     /// reads the volume folded about its middle plane as `float2` texels
     /// (`cj_forward_fold`: one fetch for a ray and its mirror) and its back
     /// projection is FDK's folded kernel (`cone_bp_fold`, where the
@@ -696,8 +638,7 @@ impl CudaConeJoseph {
     /// Turns the quarter-turn symmetry of the voxel pair's weights on or off
     /// where the geometry has one (a square volume and projections that a
     /// quarter turn about the z axis maps onto each other, `k → k + na/4`;
-    /// the default is on, `TOMORS_CONE_ROT=0` at construction: off; never
-    /// for the Joseph pair, whose weights stay those of every projection's
+    /// the default is on; never for the Joseph pair, whose weights stay those of every projection's
     /// own rays: the turned copies stand for angles that differ from an
     /// exact quarter turn by the f32 rounding of the angles, which moves
     /// the row sums of rays that graze the volume enough to show at the

@@ -2,12 +2,6 @@
 
 use super::*;
 
-/// Whether the weights' temporaries are freed after the setup (the
-/// default; `TOMORS_CONE_DEFER_FREE=0` frees them at once, for benchmarks).
-fn defer_default() -> bool {
-    std::env::var("TOMORS_CONE_DEFER_FREE").map_or(true, |v| v != "0")
-}
-
 impl CudaConeJoseph {
     pub(super) fn alloc(&self, dim: (usize, usize, usize), what: &str) -> Result<ConeDeviceArray> {
         DeviceVec::uninit(&self.queue, Layout::Flat(dim), what)
@@ -116,7 +110,7 @@ impl CudaConeJoseph {
         let (threads, tile) = if name == "cj_back_merged" {
             ((256, 1, 1), (32, 8))
         } else {
-            (self.block, (self.block.0, self.block.1))
+            (BLOCK, (BLOCK.0, BLOCK.1))
         };
         let args: [Arg; 9] = [
             src.into(),
@@ -138,22 +132,18 @@ impl CudaConeJoseph {
             rows.div_ceil(tile.1 as usize) as u32,
             block.len as u32,
         );
-        // The forward kernels take the projection from blockIdx.x when
-        // compiled projection-major (`forward_index`).
+        // The forward kernels take the projection from blockIdx.x
+        // (`forward_index`: projection-major).
         let forward = folded
             || matches!(
                 name,
                 "cj_forward" | "cj_forward_sq" | "cj_forward_ones" | "cj_forward_tex"
             );
-        let grid = if forward && self.f.angle_major {
-            (ga, gc, gr)
-        } else {
-            (gc, gr, ga)
-        };
+        let grid = if forward { (ga, gc, gr) } else { (gc, gr, ga) };
         // SAFETY: the parameters of the projector kernels in
         // `kernels/cone_joseph.cu`; `src` and `dst` hold a volume and the
         // block's projections (checked by the callers), the frames one per
-        // projection of the block; the grid order matches the module's `AM`.
+        // projection of the block; the grid order is `forward_index`'s.
         unsafe { self.queue.launch_raw(f, name, grid, threads, &args) }
     }
 
@@ -462,17 +452,15 @@ impl CudaConeJoseph {
                 )
             }
         })?;
-        if defer_default() {
-            // Freed after the setup: here `cuMemFree` would wait for the
-            // upload beside the weights. One at most is kept (an earlier
-            // call's is freed now).
-            let mut d = self
-                .deferred
-                .lock()
-                .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
-            d.clear();
-            d.push(q);
-        }
+        // Freed after the setup: here `cuMemFree` would wait for the upload
+        // beside the weights. One at most is kept (an earlier call's is
+        // freed now).
+        let mut d = self
+            .deferred
+            .lock()
+            .map_err(|_| CudaError::Parameter("poisoned lock".into()))?;
+        d.clear();
+        d.push(q);
         Ok(Some(out))
     }
 

@@ -7,7 +7,7 @@ use tomors_core::iterative::{IterativeOptions, IterativeResult, Weighting};
 use tomors_core::linalg::Vector;
 
 use super::*;
-use crate::iterative::early::{early_default, EarlyDownload, Staged};
+use crate::iterative::early::{EarlyDownload, Staged};
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
     check_finite, check_finite_on_device, check_options, host_zeros, GpuIteration, Phases,
@@ -205,13 +205,6 @@ pub fn cone_sirt_cuda_with(
     )
 }
 
-/// Whether the projections are uploaded while the weights are computed
-/// (the default; `TOMORS_CONE_UPLOAD=after` uploads after them, for
-/// benchmarks).
-fn beside_default() -> bool {
-    std::env::var("TOMORS_CONE_UPLOAD").map_or(true, |v| v != "after")
-}
-
 /// Device options of [`cone_sirt_cuda_opts`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ConeGpuOptions {
@@ -228,7 +221,7 @@ pub struct ConeGpuOptions {
     /// The default (`false`) uses both where it can.
     pub unfolded: bool,
     /// Half-precision texels in the voxel pair's folded back projection
-    /// ([`CudaConeJoseph::set_half`]; also with `TOMORS_CONE_HALF=1`).
+    /// ([`CudaConeJoseph::set_half`]); off by default.
     pub half: bool,
 }
 
@@ -250,8 +243,7 @@ pub fn cone_sirt_cuda_opts(
 ) -> Result<(IterativeResult<f32>, SirtStats)> {
     let mut ph = Phases::start("cone sirt");
     // The output's pages are mapped by a thread of its own (plain writes,
-    // not the rayon pool the uploads use), from the start or, with
-    // `TOMORS_SIRT_TOUCH=late`, after the setup.
+    // not the rayon pool the uploads use) from the start.
     let dim = (volume.nz, volume.ny, volume.nx);
     let map_pages = move || {
         std::thread::spawn(move || {
@@ -260,8 +252,7 @@ pub fn cone_sirt_cuda_opts(
             host
         })
     };
-    let late = std::env::var("TOMORS_SIRT_TOUCH").is_ok_and(|v| v == "late");
-    let mut touched = if late { None } else { Some(map_pages()) };
+    let touched = map_pages();
     // Non-finite values are found on the device after the uploads.
     check_cone_sirt_shapes(geometry, volume, &projections, initial.as_ref(), options)?;
     ph.mark("input checks");
@@ -274,7 +265,7 @@ pub fn cone_sirt_cuda_opts(
         op.set_fold(false)?;
         op.set_rotation(false);
     }
-    if gpu.half || std::env::var("TOMORS_CONE_HALF").is_ok_and(|v| v == "1") {
+    if gpu.half {
         op.set_half(true)?;
     }
     ph.mark("projector (module load, textures)");
@@ -288,25 +279,18 @@ pub fn cone_sirt_cuda_opts(
     ph.mark("relaxation");
     // The data go up on a helper thread (and a stream of their own) while
     // this thread computes the weights.
-    let (b, prepared) = if beside_default() {
-        let (b, prepared) = op.upload_projections_during(projections, || {
-            let mut w = Phases::start("cone sirt weights");
-            let p = Prepared::new(&lin, &options.algorithm);
-            w.mark("queued");
-            let s = op.stream().synchronize();
-            w.mark("done on the device");
-            s.map(|()| p)
-        })?;
-        (b, prepared??)
-    } else {
-        let prepared = Prepared::new(&lin, &options.algorithm)?;
-        op.stream().synchronize()?;
-        (op.upload_projections(projections)?, prepared)
-    };
+    let (b, prepared) = op.upload_projections_during(projections, || {
+        let mut w = Phases::start("cone sirt weights");
+        let p = Prepared::new(&lin, &options.algorithm);
+        w.mark("queued");
+        let s = op.stream().synchronize();
+        w.mark("done on the device");
+        s.map(|()| p)
+    })?;
+    let prepared = prepared??;
     op.stream().synchronize()?;
     op.release_deferred()?;
     ph.mark("weights and upload");
-    let touched = touched.take().unwrap_or_else(map_pages);
     // The final iterate goes down beside the last forward projection (the
     // final residual's) when the residuals are tracked.
     let early = EarlyDownload::new(
@@ -319,11 +303,7 @@ pub fn cone_sirt_cuda_opts(
         }),
         |a: &mut Array3<f32>| a.as_slice_mut(),
     );
-    let prepared = if early_default() {
-        prepared.with_final_hook(&options.algorithm, options.iterations, &early)
-    } else {
-        prepared
-    };
+    let prepared = prepared.with_final_hook(&options.algorithm, options.iterations, &early);
     check_finite_on_device(&b, &projections, "the projection data")?;
     let x = match initial {
         Some(x0) => {
@@ -368,14 +348,5 @@ pub fn cone_sirt_cuda_opts(
     stats.free_s = t_free.elapsed().as_secs_f64();
     ph.mark("free");
     stats.total_s = t0.elapsed().as_secs_f64();
-    Ok((
-        IterativeResult {
-            x: xh,
-            iterations: report.iterations,
-            residuals: report.residuals,
-            relaxation: report.relaxation,
-            stop: report.stop,
-        },
-        stats,
-    ))
+    Ok((IterativeResult::from_report(xh, report), stats))
 }

@@ -113,15 +113,10 @@ impl CudaConeJoseph {
         };
         check_sizes(geometry, volume)?;
         ctx.bind()?;
-        let am = angle_major();
-        let defines = vec![
-            ("WC".to_string(), warp_cols().to_string()),
-            ("AM".to_string(), u8::from(am).to_string()),
-        ];
         let (cubin, _) = cubin_cached(
             "cone_joseph",
             CONE_JOSEPH_CU,
-            &defines,
+            &[],
             &ctx.name,
             ctx.cc,
             ctx.driver,
@@ -131,7 +126,6 @@ impl CudaConeJoseph {
             forward: module.function("cj_forward")?,
             forward_sq: module.function("cj_forward_sq")?,
             forward_ones: module.function("cj_forward_ones")?,
-            angle_major: am,
             back: module.function("cj_back")?,
             back_merged: module.function("cj_back_merged")?,
             weight_pack: module.function("cj_weight_pack")?,
@@ -147,7 +141,7 @@ impl CudaConeJoseph {
         let symmetric = z.start == 0
             && z.end == volume.nz
             && mirror_symmetric(&frames_host, volume.nz, geometry.n_rows());
-        let fold = symmetric && fold_default();
+        let fold = symmetric;
         let voxel_pair = back == ConeBackProjector::Voxel;
         let quarter = if z.start == 0 && z.end == volume.nz {
             quarter_turn(&frames_host, volume)
@@ -177,8 +171,7 @@ impl CudaConeJoseph {
             nc: geometry.n_cols(),
             frames_host,
             blocks: BlockCache::new(geometry.n_angles(), full),
-            block: block_shape(),
-            merged: std::env::var("TOMORS_CONE_BACK").map_or(true, |v| v != "plain"),
+            merged: true,
             voxel,
             full: *volume,
             z0: z.start,
@@ -187,7 +180,7 @@ impl CudaConeJoseph {
             symmetric,
             fold,
             quarter,
-            rotate: quarter.is_some() && voxel_pair && rotation_default(),
+            rotate: quarter.is_some() && voxel_pair,
             deferred: std::sync::Mutex::new(Vec::new()),
         })
     }

@@ -126,14 +126,5 @@ pub fn cone_sirt_cuda_multi(
     drop(op);
     stats.free_s = t_free.elapsed().as_secs_f64();
     stats.total_s = t0.elapsed().as_secs_f64();
-    Ok((
-        IterativeResult {
-            x: xh,
-            iterations: report.iterations,
-            residuals: report.residuals,
-            relaxation: report.relaxation,
-            stop: report.stop,
-        },
-        stats,
-    ))
+    Ok((IterativeResult::from_report(xh, report), stats))
 }

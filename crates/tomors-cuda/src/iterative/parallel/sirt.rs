@@ -9,7 +9,7 @@ use tomors_core::linalg::Vector;
 
 use super::*;
 use crate::fbp::MultiCudaBackend;
-use crate::iterative::early::{early_default, EarlyDownload, Staged};
+use crate::iterative::early::{EarlyDownload, Staged};
 use crate::iterative::run::{run_resident, with_relaxation, Prepared, Progress};
 use crate::iterative::{
     check_finite, check_finite_on_device, check_options, prefault, GpuIteration, Phases, SirtStats,
@@ -185,11 +185,7 @@ pub(super) fn solve_slab(
             }),
             |a: &mut ArrayViewMut3<'_, f32>| a.as_slice_mut(),
         );
-        let prepared = if early_default() {
-            prepared.with_final_hook(&options.algorithm, options.iterations, &early)
-        } else {
-            prepared
-        };
+        let prepared = prepared.with_final_hook(&options.algorithm, options.iterations, &early);
         let r = run_resident(
             &prepared,
             op.queue(),
