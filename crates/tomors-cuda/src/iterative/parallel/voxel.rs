@@ -94,8 +94,6 @@ impl VoxelKernel {
         })
     }
 
-    /// The kernel's parameters (the line sweep's for [`VoxelKernel::Auto`];
-    /// see [`VoxelKernel::resolve`]).
     /// The kernel [`VoxelKernel::Auto`] takes on a device of compute
     /// capability `cc` for `geometry` and `grid`: the tensor-core kernel
     /// where it runs, else the line sweep.
@@ -105,7 +103,7 @@ impl VoxelKernel {
         }
         let tensor = ftensor::check_device(cc).is_ok()
             && ftensor::check_geometry(geometry, grid).is_ok()
-            && TensorParams::tuned().validate().is_ok();
+            && TensorParams::tuned().for_device(cc).validate().is_ok();
         if tensor {
             VoxelKernel::Tensor
         } else {
@@ -113,6 +111,15 @@ impl VoxelKernel {
         }
     }
 
+    /// The kernel's parameters on a device of compute capability `cc`.
+    fn params_for(self, cc: (i32, i32)) -> Params {
+        match self {
+            VoxelKernel::Tensor => Params::Tensor(TensorParams::tuned().for_device(cc)),
+            k => k.params(),
+        }
+    }
+
+    /// The kernel's parameters (the line sweep's for [`VoxelKernel::Auto`]).
     fn params(self) -> Params {
         match self {
             VoxelKernel::Auto | VoxelKernel::Sweep => Params::Sweep(SweepParams::tuned()),
@@ -179,7 +186,7 @@ impl VoxelBack {
     ) -> Result<Self> {
         ctx.bind()?;
         let (requested, kernel) = (kernel, kernel.resolve(ctx.cc, geometry, grid));
-        let (params, name, src, defines, shared, nbp) = match kernel.params() {
+        let (params, name, src, defines, shared, nbp) = match kernel.params_for(ctx.cc) {
             Params::Sweep(p) => {
                 p.validate()?;
                 let (_, nbp) = fsweep::padded_bins_staged(p, geometry, grid);
@@ -195,6 +202,7 @@ impl VoxelBack {
             Params::Tensor(p) => {
                 p.validate()?;
                 ftensor::check_device(ctx.cc)?;
+                ftensor::check_bulk(p, ctx.cc)?;
                 ftensor::check_geometry(geometry, grid)?;
                 let (_, nbp) = ftensor::padded_bins(p, geometry, grid);
                 (
