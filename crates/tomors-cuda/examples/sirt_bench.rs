@@ -198,17 +198,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
          thread {} (0: default), 2×2 back {:?} (None: default)",
         gpu.slab, gpu.slice_group, gpu.back_slice_group, gpu.rays_per_thread, gpu.back_quad
     );
-    // `TOMORS_BENCH_PAIRS` (comma-separated `joseph`, `sweep`, `tensor`;
-    // default all three): the matched pair and the voxel pair with each
-    // FBP kernel, in this order.
+    // `TOMORS_BENCH_PAIRS` (`;`-separated `joseph`, or a voxel kernel as in
+    // `TOMORS_BENCH_VOXEL`; default `joseph;sweep;tensor`): the matched pair
+    // and the voxel pair with each FBP kernel, in this order.
     let pairs =
-        std::env::var("TOMORS_BENCH_PAIRS").unwrap_or_else(|_| "joseph,sweep,tensor".into());
-    for pair in pairs.split(',') {
+        std::env::var("TOMORS_BENCH_PAIRS").unwrap_or_else(|_| "joseph;sweep;tensor".into());
+    for pair in pairs.split(';').map(str::trim).filter(|p| !p.is_empty()) {
         let voxel = match pair {
             "joseph" => None,
-            "sweep" => Some(VoxelKernel::Sweep),
-            "tensor" => Some(VoxelKernel::Tensor),
-            other => return Err(format!("TOMORS_BENCH_PAIRS: unknown pair {other}").into()),
+            k => Some(VoxelKernel::parse(k)?),
         };
         let gpu = GpuSirtOptions { voxel, ..gpu };
         println!("sirt pair: {pair}");
