@@ -77,7 +77,8 @@ step fdk-cli 120 "$BIN" recon "$WORK/cone/projections.npy" --angles "$WORK/cone/
 rm -rf "$WORK/cone"
 # SIRT per iteration.
 [[ -x "$EX/sart_bench" ]] && step sart 60 "$EX/sart_bench" 256 256 16 5
-step sirt-parallel 120 "$EX/sirt_bench" $SN $SN $SI
+# Both pairs: the voxel pair with the tensor kernel (ASTRA's pairing) and the Joseph pair (the exact default).
+step sirt-parallel 120 env TOMORS_BENCH_PAIRS="joseph;tensor" "$EX/sirt_bench" $SN $SN $SI
 step sirt-cone 120 "$EX/cone_sirt_bench" 256 360 5 3
 [[ $QUICK == 0 ]] && step sirt-cone-512 200 "$EX/cone_sirt_bench" 512 512 3 2
 # CPU back projection (same machine, all cores).

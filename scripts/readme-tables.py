@@ -100,7 +100,12 @@ def e2e():
         rows.append(f"| FDK 512³ / 720, `tomors recon` (fresh process) | {val('fdk-cli'):.2f} s file to file, "
                     f"{val('fdk-cli:recon'):.2f} s of it reconstructing | — | — | CLI, wall |")
     sp, asp = val("sirt-parallel:h2h"), val("astra:sirt:s_per_iter")
-    if sp:
+    vox = val("sirt-parallel:tensor:h2h")
+    if vox and sp:
+        rows.append(f"| parallel SIRT 512³ / 512 angles, per iteration, voxel pair (Joseph pair) | {vox:.4f} s "
+                    f"({sp:.4f} s) | " + (f"ASTRA `SIRT3D_CUDA` {asp:.3f} s" if asp else "—")
+                    + f" | {ratio(vox, asp)} ({ratio(sp, asp)}) | host to host (call / iterations) |")
+    elif sp:
         rows.append(f"| parallel SIRT 512³ / 512 angles, per iteration | {sp:.4f} s "
                     f"(device loop {val('sirt-parallel:device'):.4f} s) | "
                     + (f"ASTRA `SIRT3D_CUDA` {asp:.3f} s" if asp else "—") + f" | {ratio(sp, asp)} | host to host (call / iterations) |")

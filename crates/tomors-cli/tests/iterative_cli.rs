@@ -72,6 +72,18 @@ fn bad_iterative_options_fail_cleanly() {
             ],
             "CPU",
         ),
+        // The voxel pair on the parallel GPU: the SIRT family only.
+        (
+            vec![
+                "--backend",
+                "cuda",
+                "--algorithm",
+                "sart",
+                "--projector",
+                "voxel",
+            ],
+            "CPU",
+        ),
     ] {
         let mut args = vec!["recon", p.to_str().unwrap(), "--out", out.to_str().unwrap()];
         if !extra.contains(&"--algorithm") {
@@ -107,9 +119,10 @@ fn bad_iterative_options_fail_cleanly() {
     assert!(!out.exists());
 }
 
-/// `--backend cuda` SIRT from the command line equals the CPU SIRT (when a
-/// GPU is usable; skipped with a reason otherwise, a failure under
-/// `TOMORS_REQUIRE_GPU=1`).
+/// `--backend cuda` SIRT from the command line equals the CPU SIRT with the
+/// joseph projector and with the voxel pair (Joseph forward, FBP's
+/// voxel-driven back projection on the GPU) (when a GPU is usable; skipped
+/// with a reason otherwise, a failure under `TOMORS_REQUIRE_GPU=1`).
 #[test]
 fn gpu_sirt_matches_cpu_sirt() {
     if !gpu_or_skip("gpu_sirt_matches_cpu_sirt") {
@@ -118,35 +131,39 @@ fn gpu_sirt_matches_cpu_sirt() {
     let dir = tempfile::tempdir().unwrap();
     sparse_phantom(dir.path());
     let p = dir.path().join("projections.npy");
-    let mut results = Vec::new();
-    for backend in ["cpu", "cuda"] {
-        let out = dir.path().join(format!("sirt_{backend}.npy"));
-        let r = run(&[
-            "recon",
-            p.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--algorithm",
-            "sirt",
-            "--iterations",
-            "20",
-            "--min",
-            "0",
-            "--backend",
-            backend,
-        ]);
-        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-        let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
-        results.push(x.into_dimensionality::<Ix3>().unwrap());
+    for projector in ["joseph", "voxel"] {
+        let mut results = Vec::new();
+        for backend in ["cpu", "cuda"] {
+            let out = dir.path().join(format!("sirt_{projector}_{backend}.npy"));
+            let r = run(&[
+                "recon",
+                p.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--algorithm",
+                "sirt",
+                "--projector",
+                projector,
+                "--iterations",
+                "20",
+                "--min",
+                "0",
+                "--backend",
+                backend,
+            ]);
+            assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+            let x: ndarray::ArrayD<f32> = read_npy(&out).unwrap();
+            results.push(x.into_dimensionality::<Ix3>().unwrap());
+        }
+        let (mut num, mut den) = (0f64, 0f64);
+        for (&a, &b) in results[1].iter().zip(&results[0]) {
+            num += (a as f64 - b as f64).powi(2);
+            den += (b as f64).powi(2);
+        }
+        let rel = (num / den).sqrt();
+        println!("GPU vs CPU SIRT ({projector}) from the command line: relative L2 {rel:.2e}");
+        assert!(rel <= 1e-4, "GPU vs CPU ({projector}): {rel:.3e}");
     }
-    let (mut num, mut den) = (0f64, 0f64);
-    for (&a, &b) in results[1].iter().zip(&results[0]) {
-        num += (a as f64 - b as f64).powi(2);
-        den += (b as f64).powi(2);
-    }
-    let rel = (num / den).sqrt();
-    println!("GPU vs CPU SIRT from the command line: relative L2 {rel:.2e}");
-    assert!(rel <= 1e-4, "GPU vs CPU: {rel:.3e}");
 }
 
 /// `--backend cuda` runs ART and the block-parallel method (Joseph) and

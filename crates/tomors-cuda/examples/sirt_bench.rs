@@ -14,6 +14,13 @@
 //!   weights, iterations, volume download: the whole call / iterations), with
 //!   the per-kernel split from CUDA events.
 //!
+//! Both pairs: the matched Joseph pair and the voxel pair (Joseph forward,
+//! FBP's voxel-driven back projection with the sweep or tensor kernel, as
+//! ASTRA's `SIRT3D_CUDA` pairs its projectors); `TOMORS_BENCH_PAIRS`
+//! selects the SIRT runs (default `joseph;sweep;tensor`),
+//! `TOMORS_BENCH_VOXEL` the voxel kernels timed alone (default
+//! `sweep;tensor`; shapes as `tensor@x2,y1,...`).
+//!
 //! Environment: `TOMORS_BENCH_SKIP_KERNELS=1` / `TOMORS_BENCH_SKIP_SIRT=1`
 //! skip a part; `TOMORS_SIRT_SLAB`, `TOMORS_SIRT_SG`, `TOMORS_SIRT_BSG`,
 //! `TOMORS_SIRT_AP`, `TOMORS_SIRT_QUAD` (0/1) set the SIRT's
@@ -26,7 +33,9 @@ use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, Weighting};
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::runtime::Event;
-use tomors_cuda::{sirt_cuda, CudaBackend, CudaJoseph, GpuSirtOptions, JosephTuning, OnQueue};
+use tomors_cuda::{
+    sirt_cuda, CudaBackend, CudaJoseph, GpuSirtOptions, JosephTuning, OnQueue, VoxelKernel,
+};
 
 /// Deterministic values in [0, 1) from a seed (xorshift), in parallel chunks.
 fn random01(len: usize, seed: u64) -> Vec<f32> {
@@ -99,55 +108,57 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             Ok(median(ts))
         };
-        for (sg, bsg, ap, pair, quad) in [
-            (8, 8, 4, true, false),
-            (8, 16, 4, false, false),
-            (4, 4, 4, true, false),
-            (16, 8, 4, true, true),
-            (16, 16, 2, true, true),
-            (16, 4, 3, true, true),
-        ] {
-            let op = CudaJoseph::tuned(
-                &be,
-                &geom,
-                &grid,
-                &JosephTuning {
-                    slice_group: sg,
-                    back_slice_group: bsg,
-                    rays_per_thread: ap,
-                    paired: pair,
-                    back_quad: quad,
-                },
-            )?;
+        // The default Joseph pair, then the voxel pair's back projections
+        // (Joseph's forward is the same kernel): the whole back projection
+        // (de-interleave, pack, FBP kernel, interleave) on resident data.
+        // `TOMORS_BENCH_VOXEL`: the voxel kernels timed here (`;`-separated
+        // `sweep`, `tensor`, `sweep@SPEC`, `tensor@SPEC`; default
+        // `sweep;tensor`).
+        let mut variants = vec![None];
+        for k in std::env::var("TOMORS_BENCH_VOXEL")
+            .unwrap_or_else(|_| "sweep;tensor".into())
+            .split(';')
+            .filter(|k| !k.trim().is_empty())
+        {
+            variants.push(Some(VoxelKernel::parse(k)?));
+        }
+        for voxel in variants {
+            let mut op = CudaJoseph::tuned(&be, &geom, &grid, &JosephTuning::default())?;
+            op.set_voxel_back(voxel)?;
             // Device vectors belong to the projector (queue) that made them:
             // upload this variant's own copies (outside the timing).
             let (v, vt) = op.upload_volume(vol.view())?;
             let s = op.upload_sinograms(sino.view())?;
             let mut out_s = op.alloc_sinograms(n)?;
             let mut out_v = op.alloc_volume(n)?;
-            let fp = time(&op, &mut || op.forward_dev(&v, &vt, &mut out_s))?;
-            println!(
-                "bench forward projection (jp_forward, {sg} slices × {ap} projections per thread, \
-                 paired {pair}): \
-                 {fp:.4} s, {:.1} GU/s",
-                gu / fp
-            );
-            if pair || bsg == 16 {
-                let bp = time(&op, &mut || op.back_dev(&s, &mut out_v))?;
-                let kind = if quad {
-                    "jp_back_quad, 2×2 pixels per thread".to_string()
-                } else {
-                    format!(
-                        "jp_back, {} projections unrolled",
-                        std::env::var("TOMORS_BP_UNROLL").unwrap_or_else(|_| "2".into())
-                    )
-                };
+            if voxel.is_none() {
+                let fp = time(&op, &mut || op.forward_dev(&v, &vt, &mut out_s))?;
                 println!(
-                    "bench back projection ({kind}, exact transpose, gather, {bsg} slices per \
-                     thread): {bp:.4} s, {:.1} GU/s",
-                    gu / bp
+                    "bench forward projection (jp_forward, default tuning): {fp:.4} s, {:.1} GU/s",
+                    gu / fp
                 );
             }
+            let bp = time(&op, &mut || op.back_dev(&s, &mut out_v))?;
+            if matches!(voxel, Some(VoxelKernel::Sweep)) && !op.set_voxel_fused_pack(false) {
+                let unfused = time(&op, &mut || op.back_dev(&s, &mut out_v))?;
+                println!(
+                    "bench back projection (voxel-driven, FBP sweep kernel, de-interleave + FBP's \
+                     pack_sweep instead of jp_pack_sweep2): {unfused:.4} s, {:.1} GU/s",
+                    gu / unfused
+                );
+                op.set_voxel_fused_pack(true);
+            }
+            let kind = match voxel {
+                None => "jp_back_quad, exact transpose".to_string(),
+                Some(k) => format!(
+                    "voxel-driven, FBP {} kernel with its packing and the interleave",
+                    k.name()
+                ),
+            };
+            println!(
+                "bench back projection ({kind}): {bp:.4} s, {:.1} GU/s",
+                gu / bp
+            );
         }
         let tr = time(&op, &mut || op.transpose_dev(&v, &mut vt2))?;
         drop((vol, sino));
@@ -187,23 +198,35 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
          thread {} (0: default), 2×2 back {:?} (None: default)",
         gpu.slab, gpu.slice_group, gpu.back_slice_group, gpu.rays_per_thread, gpu.back_quad
     );
-    sirt_cuda(&be, &geom, &grid, sino.view(), None, &warm, &gpu, &|_| true)?;
-    for rep in 0..2 {
-        let t = Instant::now();
-        let (res, st) = sirt_cuda(
-            &be,
-            &geom,
-            &grid,
-            sino.view(),
-            None,
-            &options,
-            &gpu,
-            &|_| true,
-        )?;
-        let total = t.elapsed().as_secs_f64();
-        let it = res.iterations as f64;
-        println!(
-            "bench sirt rep {rep}: {:.4} s/iteration device-resident loop, {:.4} s/iteration host to \
+    // `TOMORS_BENCH_PAIRS` (`;`-separated `joseph`, or a voxel kernel as in
+    // `TOMORS_BENCH_VOXEL`; default `joseph;sweep;tensor`): the matched pair
+    // and the voxel pair with each FBP kernel, in this order.
+    let pairs =
+        std::env::var("TOMORS_BENCH_PAIRS").unwrap_or_else(|_| "joseph;sweep;tensor".into());
+    for pair in pairs.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let voxel = match pair {
+            "joseph" => None,
+            k => Some(VoxelKernel::parse(k)?),
+        };
+        let gpu = GpuSirtOptions { voxel, ..gpu };
+        println!("sirt pair: {pair}");
+        sirt_cuda(&be, &geom, &grid, sino.view(), None, &warm, &gpu, &|_| true)?;
+        for rep in 0..2 {
+            let t = Instant::now();
+            let (res, st) = sirt_cuda(
+                &be,
+                &geom,
+                &grid,
+                sino.view(),
+                None,
+                &options,
+                &gpu,
+                &|_| true,
+            )?;
+            let total = t.elapsed().as_secs_f64();
+            let it = res.iterations as f64;
+            println!(
+            "bench sirt {pair} rep {rep}: {:.4} s/iteration device-resident loop, {:.4} s/iteration host to \
              host ({total:.3} s for {} iterations: setup+upload {:.3} s, loop {:.3} s, download {:.3} s, \
              free {:.3} s, in the call {:.3} s); \
              per iteration: forward {:.4} s ({:.1} GU/s), back {:.4} s ({:.1} GU/s), update+residual \
@@ -225,6 +248,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             st.slabs,
             st.forward_count
         );
+        }
     }
     Ok(())
 }

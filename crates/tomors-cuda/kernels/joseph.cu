@@ -566,3 +566,72 @@ extern "C" __global__ void jp_transpose(const float* __restrict__ src, float* __
         }
     }
 }
+
+// The voxel pair's packing straight from the interleaved sinograms
+// (`[quad][angle][bin][4]`) into the entries of FBP's line-sweep kernel with
+// 2 slices per lane (backproject_sweep.cu, SW_S = 2): entry (group g, angle
+// p, padded row k, lane) = (a0, a1, d0, d1) for the slices 2 slot and
+// 2 slot + 1 (slot = 32 g + lane) at bin b = k + blo, with d = v[b + 1] - v[b]
+// and a = v[b] + d / 2 (v = 0 outside the detector and for slices >=
+// nslices), exactly pack_sweep's arithmetic. The two slices of a slot are
+// the halves (slot & 1) of one quad's 16-byte value. Grid (ceil(nbp / 8),
+// na, slots / 32), block (32, 8).
+extern "C" __global__ void jp_pack_sweep2(const float* __restrict__ sino, float* __restrict__ ent,
+                                          int na, int nb, int nbp, int blo, int nslices) {
+    const int k = blockIdx.x * 8 + threadIdx.y;
+    const int p = blockIdx.y;
+    const int slot = blockIdx.z * 32 + threadIdx.x;
+    if (k >= nbp) return;
+    const int b = k + blo;
+    float v0[2] = {0.0f, 0.0f}, v1[2] = {0.0f, 0.0f};
+    if (2 * slot < nslices) {
+        const float* q = sino + (((size_t)(slot >> 1) * na + p) * nb) * 4 + (slot & 1) * 2;
+        if (b >= 0 && b < nb) {
+            const float2 t = __ldg(reinterpret_cast<const float2*>(q + (size_t)b * 4));
+            v0[0] = t.x;
+            v0[1] = t.y;
+        }
+        if (b + 1 >= 0 && b + 1 < nb) {
+            const float2 t = __ldg(reinterpret_cast<const float2*>(q + (size_t)(b + 1) * 4));
+            v1[0] = t.x;
+            v1[1] = t.y;
+        }
+        // Slices past the stack's end are zero (the second of an odd count).
+        if (2 * slot + 1 >= nslices) {
+            v0[1] = 0.0f;
+            v1[1] = 0.0f;
+        }
+    }
+    float a[2], d[2];
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+        d[s] = v1[s] - v0[s];
+        a[s] = fmaf(0.5f, d[s], v0[s]);
+    }
+    float* dst = ent + ((((size_t)(slot >> 5) * na + p) * nbp + k) * 32 + (slot & 31)) * 4;
+    *reinterpret_cast<float4*>(dst) = make_float4(a[0], a[1], d[0], d[1]);
+}
+
+// Column sums B 1 of the voxel pair's back projection (tomors-core's
+// VoxelDrivenProjector on a detector row of ones): scale * sum over the na
+// projections of the linear interpolation of ones at u_p(ix, iy) = c0[p] +
+// ix cx[p] + iy cy[p] (bin k centred at k, zero outside the detector),
+// accumulated in f64. One thread per pixel: grid (ceil(nx / 128), ny),
+// block 128.
+extern "C" __global__ void jp_voxel_ones(float* __restrict__ out, const double* __restrict__ dconst,
+                                         int na, int nb, int nx, int ny, double scale) {
+    const int ix = blockIdx.x * blockDim.x + threadIdx.x;
+    const int iy = blockIdx.y;
+    if (ix >= nx || iy >= ny) return;
+    double acc = 0.0;
+    for (int p = 0; p < na; ++p) {
+        const double u = __ldg(dconst + p) + (double)ix * __ldg(dconst + na + p) +
+                         (double)iy * __ldg(dconst + 2 * na + p);
+        const double fl = floor(u);
+        const double f = u - fl;
+        const double i = fl;
+        if (i >= 0.0 && i < (double)nb) acc += 1.0 - f;
+        if (i + 1.0 >= 0.0 && i + 1.0 < (double)nb) acc += f;
+    }
+    out[(size_t)iy * nx + ix] = (float)(acc * scale);
+}

@@ -72,6 +72,7 @@ pub use iterative::multi::{cone_sirt_cuda_multi, CudaConeSlabs, Exchange};
 pub use iterative::{
     sirt_cuda, sirt_cuda_multi, ConeBackProjector, ConeDeviceArray, ConeOp, CudaConeJoseph,
     CudaJoseph, DeviceVec, GpuSirtOptions, JosephStackOp, JosephTuning, OnQueue, SirtStats,
+    VoxelKernel,
 };
 
 // The module paths of the flat layout, kept so that existing code compiles.

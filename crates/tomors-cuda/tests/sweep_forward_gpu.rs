@@ -13,90 +13,12 @@
 
 mod common;
 
-use common::{gpu_or_skip, random, rel_l2};
-use ndarray::{Array3, Axis};
-use tomors_core::iterative::{
-    all_angles, Algorithm, Constraint, IterativeOptions, JosephProjector, Projector, Weighting,
-};
-use tomors_core::{ParallelGeometry, SliceGrid};
+use common::joseph::{cases, cpu_back, cpu_forward};
+use common::{flat, gpu_or_skip, random, rel_l2};
+use ndarray::Array3;
+use tomors_core::iterative::{Algorithm, Constraint, IterativeOptions, JosephProjector, Weighting};
 use tomors_cuda::iterative::GpuIteration;
 use tomors_cuda::{sirt_cuda, CudaJoseph, GpuSirtOptions};
-
-const PI: f32 = std::f32::consts::PI;
-
-fn flat(a: &Array3<f32>) -> Vec<f32> {
-    a.as_standard_layout().iter().copied().collect()
-}
-
-/// Angles over [0, π) that include the special directions 0, π/4, π/2,
-/// 3π/4 (ties between row and column stepping, steps parallel to the grid)
-/// and irregular ones in between.
-fn test_angles(seed: u64) -> Vec<f32> {
-    let mut a: Vec<f32> = vec![0.0, PI / 4.0, PI / 2.0, 3.0 * PI / 4.0, PI - 1e-3];
-    let r = random(36, seed);
-    a.extend(r.iter().map(|v| (v + 1.0) * 0.5 * PI));
-    a
-}
-
-/// Geometries exercising the conventions: off-centre per-projection axis
-/// positions, bins narrower and wider than the pixels, a non-square grid
-/// larger than the detector covers.
-fn cases(seed: u64) -> Vec<(String, ParallelGeometry, SliceGrid)> {
-    let na = test_angles(seed).len();
-    let centers: Vec<f32> = random(na, seed ^ 7)
-        .iter()
-        .map(|v| 22.0 + 3.0 * v)
-        .collect();
-    vec![
-        (
-            "unit bins, per-projection centres".into(),
-            ParallelGeometry::new(test_angles(seed), 45)
-                .unwrap()
-                .with_centers(centers)
-                .unwrap(),
-            SliceGrid::new(37, 29).unwrap(),
-        ),
-        (
-            "bins 0.6 of the pixel (3 bins per hat)".into(),
-            ParallelGeometry::new(test_angles(seed), 61)
-                .unwrap()
-                .with_bin_width(0.6)
-                .unwrap()
-                .with_center(31.7)
-                .unwrap(),
-            SliceGrid::with_pixel_size(33, 40, 1.0).unwrap(),
-        ),
-        (
-            "bins 1.7 wide, pixels 1.3".into(),
-            ParallelGeometry::new(test_angles(seed), 40)
-                .unwrap()
-                .with_bin_width(1.7)
-                .unwrap(),
-            SliceGrid::with_pixel_size(48, 45, 1.3).unwrap(),
-        ),
-    ]
-}
-
-fn cpu_forward(p: &JosephProjector, x: &Array3<f32>) -> Array3<f32> {
-    let x64 = x.mapv(|v| v as f64);
-    let (ns, _, _) = x.dim();
-    let na = Projector::<f64>::n_angles(p);
-    let nb = Projector::<f64>::n_bins(p);
-    let mut out = Array3::<f64>::zeros((ns, na, nb));
-    p.forward(x64.view(), &all_angles(na), out.view_mut())
-        .unwrap();
-    out.mapv(|v| v as f32)
-}
-
-fn cpu_back(p: &JosephProjector, y: &Array3<f32>) -> Array3<f32> {
-    let y64 = y.mapv(|v| v as f64);
-    let ns = y.len_of(Axis(0));
-    let (ny, nx) = Projector::<f64>::image_dim(p);
-    let na = Projector::<f64>::n_angles(p);
-    let mut out = Array3::<f64>::zeros((ns, ny, nx));
-    p.back(y64.view(), &all_angles(na), out.view_mut()).unwrap();
-    out.mapv(|v| v as f32)
-}
 
 /// The sweep forward projection against the CPU's f64 and `jp_forward`,
 /// on poisoned outputs; adjointness with the back projection.

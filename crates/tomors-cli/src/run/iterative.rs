@@ -13,7 +13,7 @@ use tomors_core::fbp::projections_to_sinograms;
 use tomors_core::iterative::{projector, reconstruct, Algorithm, IterativeOptions, ProjectorKind};
 use tomors_core::{Backend, ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::GpuIteration;
-use tomors_cuda::{sirt_cuda_multi, CudaOptions, GpuSirtOptions, MultiCudaBackend};
+use tomors_cuda::{sirt_cuda_multi, CudaOptions, GpuSirtOptions, MultiCudaBackend, VoxelKernel};
 use tomors_io::VolumeMeta;
 
 use crate::backend_select::{BackendArgs, BackendChoice};
@@ -34,9 +34,15 @@ pub fn run(job: &Job) -> Result<()> {
     let kind = job.method.iterative.projector();
     // Every method (SIRT family, SART / BLOCK-IT, block-parallel, ART) runs
     // on the GPU with the joseph projector; the SIRT family and the
-    // block-sequential methods with the line projector too.
+    // block-sequential methods with the line projector too; the SIRT family
+    // with the voxel pair (Joseph forward, FBP's voxel-driven back
+    // projection).
     let gpu_capable = match options.algorithm {
-        Algorithm::Sirt(_) | Algorithm::BlockSequential { .. } => {
+        Algorithm::Sirt(_) => matches!(
+            kind,
+            ProjectorKind::Joseph | ProjectorKind::Line | ProjectorKind::Voxel
+        ),
+        Algorithm::BlockSequential { .. } => {
             matches!(kind, ProjectorKind::Joseph | ProjectorKind::Line)
         }
         Algorithm::BlockParallel { .. } | Algorithm::Art { .. } => kind == ProjectorKind::Joseph,
@@ -44,8 +50,9 @@ pub fn run(job: &Job) -> Result<()> {
     if job.backend.backend == BackendChoice::Cuda && !gpu_capable {
         bail!(
             "--backend cuda runs sirt, landweber, cimmino, sart, block-it, block-parallel and art with the joseph \
-             projector, and sirt, landweber, cimmino, sart and block-it with the line projector; \
-             {name:?} with the {kind:?} projector runs on the CPU (use --backend cpu or auto)"
+             projector, sirt, landweber, cimmino, sart and block-it with the line projector, and sirt, \
+             landweber and cimmino with the voxel projector; {name:?} with the {kind:?} projector \
+             runs on the CPU (use --backend cpu or auto)"
         );
     }
     let gpus = gpus_for(&job.backend, gpu_capable, &options, kind)?;
@@ -76,6 +83,7 @@ pub fn run(job: &Job) -> Result<()> {
         Some(gpus) => {
             let gpu = GpuSirtOptions {
                 line: kind == ProjectorKind::Line,
+                voxel: (kind == ProjectorKind::Voxel).then_some(VoxelKernel::default()),
                 ..GpuSirtOptions::default()
             };
             run_gpu(

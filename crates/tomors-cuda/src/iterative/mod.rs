@@ -60,7 +60,7 @@ pub use device::{DeviceVec, Layout, OnQueue, Queue};
 pub use multi::{cone_sirt_cuda_multi, CudaConeSlabs, Exchange, ReplicaVec, SlabsVec};
 pub use parallel::{
     check_sirt_inputs, sirt_cuda, sirt_cuda_multi, CudaJoseph, DeviceStack, GpuSirtOptions,
-    JosephStackOp, JosephTuning, JOSEPH_CU, JOSEPH_SWEEP_CU,
+    JosephStackOp, JosephTuning, VoxelKernel, JOSEPH_CU, JOSEPH_SWEEP_CU,
 };
 pub use report::{GpuIteration, SirtStats};
 pub(crate) use staging::{download_staged, host_zeros, prefault, upload_staged};

@@ -2,11 +2,13 @@
 //! convention of tomors-core), the analytic modified Shepp–Logan phantom,
 //! random data, the comparisons of the iterative tests, and the
 //! GPU-or-skip rule. `cone` holds the cone-beam fixtures, `exact` those of
-//! the exact back projectors (`sweep`, `tensor`).
+//! the exact back projectors (`sweep`, `tensor`), `joseph` the parallel-beam
+//! Joseph ones.
 #![allow(dead_code)]
 
 pub mod cone;
 pub mod exact;
+pub mod joseph;
 
 use ndarray::{Array2, Array3, ArrayView2, Axis};
 use tomors_core::geometry::uniform_angles;

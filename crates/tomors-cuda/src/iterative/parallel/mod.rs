@@ -32,6 +32,11 @@
 //!   iterative method of tomors-core's
 //!   [`solve`](tomors_core::iterative::solve) that needs no single rays
 //!   (SIRT, SART, BLOCK-IT) runs on it, resident on the device.
+//! - The voxel pair ([`CudaJoseph::set_voxel_back`], [`VoxelKernel`]):
+//!   Joseph's forward projection with FBP's exact voxel-driven back
+//!   projection kernels (`voxel.rs`), as tomors-core's
+//!   [`VoxelDrivenProjector`](tomors_core::iterative::VoxelDrivenProjector)
+//!   and ASTRA's `SIRT3D_CUDA`: unmatched, SIRT only.
 //! - [`sirt_cuda`] / [`sirt_cuda_multi`]: upload once,
 //!   [`solve`](tomors_core::iterative::solve) on the device, download
 //!   once; stacks larger than the device memory are cut into slabs of
@@ -57,6 +62,7 @@ mod ops;
 mod sirt;
 mod sweep;
 mod tables;
+mod voxel;
 
 pub use art::{joseph_art_strides, ART_CU};
 pub use line::LINE_CU;
@@ -67,6 +73,7 @@ use tables::{
     angle_tables, BlockTables, BpAngle, FpAngle, AP, DEFAULT_BACK_GROUP, DEFAULT_BPU, DEFAULT_PAIR,
     DEFAULT_QUAD, DEFAULT_QUAD_BACK_GROUP,
 };
+pub use voxel::VoxelKernel;
 
 /// Source of the Joseph projector and SIRT kernels.
 pub const JOSEPH_CU: &str = include_str!("../../../kernels/joseph.cu");
@@ -125,6 +132,10 @@ struct Fns {
     interleave: Function,
     deinterleave: Function,
     transpose: Function,
+    /// The voxel pair's packing from the interleaved sinograms.
+    pack_sweep2: Function,
+    /// The voxel pair's column sums.
+    voxel_ones: Function,
 }
 
 /// Joseph's projector on one GPU for a parallel-beam geometry and slice
@@ -163,30 +174,11 @@ pub struct CudaJoseph {
     sweep: Option<sweep::SweepForward>,
     /// Extra bins on each side of the back projection's gather (`KM`).
     km: usize,
-}
-
-/// Projections per unrolled back-projection step: `TOMORS_BP_UNROLL` (1, 2
-/// or 4; for benchmarks), else the default.
-fn bpu() -> usize {
-    match std::env::var("TOMORS_BP_UNROLL")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        Some(v @ (1 | 2 | 4)) => v,
-        _ => DEFAULT_BPU,
-    }
-}
-
-/// The lane layout of `jp_back_quad`: 1 (the default: each quarter warp,
-/// one 128-byte load phase, 4×2 threads = 8×4 pixels; 22.8 ms against
-/// 23.4 ms at 512³ from 512 angles on an H200,
-/// `docs/runs/2026-11-27-h200-sirtfast-run3.txt`), or 0 with
-/// `TOMORS_BQ_LAYOUT=0` (quarter warps of 8×1 threads; for benchmarks).
-fn bqz() -> usize {
-    match std::env::var("TOMORS_BQ_LAYOUT").ok().as_deref() {
-        Some("0") => 0,
-        _ => 1,
-    }
+    /// The voxel-driven back projection, when selected
+    /// ([`CudaJoseph::set_voxel_back`]).
+    voxel: Option<voxel::VoxelBack>,
+    geometry: ParallelGeometry,
+    grid: SliceGrid,
 }
 
 /// Checks that sizes fit the kernels' 32-bit indices and grid limits.
@@ -296,11 +288,14 @@ impl CudaJoseph {
                 "PAIR".to_string(),
                 if paired { "2" } else { "1" }.to_string(),
             ),
-            ("BPU".to_string(), bpu().to_string()),
+            ("BPU".to_string(), DEFAULT_BPU.to_string()),
         ];
         if quad {
             defines.push(("BPQ".to_string(), "1".to_string()));
-            defines.push(("BQZ".to_string(), bqz().to_string()));
+            // Quarter warps of 4×2 threads (8×4 pixels): 22.8 ms against 23.4 ms
+            // for 8×1 at 512³ from 512 angles on an H200
+            // (`docs/runs/2026-11-27-h200-sirtfast-run3.txt`).
+            defines.push(("BQZ".to_string(), "1".to_string()));
         }
         let (cubin, _) =
             cubin_cached("joseph", JOSEPH_CU, &defines, &ctx.name, ctx.cc, ctx.driver)?;
@@ -317,6 +312,8 @@ impl CudaJoseph {
             interleave: module.function("jp_interleave")?,
             deinterleave: module.function("jp_deinterleave")?,
             transpose: module.function("jp_transpose")?,
+            pack_sweep2: module.function("jp_pack_sweep2")?,
+            voxel_ones: module.function("jp_voxel_ones")?,
         };
         let queue = Queue::new(ctx)?;
         let keys: Vec<f64> = geometry
@@ -347,6 +344,9 @@ impl CudaJoseph {
             line: None,
             sweep: None,
             km: extra,
+            voxel: None,
+            geometry: geometry.clone(),
+            grid: *grid,
         })
     }
 

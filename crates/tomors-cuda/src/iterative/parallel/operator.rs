@@ -13,9 +13,11 @@ use super::*;
 /// projectors: domain [`DeviceVec`] `[slice][y][x]`, range [`DeviceVec`]
 /// `[slice][angle][bin]` (block `ℓ`: the rows of the projections `ℓ`),
 /// both interleaved stacks of the projector; weights are single planes
-/// ([`Layout::Plane`]) broadcast over the slices. Matched (`B = Aᵀ`);
-/// ART and the block-parallel method run through its ray batches
-/// (`art.rs`).
+/// ([`Layout::Plane`]) broadcast over the slices. Matched (`B = Aᵀ`),
+/// except with the voxel-driven back projection
+/// ([`CudaJoseph::set_voxel_back`]: all projections at once, no block
+/// views, no ray batches); ART and the block-parallel method run through
+/// its ray batches (`art.rs`).
 pub struct JosephStackOp<'p> {
     pub(super) proj: &'p CudaJoseph,
     pub(super) slices: usize,
@@ -79,6 +81,9 @@ impl CudaJoseph {
     /// `[y][x]` on the device.
     pub(super) fn column_weights(&self, angles: &[usize]) -> Result<DeviceVec> {
         let tables = self.tables(angles)?;
+        if let Some(v) = self.voxel_column_sums(&tables)? {
+            return Ok(v);
+        }
         let ones = self.ones(tables.len, self.nb)?;
         let v = self.alloc(1, self.ny, self.nx, "column sums")?;
         self.back_raw(ones.buffer().ptr(), v.buffer().ptr(), 1, &tables)?;
@@ -207,6 +212,8 @@ impl LinearOperator for JosephStackOp<'_> {
     fn name(&self) -> &str {
         if self.proj.is_line_model() {
             "cuda line"
+        } else if self.proj.voxel.is_some() {
+            "cuda voxel"
         } else {
             "cuda joseph"
         }
@@ -249,7 +256,7 @@ impl LinearOperator for JosephStackOp<'_> {
     }
 
     fn is_matched(&self) -> bool {
-        true
+        self.proj.voxel.is_none()
     }
 
     fn row_sums(&self, angles: &[usize]) -> CoreResult<DeviceVec> {
@@ -266,6 +273,7 @@ impl LinearOperator for JosephStackOp<'_> {
 
     fn ray_batches(&self) -> Option<&dyn RayBatches<DeviceVec, DeviceVec>> {
         // Joseph's rays only (the batches' kernels are Joseph's).
-        (!self.proj.is_line_model()).then_some(self as &dyn RayBatches<DeviceVec, DeviceVec>)
+        (!self.proj.is_line_model() && self.proj.voxel.is_none())
+            .then_some(self as &dyn RayBatches<DeviceVec, DeviceVec>)
     }
 }

@@ -165,6 +165,33 @@ impl CudaJoseph {
         )
     }
 
+    /// Queues the interleaving of `ns` flat slices at `src` (`[slice][plane]`)
+    /// into the stack at `dst` (`quads` quads of planes of `plane` floats;
+    /// slices from `ns` on are zero).
+    pub(super) fn interleave_raw(
+        &self,
+        src: u64,
+        dst: u64,
+        ns: usize,
+        plane: usize,
+        quads: usize,
+    ) -> Result<()> {
+        self.launch(
+            KernelKind::Elementwise,
+            &self.f.interleave,
+            "jp_interleave",
+            Self::layout_grid(quads * plane),
+            (256, 1, 1),
+            &[
+                src.into(),
+                dst.into(),
+                (ns as i32).into(),
+                (plane as i64).into(),
+                (quads as i32).into(),
+            ],
+        )
+    }
+
     /// Queues a flat `[slice][row][col]` copy of the stack `src` into a new
     /// device stack of its slices (its download needs no more kernels).
     ///
@@ -348,6 +375,9 @@ impl CudaJoseph {
         slices: usize,
         tables: &BlockTables,
     ) -> Result<()> {
+        if let Some(vb) = &self.voxel {
+            return self.voxel_back_raw(vb, (sino, out), slices, tables);
+        }
         if let Some(k) = &self.line {
             return self.line_back_raw(k, (sino, out), slices, tables);
         }

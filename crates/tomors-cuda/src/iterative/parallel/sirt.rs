@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use tomors_core::iterative::{IterativeOptions, IterativeResult, StopReason, Weighting};
+use tomors_core::iterative::{Algorithm, IterativeOptions, IterativeResult, StopReason, Weighting};
 use tomors_core::linalg::Vector;
 
 use super::*;
@@ -37,12 +37,16 @@ pub struct GpuSirtOptions {
     /// ([`JosephTuning::back_quad`]; `None`: the default).
     pub back_quad: Option<bool>,
     /// The line-sweep forward projection
-    /// ([`CudaJoseph::set_sweep_forward`]; also with
-    /// `TOMORS_JP_FORWARD=sweep`), Joseph's model only.
+    /// ([`CudaJoseph::set_sweep_forward`]), Joseph's model only.
     pub sweep_forward: bool,
     /// The line-sweep back projection ([`CudaJoseph::set_sweep_back`];
-    /// also with `TOMORS_JP_BACK=sweep`; hats of at most one bin).
+    /// hats of at most one bin).
     pub sweep_back: bool,
+    /// The voxel pair ([`CudaJoseph::set_voxel_back`]): Joseph's forward
+    /// projection with FBP's voxel-driven back projection (`Some(kernel)`;
+    /// unmatched, as ASTRA's `SIRT3D_CUDA`; SIRT only), or Joseph's exact
+    /// transpose (`None`, the default).
+    pub voxel: Option<VoxelKernel>,
 }
 
 /// Checks the inputs of [`sirt_cuda`] (no GPU needed): the algorithm is
@@ -323,6 +327,20 @@ pub(super) fn sirt_on(
         }
         .into());
     }
+    if gpu.voxel.is_some() && !matches!(options.algorithm, Algorithm::Sirt(_)) {
+        return Err(CoreError::Unsupported {
+            backend: "cuda".into(),
+            operation: "SART, BLOCK-IT, ART and the block-parallel method with the voxel-driven \
+                        back projection on the parallel GPU (SIRT only; use --projector joseph)"
+                .into(),
+        }
+        .into());
+    }
+    if gpu.voxel.is_some() && gpu.line {
+        return Err(CudaError::Parameter(
+            "the voxel pair and the line-length projector exclude each other".into(),
+        ));
+    }
     if devices.is_empty() {
         return Err(CudaError::Parameter("no CUDA device selected".into()));
     }
@@ -371,12 +389,13 @@ pub(super) fn sirt_on(
                     if gpu.line {
                         j.set_line_model(true)?;
                     } else {
-                        if gpu.sweep_forward || super::sweep::sweep_env() {
+                        if gpu.sweep_forward {
                             j.set_sweep_forward(true)?;
                         }
-                        if gpu.sweep_back || super::sweep::sweep_back_env() {
+                        if gpu.sweep_back {
                             j.set_sweep_back(true)?;
                         }
+                        j.set_voxel_back(gpu.voxel)?;
                     }
                     Ok(j)
                 })
@@ -407,11 +426,18 @@ pub(super) fn sirt_on(
         (na, nb),
         (ny, nx),
     );
-    let per_group = unit * (4 * (2 * na * nb + 3 * ny * nx) + sweep_per);
+    // The voxel back projection's scratch (flat sinograms, entries, flat
+    // volume), rounded up to 128 slices.
+    let (voxel_per, voxel_fixed) = runs
+        .iter()
+        .map(|r| r.voxel_bytes())
+        .fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+    let per_group = unit * (4 * (2 * na * nb + 3 * ny * nx) + sweep_per + voxel_per);
     let mut fit = usize::MAX;
     for r in &runs {
         let (free, _) = r.context().mem_info()?;
-        fit = fit.min(free.saturating_sub((512 << 20) + sweep_fixed) / per_group.max(1));
+        fit = fit
+            .min(free.saturating_sub((512 << 20) + sweep_fixed + voxel_fixed) / per_group.max(1));
     }
     if fit == 0 {
         return Err(CudaError::OutOfMemory {

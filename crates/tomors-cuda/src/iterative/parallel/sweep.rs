@@ -1,13 +1,13 @@
 //! Joseph's forward projection as a line sweep (`kernels/joseph_sweep.cu`,
-//! opt-in: [`CudaJoseph::set_sweep_forward`], or `TOMORS_JP_FORWARD=sweep`
-//! for the SIRT runs): the volume is re-laid per projection call into two
+//! opt-in: [`CudaJoseph::set_sweep_forward`], or
+//! `GpuSirtOptions::sweep_forward` for the SIRT runs): the volume is re-laid per projection call into two
 //! copies whose 32 lanes of a warp are 32 quads (128 slices) of one pixel
 //! (`jp_to_sweep`, rows and columns), and a warp walks `R` adjacent rays of
 //! one projection, loading a pixel only when the rays' pixel pair moves.
 //! The same operator as `jp_forward` (the same fixed-point positions and
 //! weights; the zero padding outside the image by the pixel bounds).
 //! The back projection likewise (`jp_back_sweep`, opt-in:
-//! [`CudaJoseph::set_sweep_back`], `TOMORS_JP_BACK=sweep`; hats of at most
+//! [`CudaJoseph::set_sweep_back`], `GpuSirtOptions::sweep_back`; hats of at most
 //! one bin only): the sinograms re-laid as `[group][angle][bin][lane][4]`,
 //! a warp's tile of pixels accumulated in registers over all projections,
 //! `jp_back`'s weights bit for bit.
@@ -32,26 +32,17 @@ struct Shape {
     split: bool,
 }
 
-/// `TOMORS_JP_SWEEP=R,WPB,REUSE,FQ,SPLIT` (rays per lane 1–16, warps per
-/// block 1–8, 0/1, 8 or 32, 0/1; any prefix; for benchmarks), else 8, 4,
-/// 0, 8, 1.
-fn shape() -> Shape {
-    let v: Vec<usize> = std::env::var("TOMORS_JP_SWEEP")
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
-    let get = |i: usize, d: usize, ok: &dyn Fn(usize) -> bool| {
-        v.get(i).copied().filter(|x| ok(*x)).unwrap_or(d)
-    };
-    Shape {
-        r: get(0, 8, &|x| (1..=16).contains(&x)),
-        wpb: get(1, 4, &|x| (1..=8).contains(&x)),
-        reuse: get(2, 0, &|x| x <= 1),
-        fq: get(3, 8, &|x| x == 8 || x == 32),
-        split: get(4, 1, &|x| x <= 1) == 1,
-    }
-}
+/// The forward sweep's shape: 8 rays per lane, 4 warps per block, no
+/// reuse, groups of 8 quads, row and column launches apart (the fastest
+/// measured: 27.8 ms per projection at 512³ from 512 angles on an H200;
+/// the other shapes' figures in `docs/perf-notes.md`, helper psirt).
+const SHAPE: Shape = Shape {
+    r: 8,
+    wpb: 4,
+    reuse: 0,
+    fq: 8,
+    split: true,
+};
 
 /// The back sweep's shape: the tile of a warp, the warps of a block along x
 /// and y, the bin pair's reuse.
@@ -64,31 +55,16 @@ struct BackShape {
     reuse: usize,
 }
 
-/// `TOMORS_JP_SWEEPB=TX,TY,BWX,BREUSE,BWY` (the tile of a warp, 1–16 each
-/// way, warps of a block along x and y, 1–8 each and at most 16 in all,
-/// the bin pair's reuse 0/1; any prefix; for benchmarks), else 8×2, 4, 1,
-/// 2.
-fn back_shape() -> BackShape {
-    let v: Vec<usize> = std::env::var("TOMORS_JP_SWEEPB")
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
-    let get = |i: usize, d: usize, ok: &dyn Fn(usize) -> bool| {
-        v.get(i).copied().filter(|x| ok(*x)).unwrap_or(d)
-    };
-    let mut b = BackShape {
-        tx: get(0, 8, &|x| (1..=16).contains(&x)),
-        ty: get(1, 2, &|x| (1..=16).contains(&x)),
-        bwx: get(2, 4, &|x| (1..=8).contains(&x)),
-        reuse: get(3, 1, &|x| x <= 1),
-        bwy: get(4, 2, &|x| (1..=8).contains(&x)),
-    };
-    if b.bwx * b.bwy > 16 {
-        b.bwy = 16 / b.bwx;
-    }
-    b
-}
+/// The back sweep's shape: 8×2 pixels per warp, blocks of 4×2 warps, the
+/// bin pair reused (the fastest measured: 37.9 ms at 512³ from 512 angles
+/// on an H200, `docs/perf-notes.md`, helper psirt).
+const BACK_SHAPE: BackShape = BackShape {
+    tx: 8,
+    ty: 2,
+    bwx: 4,
+    bwy: 2,
+    reuse: 1,
+};
 
 /// The kernels and the re-laid copies (grown on use), and which
 /// projections use them.
@@ -109,8 +85,7 @@ pub(super) struct SweepForward {
 
 impl SweepForward {
     fn new(ctx: &Arc<Context>) -> Result<Self> {
-        let sh = shape();
-        let bs = back_shape();
+        let (sh, bs) = (SHAPE, BACK_SHAPE);
         ctx.bind()?;
         let defines = vec![
             ("R".to_string(), sh.r.to_string()),
@@ -144,18 +119,6 @@ impl SweepForward {
             _module: module,
         })
     }
-}
-
-/// Whether `TOMORS_JP_FORWARD=sweep` asks for the line-sweep forward
-/// projection (for benchmarks).
-pub(super) fn sweep_env() -> bool {
-    std::env::var("TOMORS_JP_FORWARD").is_ok_and(|v| v == "sweep")
-}
-
-/// Whether `TOMORS_JP_BACK=sweep` asks for the line-sweep back projection
-/// (for benchmarks).
-pub(super) fn sweep_back_env() -> bool {
-    std::env::var("TOMORS_JP_BACK").is_ok_and(|v| v == "sweep")
 }
 
 /// Bytes per slice of the re-laid copies (two volumes for the forward
