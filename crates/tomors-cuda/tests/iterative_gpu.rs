@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::joseph::{cases, cpu_back, cpu_forward};
+use common::joseph::{cases, cpu_back, cpu_forward, shepp};
 use common::{
     assert_constraint, fixed_options, flat, gpu_or_skip, no_progress, rand3, rel_l2, run_gap,
 };
@@ -17,7 +17,6 @@ use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
     reconstruct, Algorithm, Constraint, IterativeOptions, JosephProjector, StopReason, Weighting,
 };
-use tomors_core::phantom::Phantom2d;
 use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::iterative::{check_sirt_inputs, GpuIteration};
 use tomors_cuda::{sirt_cuda, CudaJoseph, GpuSirtOptions, JosephTuning};
@@ -107,20 +106,6 @@ fn gpu_pair_is_adjoint() {
         eprintln!("{name}: adjointness gap {gap:.2e}");
         assert!(gap <= 1e-4, "{name}: gap {gap:.3e}");
     }
-}
-
-/// A 64² Shepp–Logan from 45 exact projections, three copies (one scaled,
-/// one shifted, so the slices differ).
-fn shepp(n: usize, na: usize) -> (ParallelGeometry, SliceGrid, Array3<f32>) {
-    let geom = ParallelGeometry::new(uniform_angles(na, PI), n).unwrap();
-    let grid = SliceGrid::for_geometry(&geom);
-    let p = Phantom2d::shepp_logan();
-    let s = p.project(&geom, n as f64 / 2.0);
-    let mut sino = Array3::<f32>::zeros((3, na, n));
-    sino.index_axis_mut(Axis(0), 0).assign(&s);
-    sino.index_axis_mut(Axis(0), 1).assign(&s.mapv(|v| 0.5 * v));
-    sino.index_axis_mut(Axis(0), 2).assign(&s.mapv(|v| v + 0.1));
-    (geom, grid, sino)
 }
 
 /// GPU SIRT equals CPU SIRT (tomors-core `reconstruct` with the f32

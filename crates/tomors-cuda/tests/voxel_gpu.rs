@@ -10,21 +10,16 @@
 
 mod common;
 
-use common::joseph::cases;
+use common::joseph::{cases, shepp};
 use common::{
     assert_constraint, fixed_options, flat, gpu_or_skip, no_progress, rand3, rel_l2, run_gap,
 };
 use ndarray::{Array3, Axis};
-use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{
     all_angles, reconstruct, Algorithm, Constraint, IterativeOptions, Projector,
     VoxelDrivenProjector, Weighting,
 };
-use tomors_core::phantom::Phantom2d;
-use tomors_core::{ParallelGeometry, SliceGrid};
 use tomors_cuda::{sirt_cuda, CudaJoseph, GpuSirtOptions, VoxelKernel};
-
-const PI: f32 = std::f32::consts::PI;
 
 /// Whether the tensor kernel covers the geometry of `cases`: not where the
 /// bins are 0.6 of the pixel (a 4×4 block spans more than its 8 bins).
@@ -127,18 +122,6 @@ fn voxel_pair_matches_the_cpu() {
             assert!(eb <= 1e-5, "{name} {kernel:?}: back rel L2 {eb:.3e}");
         }
     }
-}
-
-/// A 64² Shepp–Logan from 45 exact projections, three different slices.
-fn shepp(n: usize, na: usize) -> (ParallelGeometry, SliceGrid, Array3<f32>) {
-    let geom = ParallelGeometry::new(uniform_angles(na, PI), n).unwrap();
-    let grid = SliceGrid::for_geometry(&geom);
-    let s = Phantom2d::shepp_logan().project(&geom, n as f64 / 2.0);
-    let mut sino = Array3::<f32>::zeros((3, na, n));
-    sino.index_axis_mut(Axis(0), 0).assign(&s);
-    sino.index_axis_mut(Axis(0), 1).assign(&s.mapv(|v| 0.5 * v));
-    sino.index_axis_mut(Axis(0), 2).assign(&s.mapv(|v| v + 0.1));
-    (geom, grid, sino)
 }
 
 /// GPU SIRT with the voxel pair equals the CPU's `reconstruct` with the f32

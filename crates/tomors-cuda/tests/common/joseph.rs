@@ -4,7 +4,9 @@
 //! projector applied to whole stacks.
 
 use ndarray::{Array3, Axis};
+use tomors_core::geometry::uniform_angles;
 use tomors_core::iterative::{all_angles, JosephProjector, Projector};
+use tomors_core::phantom::Phantom2d;
 use tomors_core::{ParallelGeometry, SliceGrid};
 
 use super::random;
@@ -79,4 +81,17 @@ pub fn cpu_back(p: &JosephProjector, y: &Array3<f32>) -> Array3<f32> {
     let mut out = Array3::<f64>::zeros((ns, ny, nx));
     p.back(y64.view(), &all_angles(na), out.view_mut()).unwrap();
     out.mapv(|v| v as f32)
+}
+
+/// A Shepp–Logan of `n`² from `na` exact projections over π, three slices
+/// (the second scaled by 0.5, the third shifted by 0.1, so they differ).
+pub fn shepp(n: usize, na: usize) -> (ParallelGeometry, SliceGrid, Array3<f32>) {
+    let geom = ParallelGeometry::new(uniform_angles(na, PI), n).unwrap();
+    let grid = SliceGrid::for_geometry(&geom);
+    let s = Phantom2d::shepp_logan().project(&geom, n as f64 / 2.0);
+    let mut sino = Array3::<f32>::zeros((3, na, n));
+    sino.index_axis_mut(Axis(0), 0).assign(&s);
+    sino.index_axis_mut(Axis(0), 1).assign(&s.mapv(|v| 0.5 * v));
+    sino.index_axis_mut(Axis(0), 2).assign(&s.mapv(|v| v + 0.1));
+    (geom, grid, sino)
 }

@@ -149,20 +149,8 @@ impl CudaJoseph {
         plane: usize,
         quads: usize,
     ) -> Result<()> {
-        self.launch(
-            KernelKind::Elementwise,
-            &self.f.deinterleave,
-            "jp_deinterleave",
-            Self::layout_grid(quads * plane),
-            (256, 1, 1),
-            &[
-                src.into(),
-                dst.into(),
-                (ns as i32).into(),
-                (plane as i64).into(),
-                (quads as i32).into(),
-            ],
-        )
+        let f = &self.f.deinterleave;
+        self.relayout(f, "jp_deinterleave", src, dst, ns, plane, quads)
     }
 
     /// Queues the interleaving of `ns` flat slices at `src` (`[slice][plane]`)
@@ -176,10 +164,27 @@ impl CudaJoseph {
         plane: usize,
         quads: usize,
     ) -> Result<()> {
+        let f = &self.f.interleave;
+        self.relayout(f, "jp_interleave", src, dst, ns, plane, quads)
+    }
+
+    /// Queues one of the two re-layout kernels between the interleaved stack
+    /// and flat slices (`jp_deinterleave`, `jp_interleave`: same arguments).
+    #[allow(clippy::too_many_arguments)]
+    fn relayout(
+        &self,
+        f: &Function,
+        name: &str,
+        src: u64,
+        dst: u64,
+        ns: usize,
+        plane: usize,
+        quads: usize,
+    ) -> Result<()> {
         self.launch(
             KernelKind::Elementwise,
-            &self.f.interleave,
-            "jp_interleave",
+            f,
+            name,
             Self::layout_grid(quads * plane),
             (256, 1, 1),
             &[
