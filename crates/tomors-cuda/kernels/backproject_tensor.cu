@@ -185,11 +185,8 @@ __device__ __forceinline__ void tc_weights(int b, const float (&sw)[2], const fl
 // fragments of both projections with one ldmatrix per tile, then the three
 // products interleaved across the tiles (all tiles' lo.hi, then all hi.lo,
 // then all hi.hi: TC_IL independent chains in flight instead of one), into
-// d per TC_FLUSH. With TC_IND (TC_FLUSH == 1) each product has its own
-// accumulator from zero (no chain at all: every MMA's accumulation is over
-// its own 16 exact products) and the three are summed in f32, the two small
-// ones first.
-__device__ __forceinline__ void tc_tiles(float (&d)[TC_NT][4], float (&sm)[TC_NT][4], const unsigned int (&ahi)[4],
+// d per TC_FLUSH.
+__device__ __forceinline__ void tc_tiles(float (&d)[TC_NT][4], const unsigned int (&ahi)[4],
                                          const unsigned int (&alo)[4], unsigned int addr, int n0) {
     unsigned int q[TC_IL][4];
 #pragma unroll
@@ -197,63 +194,7 @@ __device__ __forceinline__ void tc_tiles(float (&d)[TC_NT][4], float (&sm)[TC_NT
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                      : "=r"(q[i][0]), "=r"(q[i][1]), "=r"(q[i][2]), "=r"(q[i][3])
                      : "r"(addr + (n0 + i) * 32));
-#if TC_FLUSH == 1 && TC_IND == 3
-    // The small products accumulate in the MMA over all projections (their
-    // truncation is ~2^-11 of the sums'); hi.hi from zero, one FADD each.
-    float e[TC_IL][4];
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) e[i][r] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i], ahi, q[i][0], q[i][1]);
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i) tc_mma(sm[n0 + i], alo, q[i][0], q[i][1]);
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i) tc_mma(sm[n0 + i], ahi, q[i][2], q[i][3]);
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][r];
-#elif TC_FLUSH == 1 && TC_IND == 2
-    // The small products as a chain of two from zero, hi.hi from zero
-    // beside it: two chains per tile, 8 FADDs.
-    float e[TC_IL][2][4];
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i)
-#pragma unroll
-        for (int k = 0; k < 2; ++k)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) e[i][k][r] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][0], alo, q[i][0], q[i][1]);
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][1], ahi, q[i][0], q[i][1]);
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][0], ahi, q[i][2], q[i][3]);
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][1][r] + e[i][0][r];
-#elif TC_FLUSH == 1 && TC_IND
-    float e[TC_IL][3][4];
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i)
-#pragma unroll
-        for (int k = 0; k < 3; ++k)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) e[i][k][r] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][0], alo, q[i][0], q[i][1]);
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][1], ahi, q[i][2], q[i][3]);
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i) tc_mma(e[i][2], ahi, q[i][0], q[i][1]);
-#pragma unroll
-    for (int i = 0; i < TC_IL; ++i)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) d[n0 + i][r] += e[i][2][r] + (e[i][0][r] + e[i][1][r]);
-#elif TC_FLUSH == 1
+#if TC_FLUSH == 1
     float e[TC_IL][4];
 #pragma unroll
     for (int i = 0; i < TC_IL; ++i)
@@ -372,19 +313,6 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
         for (int n = 0; n < TC_NT; ++n)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[b][n][i] = 0.0f;
-#if TC_IND == 3
-    // The small products' MMA accumulators (TC_IND 3).
-    float accs[TC_NB][TC_NT][4];
-#pragma unroll
-    for (int b = 0; b < TC_NB; ++b)
-#pragma unroll
-        for (int n = 0; n < TC_NT; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) accs[b][n][i] = 0.0f;
-#define TC_SMALL(b) accs[b]
-#else
-#define TC_SMALL(b) acc[b]
-#endif
 #if TC_FLUSH >= 2
     float accf[TC_NB][TC_NT][4];
 #pragma unroll
@@ -486,14 +414,14 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
 #pragma unroll
             for (int n = 0; n < TC_NT; n += TC_IL)
 #pragma unroll
-                for (int b = 0; b < TC_NB; ++b) tc_tiles(acc[b], TC_SMALL(b), ahi[b], alo[b], addr[b], n);
+                for (int b = 0; b < TC_NB; ++b) tc_tiles(acc[b], ahi[b], alo[b], addr[b], n);
 #else
 #pragma unroll
             for (int b = 0; b < TC_NB; ++b) {
                 unsigned int ahi[4], alo[4], addr;
                 tc_weights(b, sw, cxv, cyv, off, e1, e2, abase, mb, ahi, alo, addr);
 #pragma unroll
-                for (int n = 0; n < TC_NT; n += TC_IL) tc_tiles(acc[b], TC_SMALL(b), ahi, alo, addr, n);
+                for (int n = 0; n < TC_NT; n += TC_IL) tc_tiles(acc[b], ahi, alo, addr, n);
             }
 #endif
 #if TC_FLUSH >= 2
@@ -516,14 +444,6 @@ extern "C" __global__ void __launch_bounds__(TC_NTH, TC_MINB)
     }
 #if !TC_BULK
     asm volatile("cp.async.wait_group 0;" ::: "memory");
-#endif
-#if TC_IND == 3
-#pragma unroll
-    for (int b = 0; b < TC_NB; ++b)
-#pragma unroll
-        for (int n = 0; n < TC_NT; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[b][n][i] += accs[b][n][i];
 #endif
 #if TC_FLUSH >= 2
 #pragma unroll

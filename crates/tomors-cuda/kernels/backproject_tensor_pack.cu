@@ -54,12 +54,6 @@
 //                 accumulators are added to f32 sums every G pairs
 //   TC_NTO        1: slice tiles outermost (all blocks' weights first)
 //   TC_IL         slice tiles whose MMA chains are interleaved (divides TC_NT)
-//   TC_IND        (with TC_FLUSH 1) 1: the three products into three
-//                 accumulators from zero, summed in f32 (no chain); 2: the
-//                 two small products a chain from zero beside hi.hi from
-//                 zero; 3: the small products accumulate in their own MMA
-//                 accumulators over all projections (twice the
-//                 accumulators), hi.hi from zero then one FADD each
 //   TC_MINB       minimum resident blocks per multiprocessor
 //   TC_MASK       1: the weights' f16 hi part by masking (see tc_split_w)
 //   TC_WGT        1: lean weights (tc_split_relu: masked split with
@@ -118,9 +112,6 @@
 #endif
 #ifndef TC_IL
 #define TC_IL 1
-#endif
-#ifndef TC_IND
-#define TC_IND 0
 #endif
 #define TC_NB (TC_BX * TC_BY)
 #ifndef TC_BULK

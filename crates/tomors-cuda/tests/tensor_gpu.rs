@@ -65,24 +65,10 @@ fn variants() -> Vec<TensorParams> {
             stages: 4,
             ..d
         },
-        // Interleaved chains (two tiles; four tiles with independent
-        // products), the split products (k2, k3), four tiles of the flushed
+        // Interleaved chains (two and four tiles), four tiles of the flushed
         // accumulation (tiles outermost).
         TensorParams { interleave: 2, ..d },
-        TensorParams {
-            interleave: 4,
-            independent: 1,
-            ..d
-        },
-        TensorParams {
-            independent: 2,
-            ..d
-        },
-        TensorParams {
-            nt: 4,
-            independent: 3,
-            ..d
-        },
+        TensorParams { interleave: 4, ..d },
         TensorParams {
             nt: 4,
             flush: 8,

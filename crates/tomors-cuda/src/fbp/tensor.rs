@@ -63,14 +63,6 @@ pub struct TensorParams {
     /// first products, then the second, then the third): that many
     /// independent chains in flight per warp (divides `nt`).
     pub interleave: u8,
-    /// With `flush` 1, how a tile's three products reach the f32 sums: 0 =
-    /// one chain of three MMAs from zero; 1 = three accumulators from zero,
-    /// summed in f32 (no chain); 2 = the two small products (lo·hi, hi·lo) a
-    /// chain from zero beside hi·hi from zero; 3 = the small products
-    /// accumulate in their own MMA accumulators over all projections (their
-    /// truncation is ≈ 2⁻¹¹ of the sums'; twice the accumulators), hi·hi
-    /// from zero.
-    pub independent: u8,
     /// Stage with the copy engine (1, 2; 0 = 16-byte `cp.async` copies by
     /// every thread): per stage and projection one bulk copy (`cp.async.bulk`
     /// completing on an mbarrier, compute capability 9.0 on) of rows padded
@@ -109,7 +101,6 @@ impl Default for TensorParams {
             mask: false,
             nt_outer: false,
             interleave: 1,
-            independent: 0,
             bulk: 0,
             weights: 0,
             pair_group: 1,
@@ -160,11 +151,7 @@ impl TensorParams {
         let acc = self.bx as usize
             * self.by as usize
             * self.nt as usize
-            * if self.flush >= 2 || self.independent == 3 {
-                8
-            } else {
-                4
-            };
+            * if self.flush >= 2 { 8 } else { 4 };
         if self.bx == 0 || self.by == 0 || acc > 128 {
             return Err(CudaError::Parameter(format!(
                 "tensor warp of {}x{} blocks × {} slice tiles ({acc} accumulators; use 1 to 128)",
@@ -175,12 +162,6 @@ impl TensorParams {
             return Err(CudaError::Parameter(format!(
                 "tensor interleaved tiles {} (use 1, 2, 4 or 8, at most the {} slice tiles)",
                 self.interleave, self.nt
-            )));
-        }
-        if self.independent > 3 || (self.independent > 0 && self.flush != 1) {
-            return Err(CudaError::Parameter(format!(
-                "tensor products k{} with f{} (use k0 to k3, k1 to k3 with f1 only)",
-                self.independent, self.flush
             )));
         }
         let warps = self.wx as usize * self.wy as usize;
@@ -206,13 +187,12 @@ impl TensorParams {
             || (self.pair_group > 1
                 && (!self.ap.is_multiple_of(self.pair_group)
                     || self.flush != 1
-                    || self.independent != 0
                     || self.interleave != 1
                     || self.nt_outer))
         {
             return Err(CudaError::Parameter(format!(
                 "tensor pair group g{} (use 1, 2 or 4 dividing the {} pairs per stage; above 1 \
-                 only with f1 and without k, i or o)",
+                 only with f1 and without i or o)",
                 self.pair_group, self.ap
             )));
         }
@@ -279,9 +259,6 @@ impl TensorParams {
         if self.interleave > 1 {
             z.push_str(&format!(",i{}", self.interleave));
         }
-        if self.independent > 0 {
-            z.push_str(&format!(",k{}", self.independent));
-        }
         if self.bulk > 0 {
             z.push_str(&format!(",c{}", self.bulk));
         }
@@ -330,7 +307,6 @@ impl TensorParams {
                 "m" => p.mask = num != 0,
                 "o" => p.nt_outer = num != 0,
                 "i" => p.interleave = num,
-                "k" => p.independent = num,
                 "c" => p.bulk = num,
                 "w" => p.weights = num,
                 "g" => p.pair_group = num,
@@ -502,7 +478,6 @@ pub fn tensor_defines(
         ("TC_MASK".into(), u8::from(p.mask).to_string()),
         ("TC_NTO".into(), u8::from(p.nt_outer).to_string()),
         ("TC_IL".into(), p.interleave.to_string()),
-        ("TC_IND".into(), p.independent.to_string()),
         ("TC_BULK".into(), p.bulk.to_string()),
         ("TC_WGT".into(), p.weights.to_string()),
         ("TC_PG".into(), p.pair_group.to_string()),
@@ -530,24 +505,19 @@ mod tests {
             mask: true,
             nt_outer: true,
             interleave: 2,
-            independent: 0,
             bulk: 2,
             weights: 1,
             pair_group: 1,
         };
         assert_eq!(TensorParams::parse(&p.spec()).unwrap(), p);
-        let k = TensorParams {
+        let i = TensorParams {
             interleave: 4,
-            independent: 1,
             ..TensorParams::default()
         };
-        assert_eq!(TensorParams::parse(&k.spec()).unwrap(), k);
+        assert_eq!(TensorParams::parse(&i.spec()).unwrap(), i);
         let g = TensorParams::parse("a4,g4,c1,w1").unwrap();
         assert_eq!((g.ap, g.pair_group, g.bulk, g.weights), (4, 4, 1, 1));
         assert_eq!(TensorParams::parse(&g.spec()).unwrap(), g);
-        let k3 = TensorParams::parse("n4,k3").unwrap();
-        assert_eq!((k3.nt, k3.independent), (4, 3));
-        assert_eq!(TensorParams::parse(&k3.spec()).unwrap(), k3);
         assert_eq!(TensorParams::parse("").unwrap(), TensorParams::default());
         for bad in [
             "n3", "x0", "x4,y2,n8", "x2,y2,f2", "u8,v8", "a0", "a9", "p1", "p7", "b9", "q1", "xa",
