@@ -2,7 +2,9 @@
 //! ([`crate::fbp::tensor`]).
 
 use super::*;
-use crate::fbp::tensor::{entries_bytes, maxima_bytes, padded_angles, slots};
+use crate::fbp::tensor::{
+    bp_launch, entries_bytes, maxima_bytes, pack_launches, padded_angles, slots,
+};
 
 impl Engine {
     /// Re-lays `slices` filtered slices (rows at `src`, see
@@ -41,46 +43,13 @@ impl Engine {
             .as_ref()
             .expect("tensor module has its maxima kernels");
         let pack = m.pack.as_ref().expect("tensor module has pack_tensor");
-        let (s, rs, pair) = src;
-        let ent = buf + mb as u64;
-        let (na_i, ns_i, nslots_i) = (na as i32, slices as i32, nslots as i32);
-        // SAFETY: parameter types match tc_zero, tc_absmax and pack_tensor.
-        unsafe {
-            launch(
-                zero,
-                "tc_zero",
-                (nslots.div_ceil(256) as u32, 1, 1),
-                (256, 1, 1),
-                0,
-                &self.comp,
-                &[buf.into(), nslots_i.into()],
-            )?;
-            launch(
-                absmax,
-                "tc_absmax",
-                (slices as u32, na.div_ceil(8) as u32, 1),
-                (256, 1, 1),
-                0,
-                &self.comp,
-                &[s.into(), rs.into(), pair.into(), buf.into(), na_i.into()],
-            )?;
-            launch(
-                pack,
-                "pack_tensor",
-                (nbp.div_ceil(32) as u32, npp as u32, (nslots / 32) as u32),
-                (32, 8, 1),
-                0,
-                &self.comp,
-                &[
-                    s.into(),
-                    rs.into(),
-                    pair.into(),
-                    buf.into(),
-                    ent.into(),
-                    na_i.into(),
-                    ns_i.into(),
-                ],
-            )?;
+        for (f, l) in [zero, absmax, pack]
+            .into_iter()
+            .zip(pack_launches(p, na, nbp, slices, src, buf))
+        {
+            // SAFETY: `pack_launches` gives the parameters of tc_zero,
+            // tc_absmax and pack_tensor; `buf` holds `bytes`.
+            unsafe { launch(f, l.name, l.grid, l.block, l.shared, &self.comp, &l.args)? };
         }
         Ok(buf)
     }
@@ -97,34 +66,22 @@ impl Engine {
         scale: f32,
     ) -> Result<()> {
         let m = &self.bp[&key];
-        let (bx, by) = p.block_pixels();
-        let grid = (
-            key.nx.div_ceil(bx) as u32,
-            key.ny.div_ceil(by) as u32,
-            slices.div_ceil(p.slices_per_block()) as u32,
-        );
-        let block = (p.threads() as u32, 1, 1);
         let d = m.dconst.as_ref().map_or(0, |b| b.0.ptr());
-        let ent = buf + maxima_bytes(p, slices) as u64;
-        let ns = slices as i32;
-        let a: Vec<Arg> = vec![
-            ent.into(),
-            buf.into(),
-            out.into(),
-            ns.into(),
-            scale.into(),
-            d.into(),
-        ];
-        // SAFETY: parameter types match bp_tensor.
+        let l = bp_launch(
+            p,
+            (key.nx, key.ny),
+            slices,
+            buf,
+            out,
+            scale,
+            key.shared as u32,
+            d,
+        );
+        // SAFETY: `bp_launch` gives the parameters of bp_tensor; `buf` holds
+        // the entries of `slices` slices.
         unsafe {
             launch(
-                &m.func,
-                "bp_tensor",
-                grid,
-                block,
-                key.shared as u32,
-                &self.comp,
-                &a,
+                &m.func, l.name, l.grid, l.block, l.shared, &self.comp, &l.args,
             )
         }
     }

@@ -451,72 +451,22 @@ impl VoxelBack {
             }
             Params::Tensor(tp) => {
                 let (zero, absmax) = self.maxima.as_ref().expect("tensor maxima kernels");
-                let npp = ftensor::padded_angles(tp, na);
-                let nslots = ftensor::slots(tp, slices);
-                let entries = ent + ftensor::maxima_bytes(tp, slices) as u64;
+                let packs = ftensor::pack_launches(tp, na, self.nbp, slices, (flat, rs, pair), ent);
+                for (f, l) in [zero, absmax, &self.pack].into_iter().zip(packs) {
+                    Self::go(p, ew, f, l.name, l.grid, l.block, 0, &l.args)?;
+                }
+                let shared = self.shared as u32;
+                let l = ftensor::bp_launch(tp, (nx, ny), slices, ent, vol, scale, shared, d);
+                let kind = KernelKind::Back;
                 Self::go(
                     p,
-                    ew,
-                    zero,
-                    "tc_zero",
-                    (nslots.div_ceil(256) as u32, 1, 1),
-                    (256, 1, 1),
-                    0,
-                    &[ent.into(), (nslots as i32).into()],
-                )?;
-                Self::go(
-                    p,
-                    ew,
-                    absmax,
-                    "tc_absmax",
-                    (slices as u32, na.div_ceil(8) as u32, 1),
-                    (256, 1, 1),
-                    0,
-                    &[flat.into(), rs.into(), pair.into(), ent.into(), na_i.into()],
-                )?;
-                Self::go(
-                    p,
-                    ew,
-                    &self.pack,
-                    "pack_tensor",
-                    (
-                        self.nbp.div_ceil(32) as u32,
-                        npp as u32,
-                        (nslots / 32) as u32,
-                    ),
-                    (32, 8, 1),
-                    0,
-                    &[
-                        flat.into(),
-                        rs.into(),
-                        pair.into(),
-                        ent.into(),
-                        entries.into(),
-                        na_i.into(),
-                        ns_i.into(),
-                    ],
-                )?;
-                let (bx, by) = tp.block_pixels();
-                Self::go(
-                    p,
-                    KernelKind::Back,
+                    kind,
                     &self.bp,
-                    "bp_tensor",
-                    (
-                        nx.div_ceil(bx) as u32,
-                        ny.div_ceil(by) as u32,
-                        slices.div_ceil(tp.slices_per_block()) as u32,
-                    ),
-                    (tp.threads() as u32, 1, 1),
+                    l.name,
+                    l.grid,
+                    l.block,
                     self.shared,
-                    &[
-                        entries.into(),
-                        ent.into(),
-                        vol.into(),
-                        ns_i.into(),
-                        scale.into(),
-                        d.into(),
-                    ],
+                    &l.args,
                 )?;
             }
         }
