@@ -8,6 +8,7 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 
 use crate::error::{CudaError, Result};
 use crate::fbp::padding::{block_span, coordinate_range};
+use crate::runtime::LaunchSpec;
 
 /// Source of the line-sweep kernels (`pack_sweep`, `bp_sweep`).
 pub const SWEEP_CU: &str = include_str!("../../kernels/backproject_sweep.cu");
@@ -273,6 +274,72 @@ pub fn entry_bytes(
 ) -> usize {
     let (_, nbp) = padded_bins_staged(p, geom, grid);
     geom.n_angles() * nbp * row_slots(p, slices) * 2 * p.spl as usize * 4
+}
+
+/// The `pack_sweep` launch that re-lays `slices` filtered slices of `na`
+/// projections (rows at `src` = (address, row stride in floats, pair flag))
+/// as the entries at `dst` (`nbp` padded bins).
+pub fn pack_launch(
+    p: SweepParams,
+    na: usize,
+    nbp: usize,
+    slices: usize,
+    src: (u64, i64, i32),
+    dst: u64,
+) -> LaunchSpec {
+    let row = row_slots(p, slices);
+    let (s, rs, pair) = src;
+    LaunchSpec {
+        name: "pack_sweep",
+        grid: (nbp.div_ceil(8) as u32, na as u32, (row / 32) as u32),
+        block: (32, 8, 1),
+        shared: 0,
+        args: vec![
+            s.into(),
+            rs.into(),
+            pair.into(),
+            dst.into(),
+            (row as i32).into(),
+            (na as i32).into(),
+            (slices as i32).into(),
+        ],
+    }
+}
+
+/// The `bp_sweep` launch of the entries at `ent` ([`pack_launch`]) into
+/// `slices` slices of `nx`×`ny` pixels at `out`, scaled by `scale`; `shared`
+/// the module's shared bytes per block and `dconst` the address of its f64
+/// projection constants.
+#[allow(clippy::too_many_arguments)]
+pub fn bp_launch(
+    p: SweepParams,
+    (nx, ny): (usize, usize),
+    slices: usize,
+    ent: u64,
+    out: u64,
+    scale: f32,
+    shared: u32,
+    dconst: u64,
+) -> LaunchSpec {
+    let row = row_slots(p, slices);
+    let (bx, by) = p.block_pixels();
+    LaunchSpec {
+        name: "bp_sweep",
+        grid: (
+            nx.div_ceil(bx) as u32,
+            ny.div_ceil(by) as u32,
+            (row / 32) as u32,
+        ),
+        block: (32 * p.wx as u32 * p.wy as u32, 1, 1),
+        shared,
+        args: vec![
+            ent.into(),
+            out.into(),
+            (slices as i32).into(),
+            scale.into(),
+            dconst.into(),
+        ],
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use tomors_core::{ParallelGeometry, SliceGrid};
 use crate::error::{CudaError, Result};
 use crate::fbp::kernels::projection_coefficients_f64;
 use crate::fbp::padding::{block_span, coordinate_range};
-use crate::runtime::Arg;
+use crate::runtime::LaunchSpec;
 
 /// Source of the tensor-core kernels (`tc_zero`, `tc_absmax`,
 /// `pack_tensor`, `bp_tensor`): the layout, f16 splits and packing part,
@@ -433,22 +433,6 @@ pub fn slots(p: TensorParams, slices: usize) -> usize {
     (slices.div_ceil(p.slices_per_block()).max(1) * p.slices_per_block()).div_ceil(32) * 32
 }
 
-/// One launch of a kernel of the tensor module: the kernel's name, grid,
-/// block, dynamic shared bytes and arguments (the one place that knows
-/// them; FBP's engine and the SIRT voxel pair both launch from it).
-pub struct TensorLaunch {
-    /// The kernel's name in the module.
-    pub name: &'static str,
-    /// Grid dimensions.
-    pub grid: (u32, u32, u32),
-    /// Block dimensions.
-    pub block: (u32, u32, u32),
-    /// Dynamic shared memory in bytes.
-    pub shared: u32,
-    /// The kernel's arguments, in order.
-    pub args: Vec<Arg>,
-}
-
 /// The launches that pack `slices` filtered slices of `na` projections
 /// (rows at `src` = (address, row stride in floats, pair flag)) into the
 /// buffer at `buf` (the per-slot maxima, then the entries of `nbp` padded
@@ -460,28 +444,28 @@ pub fn pack_launches(
     slices: usize,
     src: (u64, i64, i32),
     buf: u64,
-) -> [TensorLaunch; 3] {
+) -> [LaunchSpec; 3] {
     let npp = padded_angles(p, na);
     let nslots = slots(p, slices);
     let ent = buf + maxima_bytes(p, slices) as u64;
     let (s, rs, pair) = src;
     let (na_i, ns_i) = (na as i32, slices as i32);
     [
-        TensorLaunch {
+        LaunchSpec {
             name: "tc_zero",
             grid: (nslots.div_ceil(256) as u32, 1, 1),
             block: (256, 1, 1),
             shared: 0,
             args: vec![buf.into(), (nslots as i32).into()],
         },
-        TensorLaunch {
+        LaunchSpec {
             name: "tc_absmax",
             grid: (slices as u32, na.div_ceil(8) as u32, 1),
             block: (256, 1, 1),
             shared: 0,
             args: vec![s.into(), rs.into(), pair.into(), buf.into(), na_i.into()],
         },
-        TensorLaunch {
+        LaunchSpec {
             name: "pack_tensor",
             grid: (nbp.div_ceil(32) as u32, npp as u32, (nslots / 32) as u32),
             block: (32, 8, 1),
@@ -513,10 +497,10 @@ pub fn bp_launch(
     scale: f32,
     shared: u32,
     dconst: u64,
-) -> TensorLaunch {
+) -> LaunchSpec {
     let (bx, by) = p.block_pixels();
     let ent = buf + maxima_bytes(p, slices) as u64;
-    TensorLaunch {
+    LaunchSpec {
         name: "bp_tensor",
         grid: (
             nx.div_ceil(bx) as u32,

@@ -35,7 +35,7 @@ pub use context::{Context, Event, Stream};
 pub use foreign::{keep_current_context, wait_foreign_stream, CurrentContext, ForeignDevicePtr};
 pub(crate) use memory::{ensure, ensure_pinned};
 pub use memory::{DeviceBuffer, PinnedBuffer};
-pub use module::{launch, Arg, Function, Module};
+pub use module::{launch, Arg, Function, LaunchSpec, Module};
 pub(crate) use staging::{copy_in, copy_out, is_pinned};
 pub use texture::{Array2d, Array3d, TexFilter, TexFormat, Texture};
 

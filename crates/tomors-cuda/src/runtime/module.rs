@@ -139,6 +139,23 @@ macro_rules! arg_from {
 }
 arg_from!(u64 => U64, i64 => I64, i32 => I32, u32 => U32, f32 => F32, f64 => F64);
 
+/// One launch of a module's kernel: its name, grid, block, dynamic shared
+/// bytes and arguments. The module's Rust side builds it in one place, so
+/// every caller that launches the kernel (FBP's engine, the SIRT voxel
+/// pair) passes the same grid and arguments.
+pub struct LaunchSpec {
+    /// The kernel's name in the module.
+    pub name: &'static str,
+    /// Grid dimensions.
+    pub grid: (u32, u32, u32),
+    /// Block dimensions.
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory in bytes.
+    pub shared: u32,
+    /// The kernel's arguments, in order.
+    pub args: Vec<Arg>,
+}
+
 /// Launches `f` on `stream` with `args` and checks the launch status.
 ///
 /// # Safety

@@ -329,29 +329,10 @@ impl Engine {
         let dst = ensure(&mut self.sweep_buf, &self.ctx, bytes, "sweep entries")?;
         let m = &self.bp[&key];
         let f = m.pack.as_ref().expect("sweep module has pack_sweep");
-        let (s, rs, pair) = src;
-        let (row_i, na_i, ns_i) = (row as i32, na as i32, slices as i32);
-        // SAFETY: parameter types match pack_sweep.
-        unsafe {
-            let a = [
-                s.into(),
-                rs.into(),
-                pair.into(),
-                dst.into(),
-                row_i.into(),
-                na_i.into(),
-                ns_i.into(),
-            ];
-            launch(
-                f,
-                "pack_sweep",
-                (nbp.div_ceil(8) as u32, na as u32, (row / 32) as u32),
-                (32, 8, 1),
-                0,
-                &self.comp,
-                &a,
-            )?;
-        }
+        let l = sweep_pack_launch(p, na, nbp, slices, src, dst);
+        // SAFETY: `pack_launch` gives pack_sweep's parameters; `dst` holds
+        // `bytes`.
+        unsafe { launch(f, l.name, l.grid, l.block, l.shared, &self.comp, &l.args)? };
         Ok(dst)
     }
 
@@ -365,27 +346,14 @@ impl Engine {
         scale: f32,
     ) -> Result<()> {
         let m = &self.bp[&key];
-        let row = row_slots(p, slices);
-        let (bx, by) = p.block_pixels();
-        let grid = (
-            key.nx.div_ceil(bx) as u32,
-            key.ny.div_ceil(by) as u32,
-            (row / 32) as u32,
-        );
-        let block = (32 * p.wx as u32 * p.wy as u32, 1, 1);
         let d = m.dconst.as_ref().map_or(0, |b| b.0.ptr());
-        let ns = slices as i32;
-        let a: Vec<Arg> = vec![ent.into(), out.into(), ns.into(), scale.into(), d.into()];
-        // SAFETY: parameter types match bp_sweep.
+        let shared = key.shared as u32;
+        let l = sweep_bp_launch(p, (key.nx, key.ny), slices, ent, out, scale, shared, d);
+        // SAFETY: `bp_launch` gives bp_sweep's parameters; `ent` holds the
+        // entries of `slices` slices.
         unsafe {
             launch(
-                &m.func,
-                "bp_sweep",
-                grid,
-                block,
-                key.shared as u32,
-                &self.comp,
-                &a,
+                &m.func, l.name, l.grid, l.block, l.shared, &self.comp, &l.args,
             )
         }
     }

@@ -17,7 +17,8 @@ use crate::fbp::kernels::{
     FILTER_CU, MAX_CMEM_PROJECTIONS,
 };
 use crate::fbp::sweep::{
-    padded_bins, padded_bins_staged, row_slots, shared_bytes, sweep_defines, SWEEP_CU,
+    bp_launch as sweep_bp_launch, pack_launch as sweep_pack_launch, padded_bins,
+    padded_bins_staged, row_slots, shared_bytes, sweep_defines, SWEEP_CU,
 };
 use crate::fbp::tensor::{tensor_defines, TENSOR_CU};
 use crate::runtime::compile::{cubin_cached, fnv1a64};

@@ -347,27 +347,18 @@ impl VoxelBack {
         (ent, vol): (u64, u64),
         slices: usize,
     ) -> Result<()> {
-        let row = fsweep::row_slots(sp, slices);
-        let (bx, by) = sp.block_pixels();
+        let (shared, d) = (self.shared as u32, self.dconst.ptr());
+        let l = fsweep::bp_launch(sp, (p.nx, p.ny), slices, ent, vol, self.scale, shared, d);
+        let kind = KernelKind::Back;
         Self::go(
             p,
-            KernelKind::Back,
+            kind,
             &self.bp,
-            "bp_sweep",
-            (
-                p.nx.div_ceil(bx) as u32,
-                p.ny.div_ceil(by) as u32,
-                (row / 32) as u32,
-            ),
-            (32 * sp.wx as u32 * sp.wy as u32, 1, 1),
+            l.name,
+            l.grid,
+            l.block,
             self.shared,
-            &[
-                ent.into(),
-                vol.into(),
-                (slices as i32).into(),
-                self.scale.into(),
-                self.dconst.ptr().into(),
-            ],
+            &l.args,
         )
     }
 
@@ -428,25 +419,8 @@ impl VoxelBack {
                 self.bp_sweep(p, sp, (ent, vol), slices)?;
             }
             Params::Sweep(sp) => {
-                let row = fsweep::row_slots(sp, slices);
-                Self::go(
-                    p,
-                    ew,
-                    &self.pack,
-                    "pack_sweep",
-                    (self.nbp.div_ceil(8) as u32, na as u32, (row / 32) as u32),
-                    (32, 8, 1),
-                    0,
-                    &[
-                        flat.into(),
-                        rs.into(),
-                        pair.into(),
-                        ent.into(),
-                        (row as i32).into(),
-                        na_i.into(),
-                        ns_i.into(),
-                    ],
-                )?;
+                let l = fsweep::pack_launch(sp, na, self.nbp, slices, (flat, rs, pair), ent);
+                Self::go(p, ew, &self.pack, l.name, l.grid, l.block, 0, &l.args)?;
                 self.bp_sweep(p, sp, (ent, vol), slices)?;
             }
             Params::Tensor(tp) => {
