@@ -23,6 +23,7 @@ pub mod iterative;
 pub mod linalg;
 pub mod metrics;
 pub mod phantom;
+pub mod vector;
 
 pub use backend::{Backend, Interpolation};
 pub use error::{CoreError, Result};
