@@ -66,7 +66,7 @@ impl WorldEllipsoid {
         let q0 = apply(&self.to_unit, sub(o, self.center));
         let q1 = apply(&self.to_unit, d);
         let a = dot(q1, q1);
-        if !(a > 0.0) {
+        if a.is_nan() || a <= 0.0 {
             return 0.0;
         }
         let perp = sub(q0, scale(q1, dot(q0, q1) / a));
@@ -116,7 +116,11 @@ pub fn line_integral(phantom: &Phantom3d, scale_: f64, o: Vec3, d: Vec3) -> f64 
 /// with `scale`, along the ray through each pixel centre of `geometry`.
 /// Projections in parallel. A non-positive or non-finite scale gives zeros.
 pub fn project(phantom: &Phantom3d, scale_: f64, geometry: &VecGeometry) -> Array3<f64> {
-    let (na, nr, nc) = (geometry.n_projections(), geometry.n_rows(), geometry.n_cols());
+    let (na, nr, nc) = (
+        geometry.n_projections(),
+        geometry.n_rows(),
+        geometry.n_cols(),
+    );
     let mut out = Array3::<f64>::zeros((na, nr, nc));
     if !(scale_.is_finite() && scale_ > 0.0) {
         return out;
@@ -137,8 +141,8 @@ pub fn project(phantom: &Phantom3d, scale_: f64, geometry: &VecGeometry) -> Arra
 }
 
 /// Voxel averages `[z][y][x]` of `phantom` (placed with `scale`) on
-/// `volume`, estimated with `supersample³` points per voxel (0 counts as
-/// 1) on a regular sub-grid. Slices in parallel. A non-positive or
+/// `volume`, estimated with `supersample³` points per voxel (zero counts
+/// as one) on a regular sub-grid. Slices in parallel. A non-positive or
 /// non-finite scale gives zeros.
 pub fn rasterize(
     phantom: &Phantom3d,

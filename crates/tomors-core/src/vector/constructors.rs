@@ -153,7 +153,6 @@ macro_rules! scanner_methods {
         pub fn laminography(self, tilt: f64) -> Self {
             self.axis_tilt(0.0, tilt)
         }
-
     };
 }
 
@@ -196,7 +195,14 @@ impl ConeScan {
     /// `n_rows × n_cols` pixels of `pixel_u × pixel_v` centred at
     /// `(0, odd, 0)`, `u = (pixel_u, 0, 0)`, `v = (0, 0, pixel_v)`.
     /// Checked when the geometry is made ([`Self::orbit`]).
-    pub fn new(sod: f64, odd: f64, n_rows: usize, n_cols: usize, pixel_u: f64, pixel_v: f64) -> Self {
+    pub fn new(
+        sod: f64,
+        odd: f64,
+        n_rows: usize,
+        n_cols: usize,
+        pixel_u: f64,
+        pixel_v: f64,
+    ) -> Self {
         Self {
             n_rows,
             n_cols,
@@ -214,11 +220,18 @@ impl ConeScan {
     /// The scanner of a circular cone-beam geometry (its principal point
     /// as a detector offset).
     pub fn from_cone_geometry(g: &ConeGeometry) -> Self {
-        Self::new(g.sod(), g.odd(), g.n_rows(), g.n_cols(), g.pixel_u(), g.pixel_v())
-            .detector_offset(
-                (g.n_cols() as f64 - 1.0) * 0.5 - g.center_col(),
-                (g.n_rows() as f64 - 1.0) * 0.5 - g.center_row(),
-            )
+        Self::new(
+            g.sod(),
+            g.odd(),
+            g.n_rows(),
+            g.n_cols(),
+            g.pixel_u(),
+            g.pixel_v(),
+        )
+        .detector_offset(
+            (g.n_cols() as f64 - 1.0) * 0.5 - g.center_col(),
+            (g.n_rows() as f64 - 1.0) * 0.5 - g.center_row(),
+        )
     }
 
     scanner_methods!();

@@ -71,7 +71,9 @@ pub enum VectorGeometryError {
         n_cols: usize,
     },
     /// A flat array of vectors whose length is not a multiple of 12.
-    #[error("the vector array has {len} numbers, not a multiple of 12 (one row of 12 per projection)")]
+    #[error(
+        "the vector array has {len} numbers, not a multiple of 12 (one row of 12 per projection)"
+    )]
     RowLength {
         /// Number of values given.
         len: usize,

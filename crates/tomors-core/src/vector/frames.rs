@@ -68,7 +68,10 @@ impl Frames {
             .zip(&normals)
             .map(|(f, &n)| {
                 let nn = dot(n, n);
-                (scale(cross(f.ev, n), 1.0 / nn), scale(cross(n, f.eu), 1.0 / nn))
+                (
+                    scale(cross(f.ev, n), 1.0 / nn),
+                    scale(cross(n, f.eu), 1.0 / nn),
+                )
             })
             .collect();
         Self {
@@ -214,7 +217,7 @@ impl Frames {
                     }
                 }
             }
-            if !(worst > 0.0) {
+            if !(worst.is_finite() && worst > 0.0) {
                 let f = &self.frames[a];
                 let s = volume.to_world(f.src_or_ray);
                 return Err(VectorGeometryError::Row {

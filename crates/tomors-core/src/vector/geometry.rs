@@ -110,7 +110,7 @@ impl Detector {
         if nv == 0.0 {
             return Err(RowDefect::ZeroV);
         }
-        if !(norm(self.normal()) > DEGENERATE * nu * nv) {
+        if !(nu.is_finite() && nv.is_finite() && norm(self.normal()) > DEGENERATE * nu * nv) {
             return Err(RowDefect::ParallelUV);
         }
         Ok(())
@@ -150,8 +150,18 @@ impl ConeVectors {
     pub fn to_astra(&self) -> [f64; 12] {
         let (s, d) = (self.source, &self.detector);
         [
-            s[0], s[1], s[2], d.center[0], d.center[1], d.center[2], d.u[0], d.u[1], d.u[2],
-            d.v[0], d.v[1], d.v[2],
+            s[0],
+            s[1],
+            s[2],
+            d.center[0],
+            d.center[1],
+            d.center[2],
+            d.u[0],
+            d.u[1],
+            d.u[2],
+            d.v[0],
+            d.v[1],
+            d.v[2],
         ]
     }
 
@@ -179,7 +189,7 @@ impl ConeVectors {
         let n = self.normal_from_source();
         let w = sub(p, self.source);
         let depth = dot(w, n);
-        if !(depth > 0.0) {
+        if !(depth.is_finite() && depth > 0.0) {
             return None;
         }
         let sdd = dot(sub(self.detector.center, self.source), n);
@@ -195,7 +205,7 @@ impl ConeVectors {
         let n = d.normal();
         let off = sub(self.source, d.center);
         let distance = (dot(off, n) / norm(n)).abs();
-        if !(distance > DEGENERATE * (norm(off) + norm(d.u) + norm(d.v))) {
+        if !(distance.is_finite() && distance > DEGENERATE * (norm(off) + norm(d.u) + norm(d.v))) {
             return Err(RowDefect::SourceOnDetector { distance });
         }
         Ok(())
@@ -228,8 +238,18 @@ impl ParallelVectors {
     pub fn to_astra(&self) -> [f64; 12] {
         let (r, d) = (self.ray, &self.detector);
         [
-            r[0], r[1], r[2], d.center[0], d.center[1], d.center[2], d.u[0], d.u[1], d.u[2],
-            d.v[0], d.v[1], d.v[2],
+            r[0],
+            r[1],
+            r[2],
+            d.center[0],
+            d.center[1],
+            d.center[2],
+            d.u[0],
+            d.u[1],
+            d.u[2],
+            d.v[0],
+            d.v[1],
+            d.v[2],
         ]
     }
 
@@ -260,7 +280,8 @@ impl ParallelVectors {
             return Err(RowDefect::ZeroRay);
         }
         self.detector.check()?;
-        if !(self.obliquity() > DEGENERATE) {
+        let cos = self.obliquity();
+        if !(cos.is_finite() && cos > DEGENERATE) {
             return Err(RowDefect::RayInDetectorPlane);
         }
         Ok(())
@@ -278,7 +299,7 @@ fn check_detector(n_rows: usize, n_cols: usize, n: usize) -> Result<(), VectorGe
 }
 
 fn rows_of(flat: &[f64]) -> Result<Vec<[f64; 12]>, VectorGeometryError> {
-    if flat.len() % 12 != 0 {
+    if !flat.len().is_multiple_of(12) {
         return Err(VectorGeometryError::RowLength { len: flat.len() });
     }
     Ok(flat

@@ -96,7 +96,14 @@ pub(crate) fn floor_i64(v: f64) -> i64 {
 /// open interval `(below, above)`; loose by two steps each side (exact
 /// tests follow).
 #[inline]
-fn step_range(c0: f64, dc: f64, below: f64, above: f64, first: usize, end: usize) -> (usize, usize) {
+fn step_range(
+    c0: f64,
+    dc: f64,
+    below: f64,
+    above: f64,
+    first: usize,
+    end: usize,
+) -> (usize, usize) {
     if dc == 0.0 {
         return if c0 > below && c0 < above {
             (first, end)
@@ -156,8 +163,22 @@ impl VecTracer for VecJosephProjector {
         let (sb, sc) = (s[bx] * db, s[cx] * dc);
         let len = (s[ax] * s[ax] + sb * sb + sc * sc).sqrt();
         let (lo, hi) = (clip.lo(), clip.hi());
-        let (l1, h1) = step_range(b_at0, db, lo[bx] as f64 - 1.0, hi[bx] as f64, lo[ax], hi[ax]);
-        let (l2, h2) = step_range(c_at0, dc, lo[cx] as f64 - 1.0, hi[cx] as f64, lo[ax], hi[ax]);
+        let (l1, h1) = step_range(
+            b_at0,
+            db,
+            lo[bx] as f64 - 1.0,
+            hi[bx] as f64,
+            lo[ax],
+            hi[ax],
+        );
+        let (l2, h2) = step_range(
+            c_at0,
+            dc,
+            lo[cx] as f64 - 1.0,
+            hi[cx] as f64,
+            lo[ax],
+            hi[ax],
+        );
         let (first, end) = (l1.max(l2), h1.min(h2));
         let inb = |v: i64| v >= lo[bx] as i64 && v < hi[bx] as i64;
         let inc = |v: i64| v >= lo[cx] as i64 && v < hi[cx] as i64;
@@ -239,9 +260,14 @@ impl<T: Real> Projector<T> for VecJosephProjector {
     fn trace_ray(&self, angle: usize, bin: usize, visit: &mut dyn FnMut(usize, T)) {
         let nc = self.rays.n_cols();
         if angle < self.rays.n_angles() && bin < self.rays.n_bins() {
-            VecTracer::trace(self, angle, bin / nc, bin % nc, &self.rays.region, |i, w| {
-                visit(i, T::from_f64(w))
-            });
+            VecTracer::trace(
+                self,
+                angle,
+                bin / nc,
+                bin % nc,
+                &self.rays.region,
+                |i, w| visit(i, T::from_f64(w)),
+            );
         }
     }
 }

@@ -110,7 +110,7 @@ impl VolumeGeometry {
         let mut center = [0.0; 3];
         for k in 0..3 {
             let (lo, hi) = (window[2 * k], window[2 * k + 1]);
-            if !(hi > lo) {
+            if hi <= lo {
                 return Err(VectorGeometryError::VolumePlacement {
                     what: NAMES[2 * k + 1],
                     value: hi,

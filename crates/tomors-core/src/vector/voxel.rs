@@ -92,7 +92,11 @@ fn voxel_frames(
                     let (s0n, s0u, s0v) = (dot(s0, n), dot(s0, us), dot(s0, vs));
                     // col = [(s0·u*)(w·n) − (s0·n)(w·u*)]/(w·n), w = p − src.
                     // Oriented so that den(p) > 0 in front of the source.
-                    let sigma = if dot(sub(base, src), n) < 0.0 { -1.0 } else { 1.0 };
+                    let sigma = if dot(sub(base, src), n) < 0.0 {
+                        -1.0
+                    } else {
+                        1.0
+                    };
                     let fu = scale(sub(scale(n, s0u), scale(us, s0n)), sigma);
                     let fv = scale(sub(scale(n, s0v), scale(vs, s0n)), sigma);
                     let n = scale(n, sigma);
@@ -101,9 +105,7 @@ fn voxel_frames(
                     let d_p = pv.source_detector_distance();
                     let kappa = d_p / dot(sub(base, src), n);
                     let factor = match weighting {
-                        VoxelWeighting::Adjoint => {
-                            vol * d_p / (det.pixel_area() * kappa * kappa)
-                        }
+                        VoxelWeighting::Adjoint => vol * d_p / (det.pixel_area() * kappa * kappa),
                         VoxelWeighting::Fdk => {
                             let d_o = dot(scale(pv.source, -1.0), pv.normal_from_source());
                             d_o * d_o / (kappa * kappa)
@@ -223,34 +225,31 @@ pub fn backproject_voxels<T: Real>(
         });
     let (nz, ny, nx) = region.dim();
     let mut total = vec![T::ZERO; nz * ny * nx];
-    total
-        .par_chunks_mut(nx)
-        .enumerate()
-        .for_each(|(line, o)| {
-            let iz = (region.z.start + line / ny) as f64;
-            let iy = (region.y.start + line % ny) as f64;
-            let x0 = region.x.start as f64;
-            let mut acc = vec![0.0f64; nx];
-            for (j, &a) in angles.iter().enumerate() {
-                let fr = &frames[a];
-                let at = |f: &[f64; 4]| f[0] * x0 + f[1] * iy + f[2] * iz + f[3];
-                let (mut u, mut v, mut d) = (at(&fr.nu), at(&fr.nv), at(&fr.den));
-                let qj = &q[j * nr * nc..(j + 1) * nr * nc];
-                for s in acc.iter_mut() {
-                    if d > 0.0 {
-                        let r = 1.0 / d;
-                        let val = bilinear(qj, nr, nc, u * r, v * r);
-                        *s += if fr.by_den_sq { val * r * r } else { val };
-                    }
-                    u += fr.nu[0];
-                    v += fr.nv[0];
-                    d += fr.den[0];
+    total.par_chunks_mut(nx).enumerate().for_each(|(line, o)| {
+        let iz = (region.z.start + line / ny) as f64;
+        let iy = (region.y.start + line % ny) as f64;
+        let x0 = region.x.start as f64;
+        let mut acc = vec![0.0f64; nx];
+        for (j, &a) in angles.iter().enumerate() {
+            let fr = &frames[a];
+            let at = |f: &[f64; 4]| f[0] * x0 + f[1] * iy + f[2] * iz + f[3];
+            let (mut u, mut v, mut d) = (at(&fr.nu), at(&fr.nv), at(&fr.den));
+            let qj = &q[j * nr * nc..(j + 1) * nr * nc];
+            for s in acc.iter_mut() {
+                if d > 0.0 {
+                    let r = 1.0 / d;
+                    let val = bilinear(qj, nr, nc, u * r, v * r);
+                    *s += if fr.by_den_sq { val * r * r } else { val };
                 }
+                u += fr.nu[0];
+                v += fr.nv[0];
+                d += fr.den[0];
             }
-            for (o, &s) in o.iter_mut().zip(&acc) {
-                *o = T::from_f64(s);
-            }
-        });
+        }
+        for (o, &s) in o.iter_mut().zip(&acc) {
+            *o = T::from_f64(s);
+        }
+    });
     let view = ArrayView3::from_shape((nz, ny, nx), &total).expect("shape");
     let mut out = out;
     out.assign(&view);
