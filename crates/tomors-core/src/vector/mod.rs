@@ -21,10 +21,15 @@
 //! - [`analytic`]: exact line integrals of ellipsoid phantoms along every
 //!   ray of a vector geometry, and the phantom rasterised on a
 //!   [`VolumeGeometry`].
+//! - [`fdk_vec`]: FDK for cone-beam vector geometries (per-projection
+//!   cosine weights, ramp filtering along each projection's rows,
+//!   `(D_o/D_v)²`-weighted voxel-driven back projection); on a circular
+//!   scan it is [`crate::cone::fdk`].
 
 pub mod analytic;
 pub mod constructors;
 mod error;
+mod fdk;
 mod frames;
 pub mod geometry;
 mod joseph;
@@ -35,6 +40,7 @@ mod voxel;
 
 pub use constructors::{ConeScan, ParallelScan, Turn};
 pub use error::{RowDefect, VectorGeometryError};
+pub use fdk::{fdk_vec, fdk_vec_filter, VecFdkOptions};
 pub use frames::IndexFrame;
 pub use geometry::{
     ConeVecGeometry, ConeVectors, Detector, DetectorHit, ParallelVecGeometry, ParallelVectors,
