@@ -391,3 +391,53 @@ fn a_source_inside_or_beside_the_volume_is_refused() {
     assert!(e.starts_with("vector row 2:"), "{e}");
     assert!(e.contains("inside or beside the volume"), "{e}");
 }
+
+/// The detector window a box's rays can fall in holds every ray that
+/// visits a voxel of the box (the culling of the forward and back drivers
+/// and of future slab splits never drops a ray).
+#[test]
+fn pixels_reaching_a_box_hold_every_ray_that_visits_it() {
+    let v = odd_volume();
+    let boxes = [
+        VolumeBox {
+            z: 0..2,
+            y: 0..9,
+            x: 0..11,
+        },
+        VolumeBox {
+            z: 3..5,
+            y: 2..6,
+            x: 4..9,
+        },
+        VolumeBox {
+            z: 6..7,
+            y: 8..9,
+            x: 10..11,
+        },
+    ];
+    for (name, g) in cone_cases().into_iter().chain(parallel_cases()) {
+        let whole = VecJosephProjector::new(&g, &v).unwrap();
+        let nc = g.n_cols();
+        for b in &boxes {
+            let part = VecJosephProjector::with_box(&g, &v, b.clone()).unwrap();
+            let mut seen = 0;
+            for a in 0..g.n_projections() {
+                let (rows, cols) = whole.pixels_reaching(a, b);
+                for k in 0..g.n_rows() * nc {
+                    let mut hit = false;
+                    Projector::<f64>::trace_ray(&part, a, k, &mut |_, w| hit |= w > 0.0);
+                    if hit {
+                        seen += 1;
+                        assert!(
+                            rows.contains(&(k / nc)) && cols.contains(&(k % nc)),
+                            "{name}: box {b:?}, projection {a}: pixel ({}, {}) outside {rows:?} × {cols:?}",
+                            k / nc,
+                            k % nc
+                        );
+                    }
+                }
+            }
+            assert!(seen > 0, "{name}: no ray visits {b:?}");
+        }
+    }
+}

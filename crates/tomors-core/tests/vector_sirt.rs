@@ -162,3 +162,75 @@ fn sirt_on_a_laminography_scan() {
     assert!(e < 0.075, "{e}");
     assert!(e0 > 1.5 * e, "ignoring the tilt: {e0} vs {e}");
 }
+
+/// The other methods of `iterative` run unchanged on the vector projector
+/// (block views for SART / BLOCK-IT, single rays for ART, row norms for
+/// Cimmino) and each lowers the error of the zero start on a small
+/// misaligned helical scan; the voxel-driven pair runs SIRT too.
+/// Measured NRMSE: SART 0.068, BLOCK-IT 0.062, Cimmino 0.068, ART 0.080,
+/// SIRT with the voxel-driven pair 0.071; the zero start 0.180.
+#[test]
+fn block_and_ray_methods_run_on_vector_geometries() {
+    let v = VolumeGeometry::new(16, 16, 16, 1.0).unwrap();
+    let scan = ConeScan::new(50.0, 30.0, 16, 24, 1.5, 1.5)
+        .detector_offset(2.0, 1.0)
+        .detector_roll(0.05);
+    let g: VecGeometry = scan.helical(24, 1.5, 6.0, Turn::Clockwise).unwrap().into();
+    let phantom = Phantom3d::shepp_logan();
+    let truth = rasterize(&phantom, 6.5, &v, 2);
+    let proj = project(&phantom, 6.5, &g).mapv(|x| x as f32);
+    let zero = volume_nrmse(&Array3::zeros(truth.dim()), &truth);
+    let methods = [
+        (
+            "sart",
+            Algorithm::BlockSequential {
+                weighting: Weighting::RowColumnSums,
+                projections_per_block: 1,
+            },
+            3,
+        ),
+        (
+            "block-it",
+            Algorithm::BlockSequential {
+                weighting: Weighting::RowColumnSums,
+                projections_per_block: 6,
+            },
+            4,
+        ),
+        ("cimmino", Algorithm::Sirt(Weighting::Cimmino), 10),
+        (
+            "art",
+            Algorithm::Art {
+                order: tomors_core::iterative::RayOrder::Sequential,
+            },
+            1,
+        ),
+    ];
+    let p = VecJosephProjector::new(&g, &v).unwrap();
+    for (name, algorithm, iterations) in methods {
+        let options = IterativeOptions {
+            algorithm,
+            iterations,
+            constraint: Constraint::non_negative(),
+            ..IterativeOptions::default()
+        };
+        let x = reconstruct_cone(&p, proj.view(), None, &options, &mut |_| true)
+            .unwrap()
+            .x;
+        let e = volume_nrmse(&x, &truth);
+        println!("{name}: NRMSE {e:.4} (zero start {zero:.4})");
+        assert!(e < 0.6 * zero, "{name}: {e} vs {zero}");
+    }
+    let voxel = tomors_core::vector::VecVoxelProjector::new(&g, &v).unwrap();
+    let options = IterativeOptions {
+        algorithm: Algorithm::Sirt(Weighting::RowColumnSums),
+        iterations: 10,
+        ..IterativeOptions::default()
+    };
+    let x = reconstruct_cone(&voxel, proj.view(), None, &options, &mut |_| true)
+        .unwrap()
+        .x;
+    let e = volume_nrmse(&x, &truth);
+    println!("sirt voxel-driven pair: NRMSE {e:.4} (zero start {zero:.4})");
+    assert!(e < 0.6 * zero, "voxel pair: {e} vs {zero}");
+}

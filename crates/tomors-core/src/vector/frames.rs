@@ -230,6 +230,14 @@ impl Frames {
     }
 }
 
+/// The index frames of every projection of `geometry` in the voxel-index
+/// coordinates of `volume` (what device kernels read): cone beam, the ray
+/// of pixel (`r`, `c`) runs from `src_or_ray` to `base + c·eu + r·ev`;
+/// parallel beam, through that point along `src_or_ray`.
+pub fn index_frames(geometry: &VecGeometry, volume: &VolumeGeometry) -> Vec<IndexFrame> {
+    Frames::new(geometry, volume).frames
+}
+
 /// Centre of detector pixel (0, 0) of projection `i`, world coordinates.
 fn geometry_pixel(geometry: &VecGeometry, i: usize) -> Vec3 {
     geometry

@@ -17,6 +17,8 @@
 //! beam) and of [`JosephProjector`](crate::iterative::JosephProjector)
 //! slice by slice (parallel beam), up to rounding.
 
+use std::ops::Range;
+
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::error::VectorGeometryError;
@@ -74,6 +76,19 @@ impl VecJosephProjector {
     /// The volume.
     pub fn volume(&self) -> &VolumeGeometry {
         &self.rays.volume
+    }
+
+    /// Detector rows and columns of projection `projection` whose rays can
+    /// reach voxels of box `b` (a superset: the shadow of the box grown by
+    /// one voxel, plus one pixel each side; the whole detector where a
+    /// cone-beam box reaches the source's plane). For work split into
+    /// slabs that each need a band of rows.
+    pub fn pixels_reaching(
+        &self,
+        projection: usize,
+        b: &VolumeBox,
+    ) -> (Range<usize>, Range<usize>) {
+        self.rays.pixels_reaching(projection, b)
     }
 
     pub(crate) fn vec_rays(&self) -> &VecRays {

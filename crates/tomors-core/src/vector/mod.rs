@@ -41,7 +41,7 @@ mod voxel;
 pub use constructors::{ConeScan, ParallelScan, Turn};
 pub use error::{RowDefect, VectorGeometryError};
 pub use fdk::{fdk_vec, fdk_vec_filter, VecFdkOptions};
-pub use frames::IndexFrame;
+pub use frames::{index_frames, IndexFrame};
 pub use geometry::{
     ConeVecGeometry, ConeVectors, Detector, DetectorHit, ParallelVecGeometry, ParallelVectors,
     VecGeometry,
